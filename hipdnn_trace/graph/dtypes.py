@@ -1,0 +1,87 @@
+"""hipDNN data-type strings and their numpy equivalents.
+
+hipDNN's JSON names types with the strings of its ``DataType`` enum
+(``hipdnn_data_sdk/utilities/json/Common.hpp``). The numpy side uses ml_dtypes for
+bfloat16 and fp8 so tensors keep their exact bits on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    """One hipDNN data type."""
+
+    name: str                      # the hipDNN JSON string
+    numpy: np.dtype | None         # None: no host representation (block-scaled types)
+    is_float: bool
+    bits: int
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element on the host (sub-byte types round up)."""
+        return max(1, self.bits // 8)
+
+
+def _dt(name: str, np_type: object, is_float: bool, bits: int) -> DType:
+    return DType(name, None if np_type is None else np.dtype(np_type), is_float, bits)
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        _dt("float", np.float32, True, 32),
+        _dt("half", np.float16, True, 16),
+        _dt("bfloat16", ml_dtypes.bfloat16, True, 16),
+        _dt("double", np.float64, True, 64),
+        _dt("uint8", np.uint8, False, 8),
+        _dt("int8", np.int8, False, 8),
+        _dt("int32", np.int32, False, 32),
+        _dt("int64", np.int64, False, 64),
+        _dt("fp8_e4m3", ml_dtypes.float8_e4m3fn, True, 8),
+        _dt("fp8_e5m2", ml_dtypes.float8_e5m2, True, 8),
+        _dt("mxfp8", None, True, 8),
+        _dt("mxbfp8", None, True, 8),
+        _dt("mxfp6", None, True, 6),
+        _dt("mxfp4", None, True, 4),
+    )
+}
+
+#: "unset" is legal where a type may be inherited (node compute type, graph types).
+UNSET = "unset"
+
+#: Scalar-tensor value kinds hipDNN writes as ``value_type`` (its ``TensorValue`` union).
+VALUE_TYPES: dict[str, str] = {
+    "Float32Value": "float",
+    "Float16Value": "half",
+    "BFloat16Value": "bfloat16",
+    "Float8Value": "fp8_e4m3",
+    "Int32Value": "int32",
+    "Float64Value": "double",
+}
+
+
+def lookup(name: str) -> DType:
+    """The DType for a hipDNN string; KeyError if unknown."""
+    return DTYPES[name]
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """numpy dtype for a hipDNN type; ValueError for types without one."""
+    dt = DTYPES[name]
+    if dt.numpy is None:
+        raise ValueError(f"data type {name!r} has no host representation")
+    return dt.numpy
+
+
+def from_numpy(dtype: np.dtype) -> str:
+    """hipDNN string for a numpy dtype (inverse of :func:`numpy_dtype`)."""
+    for d in DTYPES.values():
+        if d.numpy is not None and d.numpy == np.dtype(dtype):
+            return d.name
+    raise ValueError(f"numpy dtype {dtype} has no hipDNN equivalent")

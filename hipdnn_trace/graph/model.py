@@ -1,0 +1,135 @@
+"""The hipDNN graph as plain data.
+
+A :class:`Graph` is what a hipDNN JSON file says, with nothing executed or
+allocated: tensors (uid, dims, strides, type), nodes (op type, named input and
+output ports pointing at tensor uids, options). Nodes keep where each option sat
+in the file (``inputs``, ``parameters`` or ``attributes``) so writing back gives
+the same layout hipDNN wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+UID_SUFFIX = "_tensor_uid"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor of a graph, as hipDNN describes it."""
+
+    uid: int
+    name: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    data_type: str
+    virtual: bool = False
+    value_type: str | None = None     # set for pass-by-value scalars (e.g. epsilon)
+    value: float | int | None = None
+
+    @property
+    def is_value(self) -> bool:
+        """A scalar whose value lives in the graph, not in a buffer."""
+        return self.value_type is not None
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+    @property
+    def storage_elements(self) -> int:
+        """Elements a buffer needs for these dims and strides (max offset + 1)."""
+        if any(d == 0 for d in self.dims):
+            return 0
+        return 1 + sum((d - 1) * s for d, s in zip(self.dims, self.strides))
+
+    @property
+    def layout(self) -> str:
+        """A short name for the memory layout: NCHW-style, NHWC-style, or the stride order."""
+        from hipdnn_trace.graph.layout import layout_name
+
+        return layout_name(self.dims, self.strides)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operation. Ports are named without hipDNN's ``_tensor_uid`` suffix."""
+
+    name: str
+    type: str                                   # e.g. "ConvolutionFwdAttributes"
+    compute_data_type: str
+    inputs: Mapping[str, int | None]            # port -> tensor uid (None: not connected)
+    outputs: Mapping[str, int | None]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    # where each option sat in the file: "inputs", "parameters" or "attributes"
+    param_sections: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def op(self) -> str:
+        """The op name without hipDNN's ``Attributes`` suffix (``ConvolutionFwd``)."""
+        return self.type.removesuffix("Attributes")
+
+    def input_uids(self) -> list[int]:
+        return [u for u in self.inputs.values() if u is not None]
+
+    def output_uids(self) -> list[int]:
+        return [u for u in self.outputs.values() if u is not None]
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A whole hipDNN graph. ``source`` names where it came from, for messages."""
+
+    name: str
+    compute_data_type: str
+    io_data_type: str
+    intermediate_data_type: str
+    tensors: tuple[Tensor, ...]
+    nodes: tuple[Node, ...]
+    source: str = "<memory>"
+    extra: Mapping[str, Any] = field(default_factory=dict)   # top-level keys we do not model
+
+    @cached_property
+    def by_uid(self) -> dict[int, Tensor]:
+        return {t.uid: t for t in self.tensors}
+
+    def tensor(self, uid: int) -> Tensor:
+        return self.by_uid[uid]
+
+    @cached_property
+    def produced_uids(self) -> frozenset[int]:
+        return frozenset(u for n in self.nodes for u in n.output_uids())
+
+    @cached_property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        """Tensors the caller must supply: read by a node, produced by none, not by value."""
+        read = {u for n in self.nodes for u in n.input_uids()}
+        return tuple(
+            t for t in self.tensors
+            if t.uid in read and t.uid not in self.produced_uids and not t.is_value
+        )
+
+    @cached_property
+    def value_tensors(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.is_value)
+
+    @cached_property
+    def output_tensors(self) -> tuple[Tensor, ...]:
+        """Tensors the graph hands back: produced by a node and not virtual."""
+        return tuple(t for t in self.tensors if t.uid in self.produced_uids and not t.virtual)
+
+    @cached_property
+    def graph_id(self) -> str:
+        from hipdnn_trace.graph.write import graph_id
+
+        return graph_id(self)
+
+    @property
+    def ops(self) -> list[str]:
+        return [n.op for n in self.nodes]

@@ -1,0 +1,153 @@
+"""Column schemas of every frame hipdnn-trace writes.
+
+These are the contract between the stages: bench fills ``iterations`` and
+``summary``, validate fills ``validation``, profilers fill ``kernels`` and
+``counters``. docs/frames.md documents each column; tests check files against these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import polars as pl
+
+Schema = dict[str, pl.DataType]
+
+# Columns that identify which measurement a row belongs to. Profiler parsers that
+# run outside a harness run (``ingest``) leave them null.
+KEY: Schema = {
+    "run_id": pl.String(),
+    "graph": pl.String(),
+    "graph_id": pl.String(),
+    "config": pl.String(),
+}
+
+ITERATIONS: Schema = {
+    **KEY,
+    "source": pl.String(),          # graph file
+    "backend": pl.String(),
+    "engine": pl.String(),
+    "iteration": pl.Int64(),        # 0-based within its phase
+    "phase": pl.String(),           # "warmup" | "timed"
+    "kernel_ms": pl.Float64(),      # device time (host clock on CPU backends)
+    "host_ms": pl.Float64(),        # enqueue + sync wall time
+    "kernel_sum_ms": pl.Float64(),  # sum of profiler kernel durations (null without one)
+    "start_ns": pl.Int64(),         # CLOCK_BOOTTIME at iteration start (the trace clock)
+    "sm_clock_mhz": pl.Float64(),
+    "mem_clock_mhz": pl.Float64(),
+    "clock_flag": pl.Boolean(),     # SM clock below 90% of the run's max
+}
+
+SUMMARY: Schema = {
+    **KEY,
+    "source": pl.String(),
+    "backend": pl.String(),
+    "engine": pl.String(),
+    "dtype": pl.String(),
+    "n": pl.Int64(),
+    "mean": pl.Float64(),
+    "std": pl.Float64(),
+    "min": pl.Float64(),
+    "p5": pl.Float64(),
+    "p25": pl.Float64(),
+    "median": pl.Float64(),
+    "p75": pl.Float64(),
+    "p95": pl.Float64(),
+    "p99": pl.Float64(),
+    "max": pl.Float64(),
+    "iqr": pl.Float64(),
+    "cv": pl.Float64(),
+    "median_ci_low": pl.Float64(),
+    "median_ci_high": pl.Float64(),
+    "host_median": pl.Float64(),
+    "init_ms": pl.Float64(),
+    "e2e_ms": pl.Float64(),
+    "flops": pl.Float64(),
+    "bytes": pl.Float64(),
+    "tflops": pl.Float64(),
+    "gbps": pl.Float64(),
+    "status": pl.String(),          # ok | failed | unsupported | error
+    "validation": pl.String(),      # passed | failed | skipped
+    "error": pl.String(),
+    "bottleneck": pl.String(),      # from profilers: compute-bound | memory-bound | latency-bound
+}
+
+KERNELS: Schema = {
+    **KEY,
+    "iteration": pl.Int64(),        # timed iteration the kernel ran in (null: outside)
+    "name": pl.String(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "duration_ns": pl.Int64(),
+    "grid_x": pl.Int64(),
+    "grid_y": pl.Int64(),
+    "grid_z": pl.Int64(),
+    "block_x": pl.Int64(),
+    "block_y": pl.Int64(),
+    "block_z": pl.Int64(),
+    "stream": pl.Int64(),
+    "device": pl.Int64(),
+    "correlation_id": pl.Int64(),
+    "source": pl.String(),          # rocprofv3 | rocprof | rocpd | cupti | ncu
+}
+
+COUNTERS: Schema = {
+    **KEY,
+    "iteration": pl.Int64(),
+    "kernel": pl.String(),
+    "correlation_id": pl.Int64(),   # dispatch id / ncu launch id: joins to kernels
+    "counter": pl.String(),
+    "value": pl.Float64(),
+    "unit": pl.String(),
+    "source": pl.String(),
+}
+
+VALIDATION: Schema = {
+    **KEY,
+    "output_uid": pl.Int64(),
+    "output": pl.String(),          # tensor name
+    "against": pl.String(),         # reference | golden | config name of B
+    "dtype": pl.String(),
+    "rtol": pl.Float64(),
+    "atol": pl.Float64(),
+    "max_abs": pl.Float64(),
+    "max_rel": pl.Float64(),
+    "mismatches": pl.Int64(),
+    "nonfinite": pl.Int64(),
+    "total": pl.Int64(),
+    "worst_index": pl.String(),
+    "passed": pl.Boolean(),
+    "message": pl.String(),
+}
+
+FRAMES: dict[str, Schema] = {
+    "iterations": ITERATIONS,
+    "summary": SUMMARY,
+    "kernels": KERNELS,
+    "counters": COUNTERS,
+    "validation": VALIDATION,
+}
+
+
+def empty(schema: Schema) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def frame(rows: Iterable[Mapping[str, Any]], schema: Schema) -> pl.DataFrame:
+    """Rows (dicts, possibly missing columns) -> a frame with exactly ``schema``."""
+    rows = list(rows)
+    if not rows:
+        return empty(schema)
+    cols = {name: [r.get(name) for r in rows] for name in schema}
+    return pl.DataFrame(cols, schema=schema)
+
+
+def conform(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:
+    """Add missing columns as nulls, cast, and order as ``schema``; extra columns go last."""
+    exprs = [
+        (pl.col(n).cast(t, strict=False) if n in df.columns else pl.lit(None, dtype=t)).alias(n)
+        for n, t in schema.items()
+    ]
+    extra = [c for c in df.columns if c not in schema]
+    return df.select(exprs + extra)
