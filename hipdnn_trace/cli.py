@@ -1,0 +1,73 @@
+"""Command line: ``hipdnn-trace <command> ...``.
+
+Each subcommand lives in ``hipdnn_trace/commands/<name>.py`` with two functions,
+``add_parser(subparsers)`` and ``main(args) -> int``; this module only wires them
+up and turns user errors into one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from hipdnn_trace import __version__
+from hipdnn_trace.errors import UserError
+
+#: Subcommands in the order ``--help`` lists them.
+COMMANDS = ("run", "inspect", "ingest", "compare", "report", "merge")
+
+EPILOG = """\
+examples:
+  hipdnn-trace run graphs/                       # every bundled graph on the CPU reference
+  hipdnn-trace run g.json --backend cudnn -i 200 # time one graph on cuDNN
+  hipdnn-trace inspect graphs/conv/              # shapes, FLOPs, which backends can run it
+  hipdnn-trace compare runs/A runs/B             # significance-tested A/B of two runs
+  hipdnn-trace <command> --help                  # options of one command
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad flags as one line + exit 1 (the project's error code)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hipdnn-trace",
+        description="Run, time, validate and profile hipDNN operation graphs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hipdnn-trace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"hipdnn_trace.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"hipdnn_trace.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return 1
+    try:
+        return int(args.main(args) or 0)
+    except UserError as exc:
+        print(f"hipdnn-trace {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"hipdnn-trace {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
