@@ -64,10 +64,11 @@ class Node:
     name: str
     type: str                                   # e.g. "ConvolutionFwdAttributes"
     compute_data_type: str
-    inputs: Mapping[str, int | None]            # port -> tensor uid (None: not connected)
-    outputs: Mapping[str, int | None]
+    inputs: Mapping[str, int | None | tuple[int, ...]]   # port -> uid (None: not connected;
+    outputs: Mapping[str, int | None]                    # a tuple for list ports like peer_stats)
     params: Mapping[str, Any] = field(default_factory=dict)
-    # where each option sat in the file: "inputs", "parameters" or "attributes"
+    # where each JSON key (option, or port + "_tensor_uid") sat in the file:
+    # "inputs", "outputs", "parameters", "attributes" or "node" (on the node itself)
     param_sections: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -76,7 +77,13 @@ class Node:
         return self.type.removesuffix("Attributes")
 
     def input_uids(self) -> list[int]:
-        return [u for u in self.inputs.values() if u is not None]
+        uids: list[int] = []
+        for u in self.inputs.values():
+            if isinstance(u, tuple):
+                uids.extend(u)
+            elif u is not None:
+                uids.append(u)
+        return uids
 
     def output_uids(self) -> list[int]:
         return [u for u in self.outputs.values() if u is not None]

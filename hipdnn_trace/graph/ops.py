@@ -1,0 +1,362 @@
+"""What hipDNN's node types are: their ports, options, shape rules and cost.
+
+One :class:`OpSpec` per node ``type`` string. The loader uses it to classify ports
+and check shapes, ``inspect`` and the harness use it for FLOPs and bytes, and the
+builder uses it to lay options out where hipDNN puts them. Port names are written
+without hipDNN's ``_tensor_uid`` suffix.
+
+Sources: hipDNN's JSON utilities (``hipdnn_data_sdk/utilities/json/*.hpp``) and
+frontend attributes; docs/hipdnn-format.md has the details and citations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import prod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hipdnn_trace.graph.model import Graph, Node, Tensor
+
+ShapeCheck = Callable[["Node", "Graph"], "list[tuple[str, str]]"]   # -> [(json path suffix, problem)]
+FlopCount = Callable[["Node", "Graph"], float]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    type: str
+    inputs: tuple[str, ...]                 # required input ports
+    outputs: tuple[str, ...]                # required output ports
+    optional_inputs: tuple[str, ...] = ()
+    optional_outputs: tuple[str, ...] = ()
+    list_inputs: tuple[str, ...] = ()       # ports holding a list of uids (peer stats)
+    options: Mapping[str, str] = field(default_factory=dict)   # option -> section it is written in
+    layout: str = "nested"                  # "nested": inputs/outputs dicts; "flat": keys on the node
+    check: ShapeCheck | None = None
+    flops: FlopCount | None = None
+
+    @property
+    def all_inputs(self) -> tuple[str, ...]:
+        return self.inputs + self.optional_inputs + self.list_inputs
+
+    @property
+    def all_outputs(self) -> tuple[str, ...]:
+        return self.outputs + self.optional_outputs
+
+
+# ---------------------------------------------------------------- shape helpers
+
+def _t(node: Node, graph: Graph, port: str) -> Tensor | None:
+    uid = node.inputs.get(port, node.outputs.get(port))
+    if isinstance(uid, int):
+        return graph.by_uid.get(uid)
+    return None
+
+
+def _port_path(node: Node, port: str) -> str:
+    section = node.param_sections.get(port + "_tensor_uid", "inputs")
+    return port + "_tensor_uid" if section == "node" else f"{section}.{port}_tensor_uid"
+
+
+def conv_output_dims(
+    in_spatial: Sequence[int], kernel: Sequence[int], pre: Sequence[int], post: Sequence[int],
+    stride: Sequence[int], dilation: Sequence[int],
+) -> tuple[int, ...]:
+    """Output spatial size of a convolution (floor division, as hipDNN and cuDNN)."""
+    return tuple(
+        (i + a + b - d * (k - 1) - 1) // s + 1
+        for i, k, a, b, s, d in zip(in_spatial, kernel, pre, post, stride, dilation)
+    )
+
+
+def _conv_check(x_port: str, w_port: str, y_port: str) -> ShapeCheck:
+    def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+        x, w, y = (_t(node, graph, p) for p in (x_port, w_port, y_port))
+        if x is None or w is None or y is None:
+            return []
+        problems: list[tuple[str, str]] = []
+        rank = len(x.dims)
+        if rank < 3 or len(w.dims) != rank or len(y.dims) != rank:
+            return [(_port_path(node, x_port),
+                     f"convolution tensors need equal rank >= 3 (x {len(x.dims)}, w {len(w.dims)}, "
+                     f"y {len(y.dims)})")]
+        nsp = rank - 2
+        opts = {}
+        for key in ("pre_padding", "post_padding", "stride", "dilation"):
+            value = node.params.get(key)
+            section = node.param_sections.get(key, "parameters")
+            if not isinstance(value, list) or len(value) != nsp or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            ):
+                return [(f"{section}.{key}", f"must be a list of {nsp} integers, got {value!r}")]
+            opts[key] = value
+        if any(s < 1 for s in opts["stride"]) or any(d < 1 for d in opts["dilation"]):
+            return [(f"{node.param_sections.get('stride', 'parameters')}.stride",
+                     "stride and dilation must be >= 1")]
+        if any(p < 0 for p in opts["pre_padding"] + opts["post_padding"]):
+            return [(f"{node.param_sections.get('pre_padding', 'parameters')}.pre_padding",
+                     "padding must be >= 0")]
+        c, k, cg = x.dims[1], w.dims[0], w.dims[1]
+        if cg < 1 or c % cg:
+            problems.append((_port_path(node, w_port),
+                             f"x has {c} channels, not a multiple of w's {cg} channels per group"))
+            return problems
+        groups = c // cg
+        if k % groups:
+            problems.append((_port_path(node, w_port),
+                             f"{k} output channels not divisible by {groups} groups"))
+        out = conv_output_dims(x.dims[2:], w.dims[2:], opts["pre_padding"], opts["post_padding"],
+                               opts["stride"], opts["dilation"])
+        expect = (x.dims[0], k, *out)
+        if any(o < 1 for o in out):
+            problems.append((_port_path(node, x_port),
+                             f"kernel {list(w.dims[2:])} with these pads/dilation leaves no output"))
+        elif tuple(y.dims) != expect:
+            problems.append((_port_path(node, y_port),
+                             f"dims {list(y.dims)} do not match the convolution's output "
+                             f"{list(expect)} (x {list(x.dims)}, w {list(w.dims)}, {opts})"))
+        return problems
+
+    return check
+
+
+def conv_flops(x: Sequence[int], w: Sequence[int], y: Sequence[int]) -> float:
+    """2 * N * K * prod(out) * C/g * prod(kernel): same for fprop, dgrad and wgrad."""
+    return 2.0 * prod(y) * prod(w[1:])
+
+
+def _conv_flops_fwd(node: Node, graph: Graph) -> float:
+    x, w, y = (_t(node, graph, p) for p in ("x", "w", "y"))
+    return conv_flops(x.dims, w.dims, y.dims) if x and w and y else 0.0
+
+
+def _conv_flops_dgrad(node: Node, graph: Graph) -> float:
+    dy, w = _t(node, graph, "dy"), _t(node, graph, "w")
+    return 2.0 * prod(dy.dims) * prod(w.dims[1:]) if dy and w else 0.0
+
+
+def _conv_flops_wgrad(node: Node, graph: Graph) -> float:
+    dy, dw = _t(node, graph, "dy"), _t(node, graph, "dw")
+    return 2.0 * prod(dy.dims) * prod(dw.dims[1:]) if dy and dw else 0.0
+
+
+def broadcast_shape(shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+    """numpy broadcasting (align trailing dims; 1 stretches); None if incompatible."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        sizes = {s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _pointwise_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    out = _t(node, graph, "out_0")
+    if out is None:
+        return []
+    problems = []
+    for port in ("in_0", "in_1", "in_2"):
+        t = _t(node, graph, port)
+        if t is not None and broadcast_shape([t.dims, out.dims]) != tuple(out.dims):
+            problems.append((_port_path(node, port),
+                             f"dims {list(t.dims)} do not broadcast to the output's {list(out.dims)}"))
+    return problems
+
+
+def _matmul_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    a, b, c = (_t(node, graph, p) for p in ("a", "b", "c"))
+    if a is None or b is None or c is None:
+        return []
+    if min(len(a.dims), len(b.dims), len(c.dims)) < 2:
+        return [(_port_path(node, "a"), "matmul tensors need rank >= 2")]
+    (m, k), (k2, n) = a.dims[-2:], b.dims[-2:]
+    if k != k2:
+        return [(_port_path(node, "b"), f"inner dims differ: a is {list(a.dims)}, b is {list(b.dims)}")]
+    batch = broadcast_shape([a.dims[:-2], b.dims[:-2]])
+    if batch is None:
+        return [(_port_path(node, "b"),
+                 f"batch dims {list(a.dims[:-2])} and {list(b.dims[:-2])} do not broadcast")]
+    expect = (*batch, m, n)
+    got = tuple(c.dims)
+    if got[-2:] != (m, n) or broadcast_shape([batch, got[:-2]]) != got[:-2] or prod(got[:-2]) != prod(batch):
+        return [(_port_path(node, "c"), f"dims {list(got)} do not match a @ b = {list(expect)}")]
+    return []
+
+
+def _matmul_flops(node: Node, graph: Graph) -> float:
+    a, c = _t(node, graph, "a"), _t(node, graph, "c")
+    return 2.0 * prod(c.dims) * a.dims[-1] if a and c else 0.0
+
+
+def _same_dims(ports: Sequence[str], like: str) -> ShapeCheck:
+    def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+        ref = _t(node, graph, like)
+        if ref is None:
+            return []
+        return [
+            (_port_path(node, p), f"dims {list(t.dims)} differ from {like}'s {list(ref.dims)}")
+            for p in ports if (t := _t(node, graph, p)) is not None and tuple(t.dims) != tuple(ref.dims)
+        ]
+    return check
+
+
+def _per_channel(ports: Sequence[str], like: str) -> ShapeCheck:
+    """Batchnorm parameters: one value per channel (dim 1) of ``like``."""
+    def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+        ref = _t(node, graph, like)
+        if ref is None or len(ref.dims) < 2:
+            return []
+        c = ref.dims[1]
+        return [
+            (_port_path(node, p), f"has {prod(t.dims)} elements, expected one per channel ({c})")
+            for p in ports if (t := _t(node, graph, p)) is not None and not t.is_value
+            and prod(t.dims) != c
+        ]
+    return check
+
+
+def _all(*checks: ShapeCheck) -> ShapeCheck:
+    def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+        return [p for c in checks for p in c(node, graph)]
+    return check
+
+
+def _elementwise_flops(per_element: float, port: str) -> FlopCount:
+    def flops(node: Node, graph: Graph) -> float:
+        t = _t(node, graph, port)
+        return per_element * prod(t.dims) if t else 0.0
+    return flops
+
+
+def _reduction_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    x, y = _t(node, graph, "in"), _t(node, graph, "out")
+    if x is None or y is None:
+        return []
+    if len(x.dims) != len(y.dims) or any(o not in (1, i) for i, o in zip(x.dims, y.dims)):
+        return [(_port_path(node, "out"),
+                 f"dims {list(y.dims)} are not a reduction of {list(x.dims)} (each dim kept or 1)")]
+    return []
+
+
+_BN_STATS = ("mean", "inv_variance", "scale", "bias")
+
+SPECS: dict[str, OpSpec] = {
+    s.type: s
+    for s in (
+        OpSpec(
+            "ConvolutionFwdAttributes", ("x", "w"), ("y",),
+            options={k: "parameters" for k in ("pre_padding", "post_padding", "stride", "dilation",
+                                              "conv_mode")},
+            check=_conv_check("x", "w", "y"), flops=_conv_flops_fwd,
+        ),
+        OpSpec(
+            "ConvolutionBwdAttributes", ("dy", "w"), ("dx",),
+            options={k: "parameters" for k in ("pre_padding", "post_padding", "stride", "dilation",
+                                              "conv_mode")},
+            check=_conv_check("dx", "w", "dy"), flops=_conv_flops_dgrad,
+        ),
+        OpSpec(
+            "ConvolutionWrwAttributes", ("x", "dy"), ("dw",),
+            options={k: "parameters" for k in ("pre_padding", "post_padding", "stride", "dilation",
+                                              "conv_mode")},
+            check=_conv_check("x", "dw", "dy"), flops=_conv_flops_wgrad,
+        ),
+        OpSpec(
+            "MatmulAttributes", ("a", "b"), ("c",),
+            check=_matmul_check, flops=_matmul_flops,
+        ),
+        OpSpec(
+            "PointwiseAttributes", ("in_0",), ("out_0",), optional_inputs=("in_1", "in_2"),
+            options={k: "inputs" for k in ("operation", "relu_lower_clip", "relu_upper_clip",
+                                          "relu_lower_clip_slope", "axis", "swish_beta",
+                                          "elu_alpha", "softplus_beta")},
+            check=_pointwise_check, flops=_elementwise_flops(1.0, "out_0"),
+        ),
+        OpSpec(
+            "BatchnormInferenceAttributes", ("x", *_BN_STATS), ("y",),
+            check=_all(_same_dims(("y",), "x"), _per_channel(_BN_STATS, "x")),
+            flops=_elementwise_flops(4.0, "x"),
+        ),
+        OpSpec(
+            "BatchnormAttributes", ("x", "scale", "bias", "epsilon"), ("y",),
+            optional_inputs=("prev_running_mean", "prev_running_variance", "momentum"),
+            optional_outputs=("mean", "inv_variance", "next_running_mean", "next_running_variance"),
+            list_inputs=("peer_stats",),
+            check=_all(_same_dims(("y",), "x"),
+                       _per_channel(("scale", "bias", "prev_running_mean", "prev_running_variance",
+                                     "mean", "inv_variance", "next_running_mean",
+                                     "next_running_variance"), "x")),
+            flops=_elementwise_flops(8.0, "x"),
+        ),
+        OpSpec(
+            "BatchnormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
+            optional_inputs=("mean", "inv_variance"),
+            optional_outputs=("dscale", "dbias"),
+            list_inputs=("peer_stats",),
+            check=_all(_same_dims(("dx", "dy"), "x"),
+                       _per_channel(("scale", "mean", "inv_variance", "dscale", "dbias"), "x")),
+            flops=_elementwise_flops(10.0, "x"),
+        ),
+        OpSpec(
+            "LayernormAttributes", ("x", "scale", "epsilon"), ("y",),
+            optional_inputs=("bias",), optional_outputs=("mean", "inv_variance"),
+            options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
+            check=_same_dims(("y",), "x"), flops=_elementwise_flops(8.0, "x"),
+        ),
+        OpSpec(
+            "RMSNormAttributes", ("x", "scale", "epsilon"), ("y",),
+            optional_inputs=("bias",), optional_outputs=("inv_rms",),
+            options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
+            check=_same_dims(("y",), "x"), flops=_elementwise_flops(6.0, "x"),
+        ),
+        OpSpec(
+            "ReductionAttributes", ("in",), ("out",), options={"mode": "node"}, layout="flat",
+            check=_reduction_check, flops=_elementwise_flops(1.0, "in"),
+        ),
+    )
+}
+
+#: Node types hipDNN defines that hipdnn-trace loads but has no reference for yet.
+KNOWN_UNMODELLED: frozenset[str] = frozenset({
+    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "SdpaFwdAttributes",
+    "SdpaBwdAttributes", "ResampleFwdAttributes", "ResampleBwdAttributes",
+    "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes", "CustomOpAttributes",
+    "MoeGroupedMatmulAttributes", "LayernormFpropAttributes", "ConcatenateAttributes",
+})
+
+
+def spec(node_type: str) -> OpSpec | None:
+    return SPECS.get(node_type)
+
+
+def node_flops(node: Node, graph: Graph) -> float:
+    s = SPECS.get(node.type)
+    return float(s.flops(node, graph)) if s and s.flops else 0.0
+
+
+def graph_flops(graph: Graph) -> float:
+    """Analytical floating-point operations of one execution of the graph."""
+    return sum(node_flops(n, graph) for n in graph.nodes)
+
+
+def graph_bytes(graph: Graph) -> float:
+    """Minimum device traffic: every non-virtual tensor a node touches, read or written once.
+
+    Virtual tensors stay on chip in a fused kernel, so they are not counted; a real
+    unfused execution moves more, which is what a low GB/s % of peak then shows.
+    """
+    from hipdnn_trace.graph.dtypes import DTYPES
+
+    touched = {u for n in graph.nodes for u in (*n.input_uids(), *n.output_uids())}
+    total = 0.0
+    for uid in touched:
+        t = graph.by_uid.get(uid)
+        if t is None or t.virtual or t.is_value:
+            continue
+        dt = DTYPES.get(t.data_type)
+        total += prod(t.dims) * (dt.bits / 8 if dt else 4)
+    return total

@@ -1,0 +1,151 @@
+"""Where graphs come from: files, folders, globs and tarballs, mixed on one command line.
+
+Everything is expanded up front into :class:`GraphSource` items (a name for
+messages and a way to read the bytes), so a suite knows its size before it starts
+and one unreadable item becomes one failed row, not a crash. Archives are read in
+memory after every member has been checked: an archive with a member that would
+land outside its folder (absolute path, ``..``, a link out) is refused whole.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tarfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from hipdnn_trace.errors import UserError
+
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
+#: An archive unpacking to more than this (in JSON members) is treated as a bomb.
+MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
+MAX_ARCHIVE_MEMBERS = 100_000
+
+
+@dataclass(frozen=True)
+class GraphSource:
+    """One graph to load: ``name`` is what messages and result rows show."""
+
+    name: str
+    read: Callable[[], bytes]
+    path: Path | None = None          # the file on disk, when there is one
+
+
+def is_archive(path: Path) -> bool:
+    return path.name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def _file_source(path: Path, name: str | None = None) -> GraphSource:
+    return GraphSource(name or str(path), path.read_bytes, path)
+
+
+def _json_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.json") if p.is_file() and not _is_bundle_sidecar(p))
+
+
+def _is_bundle_sidecar(path: Path) -> bool:
+    """Result files a run writes beside graphs are not graphs."""
+    return path.name in {"run.json", "summary.json"}
+
+
+def check_archive_members(path: Path, members: Iterable[tarfile.TarInfo]) -> list[tarfile.TarInfo]:
+    """All members, or UserError naming the first one that would escape the folder."""
+    checked = []
+    total = 0
+    for m in members:
+        name = m.name
+        pure = PurePosixPath(name)
+        if name.startswith(("/", "\\")) or pure.is_absolute() or (len(name) > 1 and name[1] == ":"):
+            raise UserError(f"{path}: refused: member {name!r} has an absolute path")
+        if ".." in pure.parts:
+            raise UserError(f"{path}: refused: member {name!r} climbs out with '..'")
+        if m.issym() or m.islnk():
+            target = PurePosixPath(m.linkname)
+            base = pure.parent if m.issym() else PurePosixPath()
+            if target.is_absolute() or _escapes(base / target):
+                raise UserError(f"{path}: refused: member {name!r} links out of the archive "
+                                f"(to {m.linkname!r})")
+        elif not (m.isfile() or m.isdir()):
+            raise UserError(f"{path}: refused: member {name!r} is a device, fifo or other special file")
+        if m.isfile():
+            total += m.size
+        checked.append(m)
+        if len(checked) > MAX_ARCHIVE_MEMBERS:
+            raise UserError(f"{path}: refused: more than {MAX_ARCHIVE_MEMBERS} members")
+        if total > MAX_ARCHIVE_BYTES:
+            raise UserError(f"{path}: refused: unpacks to more than {MAX_ARCHIVE_BYTES} bytes")
+    return checked
+
+
+def _escapes(p: PurePosixPath) -> bool:
+    depth = 0
+    for part in p.parts:
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in ("", "."):
+            depth += 1
+    return False
+
+
+def archive_sources(path: Path) -> list[GraphSource]:
+    """The JSON graphs inside a tarball, read into memory (nothing is extracted)."""
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            members = check_archive_members(path, tar)
+            blobs = []
+            for m in members:
+                if m.isfile() and m.name.endswith(".json") and not _is_bundle_sidecar(Path(m.name)):
+                    fh = tar.extractfile(m)
+                    data = fh.read() if fh is not None else b""
+                    blobs.append((m.name, data))
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise UserError(f"{path}: not a readable tar archive ({exc})") from None
+    return [GraphSource(f"{path}:{name}", (lambda d=data: d)) for name, data in sorted(blobs)]
+
+
+def expand(args: Iterable[str]) -> list[GraphSource]:
+    """Command-line arguments -> graph sources, in order, without duplicates.
+
+    A missing path or a glob matching nothing is a UserError: a typo should not
+    silently shrink a suite.
+    """
+    out: list[GraphSource] = []
+    seen: set[str] = set()
+
+    def add(src: GraphSource) -> None:
+        key = str(src.path.resolve()) if src.path else src.name
+        if key not in seen:
+            seen.add(key)
+            out.append(src)
+
+    for arg in args:
+        path = Path(arg)
+        if any(ch in arg for ch in "*?[") and not path.exists():
+            matches = sorted(glob.glob(arg, recursive=True))
+            if not matches:
+                raise UserError(f"{arg}: glob matches no files")
+            for m in matches:
+                for src in _expand_path(Path(m)):
+                    add(src)
+            continue
+        if not path.exists():
+            raise UserError(f"{arg}: no such file or folder")
+        for src in _expand_path(path):
+            add(src)
+    return out
+
+
+def _expand_path(path: Path) -> list[GraphSource]:
+    if path.is_dir():
+        files = _json_files(path)
+        archives = sorted(p for p in path.rglob("*") if p.is_file() and is_archive(p))
+        return [_file_source(f) for f in files] + [s for a in archives for s in archive_sources(a)]
+    if is_archive(path):
+        return archive_sources(path)
+    if not os.access(path, os.R_OK):
+        raise UserError(f"{path}: not readable")
+    return [_file_source(path)]
