@@ -1,1 +1,45 @@
-"""backends"""
+"""Executors behind one protocol, imported only when asked for.
+
+Importing a GPU backend may load CUDA or HIP libraries; the registry keeps that off
+the path of users who run the reference backend only.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from hipdnn_trace.backends.base import Backend, Engine, RunOptions, Session, Support
+from hipdnn_trace.errors import UserError
+
+#: name -> "module:class"
+REGISTRY: dict[str, str] = {
+    "reference": "hipdnn_trace.backends.reference:ReferenceBackend",
+    "torch": "hipdnn_trace.backends.torch_backend:TorchBackend",
+    "cudnn": "hipdnn_trace.backends.cudnn:CudnnBackend",
+    "hipdnn": "hipdnn_trace.backends.hipdnn:HipdnnBackend",
+}
+
+_instances: dict[str, Backend] = {}
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name``; UserError for an unknown name."""
+    if name not in REGISTRY:
+        raise UserError(f"unknown backend {name!r} (choose from {', '.join(REGISTRY)})")
+    if name not in _instances:
+        module_name, _, cls = REGISTRY[name].partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                raise UserError(f"backend {name!r} is not part of this build") from None
+            raise
+        _instances[name] = getattr(module, cls)()
+    return _instances[name]
+
+
+__all__ = ["Backend", "Engine", "RunOptions", "Session", "Support", "get", "names"]

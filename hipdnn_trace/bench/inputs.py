@@ -1,0 +1,99 @@
+"""Deterministic graph inputs from a seed.
+
+Values exercise signs and magnitudes (a normal spread over four binary orders),
+not only [0, 1), so sign bugs and scale bugs show up in validation. Ports whose
+meaning needs a domain (variances, log/sqrt arguments, divisors) get one. Every
+array is generated in float64 and rounded once to the tensor's type: the
+reference and the device see the same bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from hipdnn_trace.graph import dtypes
+from hipdnn_trace.graph.model import Graph, Node, Tensor
+
+#: Domains: "any" (both signs), "positive" (> 0, e.g. variances), "nonzero" (|x| >= 0.25).
+POSITIVE_PORTS = {
+    ("BatchnormInferenceAttributes", "inv_variance"),
+    ("BatchnormAttributes", "prev_running_variance"),
+    ("BatchnormBackwardAttributes", "inv_variance"),
+}
+#: Ports that carry a hyper-parameter rather than data, with the value they get
+#: when the graph passes them as ordinary tensors instead of by-value scalars.
+CONSTANT_PORTS = {"epsilon": 1e-5, "momentum": 0.1}
+POSITIVE_MODES = {"log", "sqrt", "rsqrt"}
+NONZERO_MODES = {"div", "reciprocal"}
+
+
+def _domain(graph: Graph, uid: int) -> str:
+    for node in graph.nodes:
+        for port, u in node.inputs.items():
+            if u != uid:
+                continue
+            if (node.type, port) in POSITIVE_PORTS:
+                return "positive"
+            if port in CONSTANT_PORTS:
+                return port
+            if node.type == "PointwiseAttributes":
+                mode = str(node.params.get("operation", ""))
+                if mode in POSITIVE_MODES and port == "in_0":
+                    return "positive"
+                if mode == "pow" and port == "in_0":
+                    return "positive"
+                if mode in NONZERO_MODES and (port == "in_1" or mode == "reciprocal"):
+                    return "nonzero"
+    return "any"
+
+
+def _seed_for(seed: int, graph_id: str, uid: int) -> np.random.Generator:
+    """Independent stream per (seed, graph, tensor): adding a tensor changes no other."""
+    digest = hashlib.sha256(f"{seed}:{graph_id}:{uid}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, domain: str) -> np.ndarray:
+    info = dtypes.lookup(dtype)
+    if not info.is_float:
+        lo, hi = (0, 16) if dtype == "uint8" else (-8, 9)
+        return rng.integers(lo, hi, size=shape).astype(np.float64)
+    base = rng.standard_normal(shape) * np.exp2(rng.uniform(-2.0, 2.0, size=shape))
+    if domain == "positive":
+        return np.abs(base) + 0.5
+    if domain in CONSTANT_PORTS:
+        return np.full(shape, CONSTANT_PORTS[domain])
+    if domain == "nonzero":
+        return np.copysign(np.abs(base) + 0.25, base)
+    return base
+
+
+def make_input(graph: Graph, tensor: Tensor, seed: int) -> np.ndarray:
+    """One input tensor: logical dims, in the tensor's own dtype."""
+    from hipdnn_trace.backends.reference.ops.rounding import round_to
+
+    rng = _seed_for(seed, graph.graph_id, tensor.uid)
+    values = _values(rng, tuple(tensor.dims), tensor.data_type, _domain(graph, tensor.uid))
+    return round_to(values, tensor.data_type)
+
+
+def make_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
+    """Every tensor the caller must supply, keyed by uid."""
+    return {t.uid: make_input(graph, t, seed) for t in graph.input_tensors}
+
+
+def scalar_value(tensor: Tensor) -> float:
+    """The value of a pass-by-value scalar tensor (epsilon, momentum...)."""
+    return float(tensor.value)  # type: ignore[arg-type]
+
+
+def node_scalar(graph: Graph, node: Node, port: str) -> float | None:
+    """A by-value scalar input of a node, or None if the port is not a by-value tensor."""
+    uid = node.inputs.get(port)
+    if isinstance(uid, int):
+        t = graph.by_uid[uid]
+        if t.is_value:
+            return scalar_value(t)
+    return None
