@@ -1,0 +1,87 @@
+"""``hipdnn-trace compare RUN_A RUN_B``: significance-tested A/B of two runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hipdnn_trace.compare import compare_runs, render
+from hipdnn_trace.compare.comparison import N_BOOT
+from hipdnn_trace.compare.matching import MODES
+from hipdnn_trace.errors import UserError
+
+DESCRIPTION = """\
+Compare run B against run A graph by graph: ratio of medians (B/A) with a bootstrap
+95% CI from the raw samples, a Mann-Whitney U p-value (Holm-adjusted across the suite)
+and a verdict:
+  SLOWER / FASTER  p(Holm) < alpha and the whole CI beyond 1+t (or below 1/(1+t))
+  SAME             the whole CI inside [1/(1+t), 1+t]
+  INCONCLUSIVE     anything else (need more samples, or a change near t)
+exit codes: 0 no regression, 2 an output newly fails validation, 3 a row is SLOWER,
+1 bad input or runs timed differently (see --allow-mismatch). docs/compare.md.
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "compare",
+        help="significance-tested A/B of two runs (verdict per graph)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_a", metavar="RUN_A", help="baseline run directory (or a file in it)")
+    parser.add_argument("run_b", metavar="RUN_B", help="run to judge against the baseline")
+    parser.add_argument("--by", choices=MODES, default="graph",
+                        help="pair rows by graph x config (default), also by engine, "
+                             "or each run's best engine")
+    parser.add_argument("-t", "--threshold", type=float, default=0.05,
+                        help="smallest change that matters, as a fraction (default 0.05 = 5%%)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="family-wise significance level for the Holm-adjusted test (0.05)")
+    parser.add_argument("--allow-mismatch", action="store_true",
+                        help="compare even if the runs used different timers, cache modes "
+                             "or clock control")
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                        help="what to print on stdout (default table)")
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write everything as JSON")
+    parser.add_argument("--top", type=int, default=5,
+                        help="regressions and improvements to highlight (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
+                        help=f"bootstrap replicates per row (default {N_BOOT})")
+    parser.set_defaults(main=main)
+    return parser
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+
+
+def main(args: argparse.Namespace) -> int:
+    comparison = compare_runs(
+        args.run_a,
+        args.run_b,
+        by=args.by,
+        threshold=args.threshold,
+        alpha=args.alpha,
+        allow_mismatch=args.allow_mismatch,
+        seed=args.seed,
+        n_boot=args.bootstrap,
+    )
+    if args.csv:
+        _write(args.csv, render.to_csv(comparison))
+    if args.json:
+        _write(args.json, render.to_json(comparison))
+    text = {
+        "table": lambda: render.console(comparison, top=args.top),
+        "csv": lambda: render.to_csv(comparison),
+        "json": lambda: render.to_json(comparison),
+    }[args.format]()
+    sys.stdout.write(text)
+    return comparison.exit_code
