@@ -1,0 +1,342 @@
+"""N-dimensional grouped convolution (fprop, dgrad, wgrad) in float64.
+
+Semantics follow hipDNN's CPU reference (``CpuReferenceConvolution.hpp`` and
+``ConvolutionValidation.hpp`` in ROCm/rocm-libraries ``projects/hipdnn``):
+
+* x is [N, C, *spatial], w is [K, C/groups, *kernel], y is [N, K, *out]; the group
+  count is ``C // w.shape[1]`` and output channel ``k`` belongs to group ``k // (K/groups)``.
+* out = (in + pre + post - dilation*(kernel-1) - 1) // stride + 1 per spatial dim.
+* Padding must be >= 0, stride and dilation > 0 (hipDNN rejects anything else).
+* ``CROSS_CORRELATION`` is what hipDNN computes; ``CONVOLUTION`` flips the kernel
+  spatially first (hipDNN's CPU reference does not implement it; the math is the
+  textbook one).
+
+Why this shape of code: it must be fast enough to be the oracle for real layer sizes,
+so each batch chunk is one im2col copy plus one BLAS matmul, and dgrad/wgrad reuse the
+same column layout so they are the exact adjoints of fprop. Chunking over the batch
+keeps the column buffer near the size of the input tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
+from hipdnn_trace.errors import UnsupportedError
+
+__all__ = ["conv_fwd", "conv_dgrad", "conv_wgrad", "conv_output_shape"]
+
+_MODES = ("CROSS_CORRELATION", "CONVOLUTION")
+_MIN_CHUNK_BYTES = 8 << 20   # column budget floor, so small tensors still batch well
+_GEMM_COLUMNS = 2048          # GEMM width (images x output positions) worth folding up to
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """Everything about one convolution that does not depend on the data."""
+
+    n: int
+    c: int
+    k: int
+    groups: int
+    in_spatial: tuple[int, ...]
+    kernel: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+    pre: tuple[int, ...]
+    post: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+    @property
+    def cg(self) -> int:
+        return self.c // self.groups
+
+    @property
+    def kg(self) -> int:
+        return self.k // self.groups
+
+    @property
+    def kernel_size(self) -> int:
+        return math.prod(self.kernel)
+
+    @property
+    def out_size(self) -> int:
+        return math.prod(self.out_spatial)
+
+    @property
+    def padded_spatial(self) -> tuple[int, ...]:
+        return tuple(s + a + b for s, a, b in zip(self.in_spatial, self.pre, self.post))
+
+    @property
+    def x_shape(self) -> tuple[int, ...]:
+        return (self.n, self.c, *self.in_spatial)
+
+    @property
+    def w_shape(self) -> tuple[int, ...]:
+        return (self.k, self.cg, *self.kernel)
+
+    @property
+    def y_shape(self) -> tuple[int, ...]:
+        return (self.n, self.k, *self.out_spatial)
+
+
+def _int_list(values: Sequence[int], count: int, name: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in values)
+    except (TypeError, ValueError):
+        raise UnsupportedError(f"convolution {name} {values!r} is not a list of integers") from None
+    if len(out) != count:
+        raise UnsupportedError(
+            f"convolution {name} has {len(out)} values, expected {count} (one per spatial dim)"
+        )
+    return out
+
+
+def _geometry(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    pre_padding: Sequence[int],
+    post_padding: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+) -> _Geometry:
+    xs = as_shape(x_shape, "convolution x")
+    ws = as_shape(w_shape, "convolution w")
+    if len(xs) < 3:
+        raise UnsupportedError(f"convolution needs x of rank >= 3 (N, C, spatial...), got {xs}")
+    if len(ws) != len(xs):
+        raise UnsupportedError(f"convolution w rank {len(ws)} differs from x rank {len(xs)}")
+    nsp = len(xs) - 2
+    pre = _int_list(pre_padding, nsp, "pre_padding")
+    post = _int_list(post_padding, nsp, "post_padding")
+    st = _int_list(stride, nsp, "stride")
+    dil = _int_list(dilation, nsp, "dilation")
+    if any(v < 0 for v in pre + post):
+        raise UnsupportedError(f"convolution padding must be >= 0 (hipDNN rejects negative), got {pre}/{post}")
+    if any(v <= 0 for v in st + dil):
+        raise UnsupportedError(f"convolution stride and dilation must be > 0, got {st}/{dil}")
+    n, c = xs[0], xs[1]
+    k, cg = ws[0], ws[1]
+    if cg <= 0 or c % cg != 0:
+        raise UnsupportedError(f"convolution: x has {c} channels, not a multiple of w.shape[1] = {cg}")
+    groups = c // cg
+    if k % groups != 0:
+        raise UnsupportedError(f"convolution: {k} output channels do not split into {groups} groups")
+    kernel = ws[2:]
+    if any(d <= 0 for d in kernel):
+        raise UnsupportedError(f"convolution kernel dims must be > 0, got {kernel}")
+    out = []
+    for i, (s, kd) in enumerate(zip(xs[2:], kernel)):
+        span = s + pre[i] + post[i] - dil[i] * (kd - 1) - 1
+        if span < 0:
+            raise UnsupportedError(
+                f"convolution spatial dim {i}: dilated kernel {dil[i] * (kd - 1) + 1} is larger "
+                f"than the padded input {s + pre[i] + post[i]}"
+            )
+        out.append(span // st[i] + 1)
+    return _Geometry(n, c, k, groups, xs[2:], kernel, tuple(out), pre, post, st, dil)
+
+
+def _check_mode(mode: str) -> bool:
+    """True when the kernel must be flipped (CONVOLUTION)."""
+    m = str(mode).upper()
+    if m not in _MODES:
+        raise UnsupportedError(f"unsupported convolution mode {mode!r} (expected one of {_MODES})")
+    return m == "CONVOLUTION"
+
+
+def _flip(w: np.ndarray) -> np.ndarray:
+    nsp = w.ndim - 2
+    return w[(slice(None), slice(None)) + (slice(None, None, -1),) * nsp]
+
+
+def conv_output_shape(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    *,
+    pre_padding: Sequence[int],
+    post_padding: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+) -> tuple[int, ...]:
+    """The y shape [N, K, *out] hipDNN expects for these shapes and options."""
+    return _geometry(x_shape, w_shape, pre_padding, post_padding, stride, dilation).y_shape
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _padded(x: np.ndarray, g: _Geometry) -> np.ndarray:
+    """x with zero padding around the spatial dims, as float64 (one copy at most)."""
+    if not any(g.pre) and not any(g.post):
+        return f64(x)
+    xp = np.zeros((g.n, g.c, *g.padded_spatial), dtype=np.float64)
+    interior = tuple(slice(a, a + s) for a, s in zip(g.pre, g.in_spatial))
+    xp[(slice(None), slice(None)) + interior] = x
+    return xp
+
+
+def _chunks(g: _Geometry) -> Iterator[tuple[int, int]]:
+    """Batch ranges for the GEMMs.
+
+    Images are folded into the GEMM columns only until a chunk has about
+    ``_GEMM_COLUMNS`` columns (small outputs, e.g. 7x7, need it to keep BLAS busy;
+    large ones, e.g. 56x56, run one image at a time and skip the fold copy), and never
+    beyond a column buffer the size of the largest activation tensor.
+    """
+    per_image = 8 * g.c * g.kernel_size * g.out_size
+    budget = max(8 * max(math.prod(g.x_shape), math.prod(g.y_shape)), _MIN_CHUNK_BYTES)
+    by_budget = max(1, budget // max(per_image, 1))
+    by_width = max(1, -(-_GEMM_COLUMNS // max(g.out_size, 1)))
+    step = min(by_budget, by_width)
+    for start in range(0, g.n, step):
+        yield start, min(g.n, start + step)
+
+
+def _columns(xp: np.ndarray, g: _Geometry, n0: int, n1: int) -> np.ndarray:
+    """im2col of images n0..n1 with the batch folded into the columns:
+    shape (groups, Cg*prod(kernel), nb*prod(out)).
+
+    Rows are (channel, kernel tap) like ``w.reshape``; columns are (image, output
+    position), so one GEMM per group covers the whole chunk even when the output
+    is small (late CNN layers).
+    """
+    part = xp[n0:n1]
+    sn, sc = part.strides[:2]
+    sp = part.strides[2:]
+    view = as_strided(
+        part,
+        shape=(g.c, *g.kernel, n1 - n0, *g.out_spatial),
+        strides=(
+            sc,
+            *(s * d for s, d in zip(sp, g.dilation)),
+            sn,
+            *(s * t for s, t in zip(sp, g.stride)),
+        ),
+        writeable=False,
+    )
+    return view.reshape(g.groups, g.cg * g.kernel_size, (n1 - n0) * g.out_size)
+
+
+def _fold_batch(t4: np.ndarray, g: _Geometry) -> np.ndarray:
+    """(nb, groups, Kg, O) -> (groups, Kg, nb*O), the column order of :func:`_columns`."""
+    nb = t4.shape[0]
+    return np.ascontiguousarray(t4.transpose(1, 2, 0, 3)).reshape(g.groups, g.kg, nb * g.out_size)
+
+
+def _w_matrix(w: np.ndarray, g: _Geometry, flip: bool) -> np.ndarray:
+    """w as (groups, K/groups, Cg*prod(kernel)), flipped for CONVOLUTION mode."""
+    wf = f64(w)
+    if flip:
+        wf = _flip(wf)
+    return np.ascontiguousarray(wf).reshape(g.groups, g.kg, g.cg * g.kernel_size)
+
+
+def _window_slices(g: _Geometry, r: tuple[int, ...]) -> tuple[slice, ...]:
+    """Where kernel tap ``r`` reads from in the padded input, over all outputs."""
+    return tuple(
+        slice(ri * d, ri * d + t * (o - 1) + 1, t)
+        for ri, d, t, o in zip(r, g.dilation, g.stride, g.out_spatial)
+    )
+
+
+def _check_same(arr: np.ndarray, shape: tuple[int, ...], what: str) -> None:
+    if arr.shape != shape:
+        raise UnsupportedError(f"convolution {what} has shape {arr.shape}, expected {shape}")
+
+
+# --------------------------------------------------------------------------- public ops
+
+
+def conv_fwd(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    pre_padding: Sequence[int],
+    post_padding: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    mode: str = "CROSS_CORRELATION",
+) -> np.ndarray:
+    """y[n, k, o] = sum over c in k's group and kernel taps r of x[n, c, o*stride + r*dilation - pre] * w[k, c, r]."""
+    x = np.asarray(x)
+    w = np.asarray(w)
+    g = _geometry(x.shape, w.shape, pre_padding, post_padding, stride, dilation)
+    flip = _check_mode(mode)
+    wmat = _w_matrix(w, g, flip)
+    xp = _padded(x, g)
+    y = np.empty(g.y_shape, dtype=np.float64)
+    y4 = y.reshape(g.n, g.groups, g.kg, g.out_size)
+    for n0, n1 in _chunks(g):
+        cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
+        if n1 - n0 == 1:
+            np.matmul(wmat, cols, out=y4[n0])
+        else:
+            chunk = np.matmul(wmat, cols).reshape(g.groups, g.kg, n1 - n0, g.out_size)
+            y4[n0:n1] = chunk.transpose(2, 0, 1, 3)
+    return y
+
+
+def conv_dgrad(
+    dy: np.ndarray,
+    w: np.ndarray,
+    *,
+    x_shape: Sequence[int],
+    pre_padding: Sequence[int],
+    post_padding: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    mode: str = "CROSS_CORRELATION",
+) -> np.ndarray:
+    """dx, the exact adjoint of :func:`conv_fwd` in x (col2im of w^T dy)."""
+    dy = np.asarray(dy)
+    w = np.asarray(w)
+    g = _geometry(x_shape, w.shape, pre_padding, post_padding, stride, dilation)
+    flip = _check_mode(mode)
+    _check_same(dy, g.y_shape, "dy")
+    wmat_t = np.ascontiguousarray(_w_matrix(w, g, flip).transpose(0, 2, 1))   # (groups, Cg*R, Kg)
+    dy4 = f64(dy).reshape(g.n, g.groups, g.kg, g.out_size)
+    dxp = np.zeros((g.n, g.c, *g.padded_spatial), dtype=np.float64)
+    taps = list(product(*(range(kd) for kd in g.kernel)))
+    for n0, n1 in _chunks(g):
+        cols = np.matmul(wmat_t, _fold_batch(dy4[n0:n1], g))       # (groups, Cg*R, nb*O)
+        cols = cols.reshape(g.c, *g.kernel, n1 - n0, *g.out_spatial)
+        for r in taps:
+            target = (slice(n0, n1), slice(None)) + _window_slices(g, r)
+            dxp[target] += cols[(slice(None),) + r].swapaxes(0, 1)
+    if not any(g.pre) and not any(g.post):
+        return dxp
+    return dxp[(slice(None), slice(None)) + tuple(slice(a, a + s) for a, s in zip(g.pre, g.in_spatial))]
+
+
+def conv_wgrad(
+    x: np.ndarray,
+    dy: np.ndarray,
+    *,
+    w_shape: Sequence[int],
+    pre_padding: Sequence[int],
+    post_padding: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    mode: str = "CROSS_CORRELATION",
+) -> np.ndarray:
+    """dw, the exact adjoint of :func:`conv_fwd` in w (sum over the batch of dy im2col(x)^T)."""
+    x = np.asarray(x)
+    dy = np.asarray(dy)
+    g = _geometry(x.shape, w_shape, pre_padding, post_padding, stride, dilation)
+    flip = _check_mode(mode)
+    _check_same(dy, g.y_shape, "dy")
+    dy4 = f64(dy).reshape(g.n, g.groups, g.kg, g.out_size)
+    xp = _padded(x, g)
+    dw = np.zeros((g.groups, g.kg, g.cg * g.kernel_size), dtype=np.float64)
+    for n0, n1 in _chunks(g):
+        cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
+        dw += np.matmul(_fold_batch(dy4[n0:n1], g), cols.transpose(0, 2, 1))
+    dw = dw.reshape(g.w_shape)
+    return np.ascontiguousarray(_flip(dw)) if flip else dw
