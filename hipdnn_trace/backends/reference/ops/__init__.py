@@ -1,0 +1,51 @@
+"""Float64 numerics of the reference backend: pure functions on logical numpy arrays.
+
+Each op takes arrays in hipDNN's logical dim order (N, C, spatial... for conv and
+norm tensors; strides and memory layout are the caller's business), computes in
+float64 and returns float64 arrays of the output's logical shape. Anything an op
+cannot compute exactly raises :class:`hipdnn_trace.errors.UnsupportedError` with a
+one-line reason. :func:`round_to` then stores a result in its tensor's data type.
+"""
+
+from hipdnn_trace.backends.reference.ops.batchnorm import (
+    batchnorm_backward,
+    batchnorm_inference,
+    batchnorm_train,
+)
+from hipdnn_trace.backends.reference.ops.conv import (
+    conv_dgrad,
+    conv_fwd,
+    conv_output_shape,
+    conv_wgrad,
+)
+from hipdnn_trace.backends.reference.ops.layernorm import layernorm, layernorm_backward
+from hipdnn_trace.backends.reference.ops.matmul import matmul, matmul_output_shape
+from hipdnn_trace.backends.reference.ops.pointwise import (
+    POINTWISE_MODES,
+    pointwise,
+    pointwise_arity,
+)
+from hipdnn_trace.backends.reference.ops.reduction import REDUCTION_MODES, reduce
+from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm
+from hipdnn_trace.backends.reference.ops.rounding import round_to
+
+__all__ = [
+    "POINTWISE_MODES",
+    "REDUCTION_MODES",
+    "batchnorm_backward",
+    "batchnorm_inference",
+    "batchnorm_train",
+    "conv_dgrad",
+    "conv_fwd",
+    "conv_output_shape",
+    "conv_wgrad",
+    "layernorm",
+    "layernorm_backward",
+    "matmul",
+    "matmul_output_shape",
+    "pointwise",
+    "pointwise_arity",
+    "reduce",
+    "rmsnorm",
+    "round_to",
+]

@@ -1,0 +1,72 @@
+"""RMS normalization (forward) in float64.
+
+``y = x * inv_rms * scale (+ bias)``, ``inv_rms = 1/sqrt(mean(x^2) + eps)`` over the
+normalized dims. Which dims are normalized follows hipDNN's newest CPU reference
+(``CpuReferenceRMSNorm.hpp``): scale has x's rank, and the normalized dims are the
+trailing run where scale's dims equal x's (all of them matching means dims 1..end).
+``normalized_dim_count`` overrides that rule when the graph states it. Older hipDNN
+references normalized per channel (over N and spatial, like batchnorm); that
+variant is not implemented here.
+
+inv_rms comes back shaped ``x.shape[:start] + (1,) * (rank - start)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hipdnn_trace.backends.reference.ops._arrays import f64, trailing
+from hipdnn_trace.errors import UnsupportedError
+
+__all__ = ["rmsnorm", "rmsnorm_start_axis"]
+
+
+def rmsnorm_start_axis(
+    x_shape: tuple[int, ...], scale_shape: tuple[int, ...], normalized_dim_count: int | None = None
+) -> int:
+    """The first normalized axis of x, from normalized_dim_count or from scale's shape."""
+    rank = len(x_shape)
+    if rank < 2:
+        raise UnsupportedError(f"rmsnorm needs x of rank >= 2, got shape {x_shape}")
+    if normalized_dim_count is not None:
+        k = int(normalized_dim_count)
+        if not 1 <= k <= rank:
+            raise UnsupportedError(f"rmsnorm: normalized_dim_count {k} must be between 1 and rank {rank}")
+        return rank - k
+    if len(scale_shape) != rank:
+        raise UnsupportedError(
+            f"rmsnorm: scale rank {len(scale_shape)} must equal x rank {rank} to derive the normalized dims"
+        )
+    matching = 0
+    for xd, sd in zip(reversed(x_shape), reversed(scale_shape)):
+        if xd != sd:
+            break
+        matching += 1
+    start = 1 if matching >= rank else rank - matching
+    if start == rank:
+        raise UnsupportedError(
+            f"rmsnorm: scale {tuple(scale_shape)} shares no trailing dims with x {tuple(x_shape)}"
+        )
+    return start
+
+
+def rmsnorm(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    epsilon: float,
+    normalized_dim_count: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Forward RMSNorm: y and inv_rms."""
+    x = f64(x)
+    scale_arr = np.asarray(scale)
+    start = rmsnorm_start_axis(x.shape, scale_arr.shape, normalized_dim_count)
+    axes = tuple(range(start, x.ndim))
+    if any(x.shape[a] == 0 for a in axes):
+        raise UnsupportedError(f"rmsnorm: normalized dims {x.shape[start:]} include a zero")
+    inv_rms = 1.0 / np.sqrt(np.square(x).mean(axis=axes, keepdims=True) + float(epsilon))
+    y = x * inv_rms * trailing(scale_arr, x.shape, start, "rmsnorm scale")
+    if bias is not None:
+        y = y + trailing(bias, x.shape, start, "rmsnorm bias")
+    return {"y": y, "inv_rms": inv_rms}
