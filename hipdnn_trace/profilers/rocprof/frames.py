@@ -1,0 +1,103 @@
+"""Frames the AMD parsers produce besides the project's ``kernels`` / ``counters``.
+
+``KERNEL_EXTRAS`` / ``COUNTER_EXTRAS`` are appended after the schema columns (``conform``
+keeps extras last); the other schemas are internal inputs of the marker join
+(``MARKERS``, ``API``) or side outputs of ``ingest`` (``STATS``, ``AGENTS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from hipdnn_trace.results.schemas import COUNTERS, KERNELS, Schema
+
+#: Columns after KERNELS' own. ``dispatch_id`` is rocprofv3's per-process dispatch
+#: counter (the key that matches a dispatch across counter passes and to its counters);
+#: ``phase`` init|warmup|timed and ``join`` (api|correlation|time) come from the marker join.
+KERNEL_EXTRAS: Schema = {
+    "dispatch_id": pl.Int64(),
+    "kernel_id": pl.Int64(),
+    "queue": pl.Int64(),
+    "thread_id": pl.Int64(),
+    "process_id": pl.Int64(),
+    "agent": pl.String(),
+    "phase": pl.String(),
+    "join": pl.String(),
+    "pass": pl.Int64(),
+}
+
+COUNTER_EXTRAS: Schema = {
+    "dispatch_id": pl.Int64(),
+    "device": pl.Int64(),
+    "thread_id": pl.Int64(),
+    "process_id": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "phase": pl.String(),
+    "join": pl.String(),
+    "pass": pl.Int64(),
+}
+
+KERNELS_FULL: Schema = {**KERNELS, **KERNEL_EXTRAS}
+COUNTERS_FULL: Schema = {**COUNTERS, **COUNTER_EXTRAS}
+
+#: roctx ranges and marks (instant marks have start_ns == end_ns).
+MARKERS: Schema = {
+    "name": pl.String(),
+    "process_id": pl.Int64(),
+    "thread_id": pl.Int64(),
+    "correlation_id": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+}
+
+#: Host API calls (HIP runtime); a kernel's Correlation_Id names the call that launched it.
+API: Schema = {
+    "domain": pl.String(),
+    "function": pl.String(),
+    "process_id": pl.Int64(),
+    "thread_id": pl.Int64(),
+    "correlation_id": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+}
+
+#: Aggregate tables: rocprofv3 ``*_stats.csv``, legacy ``results.*stats.csv``.
+STATS: Schema = {
+    "domain": pl.String(),          # kernel | hip_api | hsa_api | memory_copy | marker | domain | ...
+    "name": pl.String(),
+    "calls": pl.Int64(),
+    "total_ns": pl.Int64(),
+    "average_ns": pl.Float64(),
+    "percentage": pl.Float64(),
+    "min_ns": pl.Int64(),
+    "max_ns": pl.Int64(),
+    "stddev_ns": pl.Float64(),
+    "source": pl.String(),
+    "file": pl.String(),
+}
+
+#: One row per HSA agent (agent_info.csv, rocpd_info_agent).
+AGENTS: Schema = {
+    "node_id": pl.Int64(),
+    "logical_node_id": pl.Int64(),
+    "type": pl.String(),            # CPU | GPU
+    "arch": pl.String(),            # gfx942 ...
+    "product": pl.String(),
+    "num_xcc": pl.Int64(),
+    "cu_count": pl.Int64(),
+    "max_clock_mhz": pl.Int64(),
+    "wave_size": pl.Int64(),
+}
+
+
+def columns_frame(columns: Mapping[str, Sequence[Any]], schema: Schema) -> pl.DataFrame:
+    """Columns (missing ones null) -> a frame with exactly ``schema``'s columns and types."""
+    n = max((len(v) for v in columns.values() if v is not None), default=0)
+    data = {
+        name: list(columns[name]) if columns.get(name) is not None else [None] * n for name in schema
+    }
+    return pl.DataFrame(data, schema=schema, strict=False)

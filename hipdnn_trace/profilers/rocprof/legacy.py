@@ -1,0 +1,322 @@
+"""Older AMD formats: rocprof v1 results, wide per-dispatch counter CSVs, rocprof v1 .db.
+
+* rocprof v1 ``results.csv`` (``Index,KernelName,gpu-id,queue-id,...,sig,obj``) followed
+  by one column per ``pmc:`` counter and, with ``--timestamp on`` or a plain trace,
+  ``DispatchNs,BeginNs,EndNs,CompleteNs[,DurationNs]``. Omniperf 1.x keeps this header.
+* wide per-dispatch CSVs of rocprofv2's file plugin and rocprof-compute (``Dispatch_ID,
+  GPU_ID,...,Kernel_Name,Start_Timestamp,End_Timestamp,Correlation_ID,Kernel_ID,<counters>``);
+  merged ``pmc_perf.csv`` repeats metadata columns with ``_N`` suffixes and per-channel
+  counters as ``TCC_HIT[3]``.
+* rocprof v1 ``results.db`` (tables KERN or OPS, HIP, rocTX; written by ``sqlitedb.py``).
+
+Legacy names carry code-object suffixes (``.kd``, `` [clone .kd]``); they are dropped so
+names compare with rocprofv3's.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import polars as pl
+
+from hipdnn_trace.profilers.rocprof.frames import (
+    API,
+    COUNTERS_FULL,
+    KERNELS_FULL,
+    MARKERS,
+    columns_frame,
+)
+from hipdnn_trace.profilers.rocprof.rocpd_sqlite import connect, object_names
+from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, parse_float, read_table
+
+#: rocprof v1 per-dispatch metadata columns (lower-case), rpl_run.sh / tblextr.py output.
+V1_META = {
+    "index", "kernelname", "gpu-id", "queue-id", "queue-index", "pid", "tid", "grd", "wgr",
+    "lds", "scr", "vgpr", "arch_vgpr", "accum_vgpr", "sgpr", "fbar", "wave_size", "sig", "obj",
+    "dispatchns", "beginns", "endns", "completens", "durationns",
+}
+#: rocprofv2 file-plugin / rocprof-compute per-dispatch metadata columns.
+WIDE_META = {
+    "dispatch_id", "gpu_id", "queue_id", "queue-id", "queue-index", "pid", "tid", "grid_size",
+    "workgroup_size", "lds_per_workgroup", "scratch_per_workitem", "arch_vgpr", "accum_vgpr",
+    "sgpr", "wave_size", "kernel_name", "start_timestamp", "end_timestamp", "correlation_id",
+    "kernel_id", "obj", "sig", "xcc_index", "node", "dispatchns", "beginns", "endns", "completens",
+}
+_SUFFIXED = re.compile(r"^(.*)_(\d+)$")
+_NAME_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")
+
+
+def clean_kernel_name(name: str | None) -> str | None:
+    """Strip quotes and the code-object suffix legacy tools append to kernel names."""
+    if name is None:
+        return None
+    s = name.strip()
+    if len(s) >= 2 and s[0] == s[-1] == '"':
+        s = s[1:-1]
+    for suffix in _NAME_SUFFIXES:
+        if s.endswith(suffix):
+            return s[: -len(suffix)]
+    return s
+
+
+def is_v1_results(names: set[str]) -> bool:
+    return {"index", "kernelname", "gpu-id"} <= names
+
+
+def is_wide(names: set[str]) -> bool:
+    return {"dispatch_id", "kernel_name", "gpu_id"} <= names and "counter_name" not in names
+
+
+def _meta(name: str, meta: set[str]) -> bool:
+    low = name.strip().lower()
+    if low in meta:
+        return True
+    m = _SUFFIXED.match(low)
+    return bool(m and m.group(1) in meta)
+
+
+def counter_columns(table: Table, meta: set[str]) -> list[int]:
+    return [i for i, name in enumerate(table.header) if not _meta(name, meta)]
+
+
+def read_v1_results(path: Path, table: Table | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """rocprof v1 results CSV -> (kernels, counters). Either may be empty."""
+    table = table or read_table(path)
+    if not is_v1_results(table.names):
+        raise ProfileFormatError(f"{path}: not a rocprof v1 results file (needs Index,KernelName,gpu-id)")
+    names = [clean_kernel_name(n) for n in table.strings("KernelName", required=True)]
+    index = table.ints("Index", required=True)
+    device = table.ints("gpu-id")
+    kernels = pl.DataFrame(schema=KERNELS_FULL)
+    if table.has("beginns", "endns"):
+        start, end = table.ints("BeginNs"), table.ints("EndNs")
+        kernels = columns_frame(
+            {
+                "name": names,
+                "start_ns": start,
+                "end_ns": end,
+                "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+                "grid_x": table.ints("grd"),
+                "block_x": table.ints("wgr"),
+                "stream": table.ints("queue-id"),
+                "device": device,
+                "source": ["rocprof"] * len(names),
+                "dispatch_id": index,
+                "queue": table.ints("queue-id"),
+                "thread_id": table.ints("tid"),
+                "process_id": table.ints("pid"),
+            },
+            KERNELS_FULL,
+        )
+    counters = _wide_counters(
+        table,
+        counter_columns(table, V1_META),
+        kernel=names,
+        dispatch=index,
+        device=device,
+        start=table.ints("BeginNs"),
+        end=table.ints("EndNs"),
+        thread=table.ints("tid"),
+        process=table.ints("pid"),
+        correlation=[None] * len(names),
+        source="rocprof",
+    )
+    return kernels, counters
+
+
+def read_wide(path: Path, table: Table | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """rocprofv2 / rocprof-compute wide per-dispatch CSV -> (kernels, counters)."""
+    table = table or read_table(path)
+    if not is_wide(table.names):
+        raise ProfileFormatError(f"{path}: not a per-dispatch counter file (needs Dispatch_ID,Kernel_Name,GPU_ID)")
+    source = "rocprofv2" if table.has("queue_id", "pid", "tid") else "rocprof-compute"
+    names = [clean_kernel_name(n) for n in table.strings("Kernel_Name", required=True)]
+    dispatch = table.ints("Dispatch_ID", required=True)
+    device = table.ints("GPU_ID")
+    start = table.ints("Start_Timestamp", "BeginNs")
+    end = table.ints("End_Timestamp", "EndNs")
+    correlation = table.ints("Correlation_ID")
+    kernels = pl.DataFrame(schema=KERNELS_FULL)
+    if any(s is not None for s in start):
+        kernels = columns_frame(
+            {
+                "name": names,
+                "start_ns": start,
+                "end_ns": end,
+                "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+                "grid_x": table.ints("Grid_Size"),
+                "block_x": table.ints("Workgroup_Size"),
+                "stream": table.ints("Queue_ID", "queue-id"),
+                "device": device,
+                "correlation_id": correlation,
+                "source": [source] * len(names),
+                "dispatch_id": dispatch,
+                "kernel_id": table.ints("Kernel_ID"),
+                "queue": table.ints("Queue_ID", "queue-id"),
+                "thread_id": table.ints("TID"),
+                "process_id": table.ints("PID"),
+            },
+            KERNELS_FULL,
+        )
+    counters = _wide_counters(
+        table,
+        counter_columns(table, WIDE_META),
+        kernel=names,
+        dispatch=dispatch,
+        device=device,
+        start=start,
+        end=end,
+        thread=table.ints("TID"),
+        process=table.ints("PID"),
+        correlation=correlation,
+        source=source,
+    )
+    return kernels, counters
+
+
+def _wide_counters(
+    table: Table,
+    columns: list[int],
+    *,
+    kernel: list,
+    dispatch: list,
+    device: list,
+    start: list,
+    end: list,
+    thread: list,
+    process: list,
+    correlation: list,
+    source: str,
+) -> pl.DataFrame:
+    """One long row per (dispatch, counter column); empty cells are skipped."""
+    out: dict[str, list] = {k: [] for k in (
+        "kernel", "correlation_id", "counter", "value", "source", "dispatch_id", "device",
+        "thread_id", "process_id", "start_ns", "end_ns",
+    )}
+    for r, row in enumerate(table.rows):
+        for c in columns:
+            text = row[c]
+            value = parse_float(text)
+            if value is None:
+                continue
+            if not isinstance(value, float):
+                raise ProfileFormatError(f"{table.where(r, c)}: counter value is not a number: {text!r}")
+            out["kernel"].append(kernel[r])
+            out["correlation_id"].append(correlation[r])
+            out["counter"].append(table.header[c])
+            out["value"].append(value)
+            out["source"].append(source)
+            out["dispatch_id"].append(dispatch[r])
+            out["device"].append(device[r])
+            out["thread_id"].append(thread[r])
+            out["process_id"].append(process[r])
+            out["start_ns"].append(start[r])
+            out["end_ns"].append(end[r])
+    return columns_frame(out, COUNTERS_FULL)
+
+
+def is_v1_db(names: set[str]) -> bool:
+    return bool(names & {"KERN", "OPS"}) and "rocpd_metadata" not in names
+
+
+def read_v1_db(path: Path) -> dict[str, pl.DataFrame]:
+    """rocprof v1 ``results.db``: kernels from KERN (kernel trace) or OPS (``--sys-trace``)."""
+    with closing(connect(path)) as con:
+        names = object_names(con)
+        if not is_v1_db(names):
+            raise ProfileFormatError(f"{path}: SQLite file is neither rocpd nor a rocprof v1 results.db")
+        kernels = _v1_kern(con, path) if "KERN" in names else pl.DataFrame(schema=KERNELS_FULL)
+        if kernels.is_empty() and "OPS" in names:
+            kernels = _v1_ops(con, path)
+        markers = _v1_roctx(con, path) if "rocTX" in names else pl.DataFrame(schema=MARKERS)
+        api = _v1_hip(con, path) if "HIP" in names else pl.DataFrame(schema=API)
+    return {"kernels": kernels, "markers": markers, "api": api}
+
+
+def _rows(con: sqlite3.Connection, path: Path, sql: str) -> dict[str, list]:
+    try:
+        cur = con.execute(sql)
+    except sqlite3.DatabaseError as exc:
+        raise ProfileFormatError(f"{path}: {exc}") from None
+    cols = [d[0].lower() for d in cur.description]
+    rows = cur.fetchall()
+    return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+
+
+def _v1_kern(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
+    c = _rows(con, path, 'select * from "KERN"')
+    if "beginns" not in c:
+        return pl.DataFrame(schema=KERNELS_FULL)
+    start, end = c["beginns"], c.get("endns", [])
+    return columns_frame(
+        {
+            "name": [clean_kernel_name(n) for n in c.get("kernelname", [])],
+            "start_ns": start,
+            "end_ns": end,
+            "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+            "grid_x": c.get("grd"),
+            "block_x": c.get("wgr"),
+            "stream": c.get("queue-id"),
+            "device": c.get("gpu-id"),
+            "source": ["rocprof"] * len(start),
+            "dispatch_id": c.get("index"),
+            "queue": c.get("queue-id"),
+            "thread_id": c.get("tid"),
+            "process_id": c.get("pid"),
+        },
+        KERNELS_FULL,
+    )
+
+
+def _v1_ops(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
+    c = _rows(con, path, 'select * from "OPS"')
+    start, end = c.get("beginns", []), c.get("endns", [])
+    return columns_frame(
+        {
+            "name": [clean_kernel_name(n) for n in c.get("name", [])],
+            "start_ns": start,
+            "end_ns": end,
+            "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+            "stream": c.get("stream-id") or c.get("queue-id"),
+            "device": c.get("dev-id"),
+            "source": ["rocprof"] * len(start),
+            "dispatch_id": c.get("index"),
+            "queue": c.get("queue-id"),
+            "thread_id": c.get("tid"),
+            "process_id": c.get("pid"),
+        },
+        KERNELS_FULL,
+    )
+
+
+def _v1_roctx(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
+    c = _rows(con, path, 'select * from "rocTX"')
+    return columns_frame(
+        {
+            "name": [clean_kernel_name(n) for n in c.get("name", [])],
+            "process_id": c.get("pid"),
+            "thread_id": c.get("tid"),
+            "start_ns": c.get("beginns"),
+            "end_ns": c.get("endns"),
+        },
+        MARKERS,
+    )
+
+
+def _v1_hip(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
+    c = _rows(con, path, 'select * from "HIP"')
+    n = len(c.get("beginns", []))
+    return columns_frame(
+        {
+            "domain": ["HIP_API"] * n,
+            "function": c.get("name"),
+            "process_id": c.get("pid"),
+            "thread_id": c.get("tid"),
+            "start_ns": c.get("beginns"),
+            "end_ns": c.get("endns"),
+        },
+        API,
+    )

@@ -1,0 +1,209 @@
+"""A profiler CSV read into memory with columns found by name, case-insensitively.
+
+rocprofv3 renamed and added columns between ROCm 6.2 and 7.x (Thread_Id, Dispatch_Id,
+Stream_Id, Accum_VGPR_Count, "Agent N" labels), rocpd's converter capitalises some of
+them differently (Vgpr_Count) and prepends Guid/Pid. Matching by lower-cased header
+name makes one parser serve every generation. Any row whose field count differs from
+the header is an error that names the file and line: a silently shifted column would
+put numbers under the wrong names.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hipdnn_trace.errors import UserError
+
+_INT_TAIL = re.compile(r"(-?\d+)\s*$")
+
+
+class ProfileFormatError(UserError):
+    """A profiler file that cannot be parsed; the message names the file and place."""
+
+
+def read_lines(path: Path) -> list[str]:
+    """Text lines of ``path`` (UTF-8, undecodable bytes replaced) or a one-line error."""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            return handle.read().splitlines()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+@dataclass
+class Table:
+    """Header + rows of one CSV file; ``lines[i]`` is the file line of ``rows[i]``."""
+
+    path: Path
+    header: list[str]
+    rows: list[list[str]]
+    lines: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._index: dict[str, int] = {}
+        for i, name in enumerate(self.header):
+            self._index.setdefault(name.strip().lower(), i)
+
+    @property
+    def names(self) -> set[str]:
+        """Lower-cased column names."""
+        return set(self._index)
+
+    def has(self, *names: str) -> bool:
+        return all(n.lower() in self._index for n in names)
+
+    def position(self, *aliases: str) -> int | None:
+        """Index of the first alias present (case-insensitive), else None."""
+        for alias in aliases:
+            i = self._index.get(alias.lower())
+            if i is not None:
+                return i
+        return None
+
+    def require(self, *aliases: str) -> int:
+        i = self.position(*aliases)
+        if i is None:
+            raise ProfileFormatError(
+                f"{self.path}: missing column {aliases[0]!r} (header: {', '.join(self.header)})"
+            )
+        return i
+
+    def strings(self, *aliases: str, required: bool = False) -> list[str | None]:
+        i = self.require(*aliases) if required else self.position(*aliases)
+        if i is None:
+            return [None] * len(self.rows)
+        return [row[i] for row in self.rows]
+
+    def ints(self, *aliases: str, required: bool = False) -> list[int | None]:
+        """Integers of a column; "Agent 4"/"GPU 3" labels give their number, floats round."""
+        i = self.require(*aliases) if required else self.position(*aliases)
+        if i is None:
+            return [None] * len(self.rows)
+        return [self._int(row[i], r, i) for r, row in enumerate(self.rows)]
+
+    def floats(self, *aliases: str, required: bool = False) -> list[float | None]:
+        i = self.require(*aliases) if required else self.position(*aliases)
+        if i is None:
+            return [None] * len(self.rows)
+        return [self._float(row[i], r, i) for r, row in enumerate(self.rows)]
+
+    def where(self, r: int, col: int) -> str:
+        line = self.lines[r] if self.lines else r + 2
+        return f"{self.path}: line {line}: column {self.header[col]!r}"
+
+    def _int(self, text: str, r: int, col: int) -> int | None:
+        value = parse_int(text)
+        if value is _BAD:
+            raise ProfileFormatError(f"{self.where(r, col)}: not an integer: {text!r}")
+        return value  # type: ignore[return-value]
+
+    def _float(self, text: str, r: int, col: int) -> float | None:
+        value = parse_float(text)
+        if value is _BAD:
+            raise ProfileFormatError(f"{self.where(r, col)}: not a number: {text!r}")
+        return value  # type: ignore[return-value]
+
+
+_BAD = object()
+
+
+def parse_int(text: str | None) -> int | None | object:
+    """"12" -> 12, "Agent 4" -> 4, "8.1097E+14" -> 810970000000000, "" -> None, junk -> _BAD."""
+    if text is None:
+        return None
+    s = text.strip()
+    if not s:
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    if s.lower().startswith("0x"):
+        try:
+            return int(s, 16)
+        except ValueError:
+            return _BAD
+    try:
+        f = float(s)
+    except ValueError:
+        m = _INT_TAIL.search(s)
+        return int(m.group(1)) if m else _BAD
+    if math.isnan(f) or math.isinf(f):
+        return None
+    return int(round(f))
+
+
+def parse_float(text: str | None) -> float | None | object:
+    if text is None:
+        return None
+    s = text.strip()
+    if not s:
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return _BAD
+
+
+def read_table(path: Path, *, overflow_into_first: bool = False, text: Sequence[str] | None = None) -> Table:
+    """Parse ``path`` as CSV. Blank lines are skipped; a ragged row is an error.
+
+    ``overflow_into_first`` re-joins extra leading fields into the first column: legacy
+    rocprof wrote unquoted kernel names that contain commas in ``results.stats.csv``.
+    """
+    lines = list(text) if text is not None else read_lines(path)
+    if not any(line.strip() for line in lines):
+        raise ProfileFormatError(f"{path}: empty file")
+    reader = csv.reader(lines)
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    where: list[int] = []
+    try:
+        for fields in reader:
+            if not fields or (len(fields) == 1 and not fields[0].strip()):
+                continue
+            if header is None:
+                header = [f.strip() for f in fields]
+                _check_header(path, header)
+                continue
+            if len(fields) != len(header):
+                if overflow_into_first and len(fields) > len(header):
+                    extra = len(fields) - len(header)
+                    fields = [",".join(fields[: extra + 1])] + fields[extra + 1 :]
+                else:
+                    shown = ",".join(fields)
+                    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                    raise ProfileFormatError(
+                        f"{path}: line {reader.line_num}: {len(fields)} fields but the header has "
+                        f"{len(header)} ({shown!r}); the file is truncated or edited"
+                    )
+            rows.append(fields)
+            where.append(reader.line_num)
+    except csv.Error as exc:
+        raise ProfileFormatError(f"{path}: line {reader.line_num}: bad CSV: {exc}") from None
+    assert header is not None
+    return Table(path, header, rows, where)
+
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9_\-\.\[\]\(\) :/%#]*$")
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    for name in header:
+        if "\n" in name or "\r" in name:
+            raise ProfileFormatError(
+                f"{path}: malformed header: column name {name!r} spans two lines"
+            )
+        if not _HEADER_NAME.match(name):
+            raise ProfileFormatError(f"{path}: malformed header: column name {name!r}")
+    if len(header) < 2:
+        raise ProfileFormatError(f"{path}: not a profiler CSV (header has one column: {header[0]!r})")
+
+
+def lower_names(names: Iterable[str]) -> set[str]:
+    return {n.strip().lower() for n in names}
