@@ -1,7 +1,7 @@
 """hipDNN data-type strings and their numpy equivalents.
 
 hipDNN's JSON names types with the strings of its ``DataType`` enum
-(``hipdnn_data_sdk/utilities/json/Common.hpp``). The numpy side uses ml_dtypes for
+(``utilities/json/Common.hpp``; docs/hipdnn-format.md section 1.5 lists every era). The numpy side uses ml_dtypes for
 bfloat16 and fp8 so tensors keep their exact bits on the host.
 """
 
@@ -43,8 +43,18 @@ DTYPES: dict[str, DType] = {
         _dt("int8", np.int8, False, 8),
         _dt("int32", np.int32, False, 32),
         _dt("int64", np.int64, False, 64),
+        _dt("boolean", np.bool_, False, 8),
         _dt("fp8_e4m3", ml_dtypes.float8_e4m3fn, True, 8),
         _dt("fp8_e5m2", ml_dtypes.float8_e5m2, True, 8),
+        _dt("fp8_e4m3_fnuz", ml_dtypes.float8_e4m3fnuz, True, 8),
+        _dt("fp8_e5m2_fnuz", ml_dtypes.float8_e5m2fnuz, True, 8),
+        _dt("fp8_e8m0", ml_dtypes.float8_e8m0fnu, True, 8),
+        # packed sub-byte types: hipDNN packs them (packing unconfirmed), so no host view
+        _dt("fp4_e2m1", None, True, 4),
+        _dt("fp6_e2m3", None, True, 6),
+        _dt("fp6_e3m2", None, True, 6),
+        _dt("int4", None, False, 4),
+        # block-scaled types of older data_sdk versions
         _dt("mxfp8", None, True, 8),
         _dt("mxbfp8", None, True, 8),
         _dt("mxfp6", None, True, 6),
@@ -63,6 +73,8 @@ VALUE_TYPES: dict[str, str] = {
     "Float8Value": "fp8_e4m3",
     "Int32Value": "int32",
     "Float64Value": "double",
+    "Int64Value": "int64",
+    "BoolValue": "boolean",
 }
 
 

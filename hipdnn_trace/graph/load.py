@@ -29,6 +29,10 @@ MAX_DEPTH = 32
 
 _NODE_KEYS = {"name", "type", "compute_data_type", "inputs", "outputs", "parameters", "attributes"}
 _TOP_KEYS = {"name", "compute_data_type", "io_data_type", "intermediate_data_type", "tensors", "nodes"}
+#: The oldest hipDNN (sdk/ era) named the graph's types differently and gave nodes none.
+_LEGACY_TYPE_KEYS = {"compute_data_type": "compute_type", "io_data_type": "io_type",
+                     "intermediate_data_type": "intermediate_type"}
+_TENSOR_KEYS = {"uid", "name", "data_type", "dims", "strides", "virtual", "value_type", "value"}
 
 
 class _Duplicate(ValueError):
@@ -188,11 +192,15 @@ class _Parser:
                 raise self.fail(f"{path}.value_type", f"unknown value type {value_type!r} "
                                 f"(hipDNN: {', '.join(dtypes.VALUE_TYPES)})")
             value = self.field(t, "value", path)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if value_type == "BoolValue":
+                if not isinstance(value, bool):
+                    raise self.fail(f"{path}.value", f"expected true or false, got {_kind(value)}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self.fail(f"{path}.value", f"expected a number, got {_kind(value)}")
         elif "value" in t:
             raise self.fail(f"{path}.value", "a value needs a value_type")
-        return Tensor(uid, name, dims, strides, data_type, virtual, value_type, value)
+        extra = {k: v for k, v in t.items() if k not in _TENSOR_KEYS}
+        return Tensor(uid, name, dims, strides, data_type, virtual, value_type, value, extra)
 
     # ---------------------------------------------------------------- nodes
 
@@ -203,20 +211,24 @@ class _Parser:
             return tuple(self.integer(v, f"{path}[{i}]") for i, v in enumerate(value))
         return self.integer(value, path)
 
-    def node(self, raw: Any, path: str) -> Node:
+    def node(self, raw: Any, path: str, *, legacy: bool) -> Node:
         n = self.obj(raw, path)
         name = self.string(n, "name", path)
         node_type = self.string(n, "type", path)
         spec = ops.spec(node_type)
         if spec is None and node_type not in ops.KNOWN_UNMODELLED:
             raise self.fail(f"{path}.type", f"unknown op type {node_type!r} (not a hipDNN node type)")
-        compute = self.dtype(n, "compute_data_type", path, allow_unset=True)
+        if legacy and "compute_data_type" not in n:
+            compute = dtypes.UNSET
+        else:
+            compute = self.dtype(n, "compute_data_type", path, allow_unset=True)
         inputs: dict[str, Any] = {}
         outputs: dict[str, Any] = {}
         params: dict[str, Any] = {}
         sections: dict[str, str] = {}
         list_ports = spec.list_inputs if spec else ()
         out_ports = spec.all_outputs if spec else ()
+        not_ports = spec.uid_named_options if spec else ()
 
         def add_port(key: str, value: Any, where: str, kpath: str, is_output: bool) -> None:
             port = key.removesuffix(UID_SUFFIX)
@@ -230,7 +242,7 @@ class _Parser:
             block = self.obj(n[section], f"{path}.{section}")
             for key, value in block.items():
                 kpath = f"{path}.{section}.{key}"
-                if key.endswith(UID_SUFFIX):
+                if key.endswith(UID_SUFFIX) and key not in not_ports:
                     add_port(key, value, section, kpath, section == "outputs")
                 else:
                     params[key] = value
@@ -243,7 +255,7 @@ class _Parser:
         for key, value in n.items():
             if key in _NODE_KEYS:
                 continue
-            if key.endswith(UID_SUFFIX):
+            if key.endswith(UID_SUFFIX) and key not in not_ports:
                 port = key.removesuffix(UID_SUFFIX)
                 add_port(key, value, "node", f"{path}.{key}", port in out_ports)
             else:
@@ -271,9 +283,11 @@ class _Parser:
     def graph(self, raw: Any) -> Graph:
         g = self.obj(raw, "$")
         name = self.string(g, "name", "$")
-        compute = self.dtype(g, "compute_data_type", "$", allow_unset=True)
-        io = self.dtype(g, "io_data_type", "$", allow_unset=True)
-        inter = self.dtype(g, "intermediate_data_type", "$", allow_unset=True)
+        legacy = "compute_data_type" not in g and "compute_type" in g
+        keys = {k: (old if legacy else k) for k, old in _LEGACY_TYPE_KEYS.items()}
+        compute = self.dtype(g, keys["compute_data_type"], "$", allow_unset=True)
+        io = self.dtype(g, keys["io_data_type"], "$", allow_unset=True)
+        inter = self.dtype(g, keys["intermediate_data_type"], "$", allow_unset=True)
         raw_tensors = self.field(g, "tensors", "$")
         raw_nodes = self.field(g, "nodes", "$")
         if not isinstance(raw_tensors, list):
@@ -288,9 +302,10 @@ class _Parser:
             if t.uid in seen:
                 raise self.fail(f"$.tensors[{i}].uid", f"uid {t.uid} is also used by tensors[{seen[t.uid]}]")
             seen[t.uid] = i
-        nodes = tuple(self.node(n, f"$.nodes[{i}]") for i, n in enumerate(raw_nodes))
-        extra = {k: v for k, v in g.items() if k not in _TOP_KEYS}
-        graph = Graph(name, compute, io, inter, tensors, nodes, self.source, extra)
+        nodes = tuple(self.node(n, f"$.nodes[{i}]", legacy=legacy) for i, n in enumerate(raw_nodes))
+        skip = _TOP_KEYS | (set(_LEGACY_TYPE_KEYS.values()) if legacy else set())
+        extra = {k: v for k, v in g.items() if k not in skip}
+        graph = Graph(name, compute, io, inter, tensors, nodes, self.source, extra, legacy)
         self.check_graph(graph)
         return graph
 

@@ -28,7 +28,8 @@ class Tensor:
     data_type: str
     virtual: bool = False
     value_type: str | None = None     # set for pass-by-value scalars (e.g. epsilon)
-    value: float | int | None = None
+    value: float | int | bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)   # alignment, ragged offsets... kept as read
 
     @property
     def is_value(self) -> bool:
@@ -101,6 +102,7 @@ class Graph:
     nodes: tuple[Node, ...]
     source: str = "<memory>"
     extra: Mapping[str, Any] = field(default_factory=dict)   # top-level keys we do not model
+    legacy_keys: bool = False   # oldest hipDNN: compute_type/io_type/intermediate_type, no node types
 
     @cached_property
     def by_uid(self) -> dict[int, Tensor]:

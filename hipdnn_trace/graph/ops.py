@@ -33,6 +33,7 @@ class OpSpec:
     list_inputs: tuple[str, ...] = ()       # ports holding a list of uids (peer stats)
     options: Mapping[str, str] = field(default_factory=dict)   # option -> section it is written in
     layout: str = "nested"                  # "nested": inputs/outputs dicts; "flat": keys on the node
+    uid_named_options: tuple[str, ...] = () # keys ending in _tensor_uid that are not tensors
     check: ShapeCheck | None = None
     flops: FlopCount | None = None
 
@@ -167,23 +168,35 @@ def _pointwise_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     return problems
 
 
+def matmul_batch_dims(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
+    """hipDNN's batch rule: per axis the larger size, and one size must divide the other
+    (size-1 broadcast and grouped repeat, e.g. 8 A slices sharing 2 B slices)."""
+    out = []
+    for x, y in zip(a, b):
+        big, small = max(x, y), min(x, y)
+        if big % small:
+            return None
+        out.append(big)
+    return tuple(out)
+
+
 def _matmul_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     a, b, c = (_t(node, graph, p) for p in ("a", "b", "c"))
     if a is None or b is None or c is None:
         return []
-    if min(len(a.dims), len(b.dims), len(c.dims)) < 2:
-        return [(_port_path(node, "a"), "matmul tensors need rank >= 2")]
+    if not (len(a.dims) == len(b.dims) == len(c.dims) >= 2):
+        return [(_port_path(node, "a"), f"matmul tensors need the same rank >= 2 (a {len(a.dims)}, "
+                 f"b {len(b.dims)}, c {len(c.dims)})")]
     (m, k), (k2, n) = a.dims[-2:], b.dims[-2:]
     if k != k2:
         return [(_port_path(node, "b"), f"inner dims differ: a is {list(a.dims)}, b is {list(b.dims)}")]
-    batch = broadcast_shape([a.dims[:-2], b.dims[:-2]])
+    batch = matmul_batch_dims(a.dims[:-2], b.dims[:-2])
     if batch is None:
         return [(_port_path(node, "b"),
                  f"batch dims {list(a.dims[:-2])} and {list(b.dims[:-2])} do not broadcast")]
     expect = (*batch, m, n)
-    got = tuple(c.dims)
-    if got[-2:] != (m, n) or broadcast_shape([batch, got[:-2]]) != got[:-2] or prod(got[:-2]) != prod(batch):
-        return [(_port_path(node, "c"), f"dims {list(got)} do not match a @ b = {list(expect)}")]
+    if tuple(c.dims) != expect:
+        return [(_port_path(node, "c"), f"dims {list(c.dims)} do not match a @ b = {list(expect)}")]
     return []
 
 
@@ -243,6 +256,9 @@ def _reduction_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
 
 
 _BN_STATS = ("mean", "inv_variance", "scale", "bias")
+#: Every pointwise option; hipDNN requires each key to be present (null when unset).
+POINTWISE_OPTIONS = ("operation", "relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope",
+                     "axis_tensor_uid", "swish_beta", "elu_alpha", "softplus_beta")
 
 SPECS: dict[str, OpSpec] = {
     s.type: s
@@ -271,14 +287,20 @@ SPECS: dict[str, OpSpec] = {
         ),
         OpSpec(
             "PointwiseAttributes", ("in_0",), ("out_0",), optional_inputs=("in_1", "in_2"),
-            options={k: "inputs" for k in ("operation", "relu_lower_clip", "relu_upper_clip",
-                                          "relu_lower_clip_slope", "axis", "swish_beta",
-                                          "elu_alpha", "softplus_beta")},
+            options={k: "inputs" for k in POINTWISE_OPTIONS},
+            uid_named_options=("axis_tensor_uid",),
             check=_pointwise_check, flops=_elementwise_flops(1.0, "out_0"),
         ),
         OpSpec(
             "BatchnormInferenceAttributes", ("x", *_BN_STATS), ("y",),
             check=_all(_same_dims(("y",), "x"), _per_channel(_BN_STATS, "x")),
+            flops=_elementwise_flops(4.0, "x"),
+        ),
+        OpSpec(
+            "BatchnormInferenceAttributesVarianceExt",
+            ("x", "mean", "variance", "scale", "bias", "epsilon"), ("y",),
+            check=_all(_same_dims(("y",), "x"),
+                       _per_channel(("mean", "variance", "scale", "bias"), "x")),
             flops=_elementwise_flops(4.0, "x"),
         ),
         OpSpec(
@@ -314,18 +336,20 @@ SPECS: dict[str, OpSpec] = {
             check=_same_dims(("y",), "x"), flops=_elementwise_flops(6.0, "x"),
         ),
         OpSpec(
-            "ReductionAttributes", ("in",), ("out",), options={"mode": "node"}, layout="flat",
+            "ReductionAttributes", ("in",), ("out",),
+            options={"mode": "node", "is_deterministic": "node"}, layout="flat",
             check=_reduction_check, flops=_elementwise_flops(1.0, "in"),
         ),
     )
 }
 
 #: Node types hipDNN defines that hipdnn-trace loads but has no reference for yet.
+#: (newest graph.fbs NodeAttributes union; docs/hipdnn-format.md section 2.0)
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
-    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "SdpaFwdAttributes",
-    "SdpaBwdAttributes", "ResampleFwdAttributes", "ResampleBwdAttributes",
+    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "SdpaAttributes",
+    "SdpaBackwardAttributes", "ResampleFwdAttributes", "ResampleBwdAttributes",
     "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes", "CustomOpAttributes",
-    "MoeGroupedMatmulAttributes", "LayernormFpropAttributes", "ConcatenateAttributes",
+    "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes", "LayernormFpropAttributes",
 })
 
 

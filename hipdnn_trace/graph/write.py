@@ -30,6 +30,7 @@ def tensor_to_json(t: Tensor) -> dict[str, Any]:
     if t.value_type is not None:
         out["value_type"] = t.value_type
         out["value"] = t.value
+    out.update(t.extra)
     return out
 
 
@@ -44,9 +45,11 @@ def _default_section(node: Node, key: str, is_port: bool, is_output: bool) -> st
     return "attributes"
 
 
-def node_to_json(node: Node) -> dict[str, Any]:
+def node_to_json(node: Node, *, legacy: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"name": node.name, "type": node.type,
                            "compute_data_type": node.compute_data_type}
+    if legacy and node.compute_data_type == "unset":
+        del out["compute_data_type"]
     sections: dict[str, dict[str, Any]] = {s: {} for s in _SECTION_ORDER}
     flat: dict[str, Any] = {}
 
@@ -68,13 +71,14 @@ def node_to_json(node: Node) -> dict[str, Any]:
 
 
 def graph_to_json(graph: Graph) -> dict[str, Any]:
+    legacy = graph.legacy_keys
     out: dict[str, Any] = {
         "name": graph.name,
-        "compute_data_type": graph.compute_data_type,
-        "io_data_type": graph.io_data_type,
-        "intermediate_data_type": graph.intermediate_data_type,
+        "compute_type" if legacy else "compute_data_type": graph.compute_data_type,
+        "io_type" if legacy else "io_data_type": graph.io_data_type,
+        "intermediate_type" if legacy else "intermediate_data_type": graph.intermediate_data_type,
         "tensors": [tensor_to_json(t) for t in graph.tensors],
-        "nodes": [node_to_json(n) for n in graph.nodes],
+        "nodes": [node_to_json(n, legacy=legacy) for n in graph.nodes],
     }
     out.update(graph.extra)
     return out
