@@ -211,7 +211,8 @@ def compare_runs(
             tested_log_ratios.append(math.log(row["ratio"]))
             tested_boot.append(boots[index])
     geo, geo_lo, geo_hi = stats.geomean_ratio(
-        np.array(tested_log_ratios), np.array(tested_boot).reshape(len(tested_boot), -1)
+        np.array(tested_log_ratios),
+        np.array(tested_boot) if tested_boot else np.zeros((0, n_boot)),
     )
     table = pl.DataFrame(
         {name: [r.get(name) for r in rows] for name in TABLE_SCHEMA}, schema=TABLE_SCHEMA
