@@ -1,0 +1,240 @@
+"""Walk a graph node by node with the float64 reference ops.
+
+Each node reads its inputs as stored (rounded to their tensor types, as a real
+implementation would see them), computes in float64, and its outputs are rounded
+to their tensors' types before the next node reads them. The unrounded float64
+results are kept too: they are the oracle that validation compares against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace.backends.reference import ops as ref
+from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph import dtypes, ops
+from hipdnn_trace.graph.load import execution_order
+from hipdnn_trace.graph.model import Graph, Node
+
+Inputs = Mapping[str, np.ndarray | None]
+Handler = Callable[[Node, Graph, Inputs], dict[str, np.ndarray | None]]
+
+
+@dataclass
+class Evaluation:
+    """Every produced tensor: ``exact`` in float64, ``stored`` in its own dtype."""
+
+    exact: dict[int, np.ndarray]
+    stored: dict[int, np.ndarray]
+
+
+def _scalar(arr: np.ndarray | None, what: str) -> float | None:
+    if arr is None:
+        return None
+    flat = np.asarray(arr, dtype=np.float64).reshape(-1)
+    if flat.size != 1:
+        raise UnsupportedError(f"{what} must be a single value, got {flat.size} elements")
+    return float(flat[0])
+
+
+def _conv_options(node: Node) -> dict[str, Any]:
+    mode = str(node.params.get("conv_mode", "CROSS_CORRELATION")).upper()
+    if mode == "UNSET":   # hipDNN's default mode is cross-correlation, like cuDNN's
+        mode = "CROSS_CORRELATION"
+    return {
+        "pre_padding": node.params["pre_padding"],
+        "post_padding": node.params["post_padding"],
+        "stride": node.params["stride"],
+        "dilation": node.params["dilation"],
+        "mode": mode,
+    }
+
+
+def _dims(graph: Graph, node: Node, port: str) -> tuple[int, ...]:
+    uid = node.outputs.get(port, node.inputs.get(port))
+    return tuple(graph.by_uid[uid].dims)   # type: ignore[index]
+
+
+def _conv_fwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"y": ref.conv_fwd(x["x"], x["w"], **_conv_options(node))}
+
+
+def _conv_dgrad(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"dx": ref.conv_dgrad(x["dy"], x["w"], x_shape=_dims(graph, node, "dx"), **_conv_options(node))}
+
+
+def _conv_wgrad(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"dw": ref.conv_wgrad(x["x"], x["dy"], w_shape=_dims(graph, node, "dw"), **_conv_options(node))}
+
+
+def _matmul(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"c": ref.matmul(x["a"], x["b"])}
+
+
+def _pointwise(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    mode = node.params.get("operation")
+    if not isinstance(mode, str):
+        raise UnsupportedError(f"pointwise node {node.name!r} has no operation")
+    operands = [x[p] for p in ("in_0", "in_1", "in_2") if x.get(p) is not None]
+    p = node.params
+    out = ref.pointwise(
+        mode, operands,
+        relu_lower_clip=p.get("relu_lower_clip"), relu_upper_clip=p.get("relu_upper_clip"),
+        relu_lower_clip_slope=p.get("relu_lower_clip_slope"), swish_beta=p.get("swish_beta"),
+        elu_alpha=p.get("elu_alpha"), softplus_beta=p.get("softplus_beta"),
+        axis=p.get("axis_tensor_uid"), out_shape=_dims(graph, node, "out_0"),
+    )
+    return {"out_0": out}
+
+
+def _bn_inference(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"y": ref.batchnorm_inference(x["x"], x["mean"], x["inv_variance"], x["scale"], x["bias"])}
+
+
+def _bn_inference_variance(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    eps = _scalar(x["epsilon"], "batchnorm epsilon")
+    inv_var = 1.0 / np.sqrt(np.asarray(x["variance"], dtype=np.float64) + eps)
+    return {"y": ref.batchnorm_inference(x["x"], x["mean"], inv_var, x["scale"], x["bias"])}
+
+
+def _bn_train(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    if node.inputs.get("peer_stats"):
+        raise UnsupportedError("batchnorm with peer stats (multi-GPU) is not supported by the reference")
+    momentum = _scalar(x.get("momentum"), "batchnorm momentum")
+    out = ref.batchnorm_train(
+        x["x"], x["scale"], x["bias"], epsilon=_scalar(x["epsilon"], "batchnorm epsilon"),
+        momentum=0.1 if momentum is None else momentum,
+        prev_running_mean=x.get("prev_running_mean"), prev_running_var=x.get("prev_running_variance"),
+    )
+    return {"y": out["y"], "mean": out["mean"], "inv_variance": out["inv_variance"],
+            "next_running_mean": out["next_running_mean"],
+            "next_running_variance": out["next_running_var"]}
+
+
+def _bn_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    if node.inputs.get("peer_stats"):
+        raise UnsupportedError("batchnorm backward with peer stats is not supported by the reference")
+    return ref.batchnorm_backward(x["dy"], x["x"], x["scale"], mean=x.get("mean"),
+                                  inv_variance=x.get("inv_variance"))
+
+
+def _phase(node: Node) -> str:
+    """forward_phase as hipDNN writes it: int 0/1/2 or a string, any case."""
+    raw = node.params.get("forward_phase", "NOT_SET")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return {0: "NOT_SET", 1: "INFERENCE", 2: "TRAINING"}.get(raw, str(raw))
+    return str(raw).upper()
+
+
+def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    count = node.params.get("normalized_dim_count")
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise UnsupportedError(f"layernorm node {node.name!r} needs an integer normalized_dim_count")
+    out = ref.layernorm(x["x"], x.get("scale"), x.get("bias"),
+                        epsilon=_scalar(x["epsilon"], "layernorm epsilon"), normalized_dim_count=count)
+    if _phase(node) == "INFERENCE":
+        out = {"y": out["y"]}
+    return out
+
+
+def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    count = node.params.get("normalized_dim_count")
+    inv_rms_uid = node.outputs.get("inv_rms")
+    if count is None and inv_rms_uid is not None:
+        # docs/hipdnn-format.md 3.6: hipDNN's references disagree; inv_rms's shape is the
+        # unambiguous statement of which trailing axes are normalized.
+        x_dims = _dims(graph, node, "x")
+        stats = graph.by_uid[inv_rms_uid].dims
+        reduced = [i for i, (a, b) in enumerate(zip(x_dims, stats)) if b == 1 and a > 1]
+        if reduced and reduced == list(range(reduced[0], len(x_dims))):
+            count = len(x_dims) - reduced[0]
+        elif reduced:
+            raise UnsupportedError(f"rmsnorm inv_rms {list(stats)} reduces non-trailing axes of x {list(x_dims)}")
+    return ref.rmsnorm(x["x"], x["scale"], x.get("bias"),
+                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=count)
+
+
+def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"out": ref.reduce(str(node.params.get("mode", "")), x["in"], out_shape=_dims(graph, node, "out"))}
+
+
+HANDLERS: dict[str, Handler] = {
+    "ConvolutionFwdAttributes": _conv_fwd,
+    "ConvolutionBwdAttributes": _conv_dgrad,
+    "ConvolutionWrwAttributes": _conv_wgrad,
+    "MatmulAttributes": _matmul,
+    "PointwiseAttributes": _pointwise,
+    "BatchnormInferenceAttributes": _bn_inference,
+    "BatchnormInferenceAttributesVarianceExt": _bn_inference_variance,
+    "BatchnormAttributes": _bn_train,
+    "BatchnormBackwardAttributes": _bn_backward,
+    "LayernormAttributes": _layernorm,
+    "RMSNormAttributes": _rmsnorm,
+    "ReductionAttributes": _reduction,
+}
+
+
+def check(graph: Graph) -> str | None:
+    """Why the reference cannot run ``graph`` (one line), or None if it can."""
+    for tensor in graph.tensors:
+        if dtypes.lookup(tensor.data_type).numpy is None:
+            return f"tensor {tensor.name!r}: data type {tensor.data_type} has no host form"
+    for node in graph.nodes:
+        if node.type not in HANDLERS:
+            return f"unsupported op {node.op}"
+        spec = ops.spec(node.type)
+        known = set(spec.all_inputs) | set(spec.all_outputs) if spec else set()
+        extra = [p for p, u in {**node.inputs, **node.outputs}.items()
+                 if p not in known and u not in (None, ())]
+        if extra:
+            return f"{node.op} node {node.name!r}: port(s) {', '.join(extra)} not modelled"
+        if node.type == "PointwiseAttributes":
+            try:
+                ref.pointwise_arity(str(node.params.get("operation", "")))
+            except UnsupportedError as exc:
+                return str(exc)
+        if node.type == "ReductionAttributes":
+            mode = str(node.params.get("mode", "")).upper()
+            if mode.removesuffix("_OP") not in ref.REDUCTION_MODES:
+                return f"unsupported reduction mode {mode}"
+    return None
+
+
+def evaluate(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation:
+    """Run every node; inputs are logical arrays keyed by uid, in their tensors' dtypes."""
+    stored: dict[int, np.ndarray] = dict(inputs)
+    for t in graph.value_tensors:
+        stored[t.uid] = np.full(t.dims, t.value, dtype=np.float64)
+    exact: dict[int, np.ndarray] = {}
+    for index in execution_order(graph):
+        node = graph.nodes[index]
+        handler = HANDLERS.get(node.type)
+        if handler is None:
+            raise UnsupportedError(f"unsupported op {node.op}")
+        args: dict[str, np.ndarray | None] = {}
+        for port, uid in node.inputs.items():
+            if isinstance(uid, int):
+                if uid not in stored:
+                    raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
+                args[port] = stored[uid]
+        results = handler(node, graph, args)
+        for port, uid in node.outputs.items():
+            if uid is None:
+                continue
+            value = results.get(port)
+            if value is None:
+                raise UnsupportedError(f"{node.op} node {node.name!r} cannot produce output {port}")
+            tensor = graph.by_uid[uid]
+            value = np.asarray(value, dtype=np.float64)
+            if value.shape != tuple(tensor.dims):
+                if value.size != tensor.numel:
+                    raise UnsupportedError(f"{node.op} computed shape {value.shape} for {tensor.name!r} "
+                                           f"of dims {list(tensor.dims)}")
+                value = value.reshape(tensor.dims)
+            exact[uid] = value
+            stored[uid] = ref.round_to(value, tensor.data_type)
+    return Evaluation(exact, {u: a for u, a in stored.items() if u in exact})
