@@ -48,6 +48,16 @@ def test_half_goes_through_float_like_hipdnn():
     assert round_to(np.array([1e6]), "half")[0] == np.inf
 
 
+def test_fp8_rounds_to_nearest_even_and_saturates_like_hip_satfinite():
+    got = round_to(np.array([1.0625, 1.1875, 500.0, -1e30, np.inf, np.nan]), "fp8_e4m3")
+    assert got.dtype == ml_dtypes.float8_e4m3fn
+    # e4m3 has 3 mantissa bits: 1 + 1/16 ties to 1.0, 1 + 3/16 ties up to 1.25
+    assert got[:5].astype(np.float64).tolist() == [1.0, 1.25, 448.0, -448.0, 448.0]
+    assert np.isnan(got[5].astype(np.float64))
+    e5 = round_to(np.array([1e6, -np.inf, 3.0]), "fp8_e5m2").astype(np.float64)
+    assert e5.tolist() == [57344.0, -57344.0, 3.0]
+
+
 def test_float_and_double():
     v = np.array([0.1, 1e39])
     got = round_to(v, "float")

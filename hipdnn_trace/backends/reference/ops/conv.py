@@ -280,6 +280,8 @@ def conv_fwd(
         else:
             chunk = np.matmul(wmat, cols).reshape(g.groups, g.kg, n1 - n0, g.out_size)
             y4[n0:n1] = chunk.transpose(2, 0, 1, 3)
+            del chunk
+        del cols   # free this chunk's columns before the next chunk allocates its own
     return y
 
 
@@ -310,6 +312,7 @@ def conv_dgrad(
         for r in taps:
             target = (slice(n0, n1), slice(None)) + _window_slices(g, r)
             dxp[target] += cols[(slice(None),) + r].swapaxes(0, 1)
+        del cols
     if not any(g.pre) and not any(g.post):
         return dxp
     return dxp[(slice(None), slice(None)) + tuple(slice(a, a + s) for a, s in zip(g.pre, g.in_spatial))]
@@ -338,5 +341,6 @@ def conv_wgrad(
     for n0, n1 in _chunks(g):
         cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
         dw += np.matmul(_fold_batch(dy4[n0:n1], g), cols.transpose(0, 2, 1))
+        del cols
     dw = dw.reshape(g.w_shape)
     return np.ascontiguousarray(_flip(dw)) if flip else dw

@@ -7,7 +7,11 @@ are rounded the way hipDNN's CPU reference stores them (``safeConvert`` in
 * float, double: one IEEE round-to-nearest-even cast (overflow gives inf);
 * half, bfloat16, fp8_e4m3, fp8_e5m2: through float first, then to the type
   (hipDNN's path: double -> float -> T; both steps round to nearest even, via
-  ml_dtypes; fp8 overflow gives what ml_dtypes gives: NaN for e4m3fn, inf for e5m2);
+  ml_dtypes); half and bfloat16 overflow to inf;
+* fp8 saturates: hipDNN stores HIP's OCP ``__hip_fp8_e4m3`` / ``__hip_fp8_e5m2``, whose
+  default conversion is ``__HIP_SATFINITE`` (``amd_hip_fp8.h``), so values beyond the
+  largest finite fp8 (448, 57344) become +-that value; NaN stays NaN; infinities are
+  clamped too (our reading of "satfinite"; HIP's exact handling of inf is unconfirmed);
 * int8, uint8, int32, int64: C++ ``static_cast`` truncates toward zero, and so do we;
   out-of-range values (undefined behaviour in C++) saturate to the type's limits here,
   and NaN has no integer value, so it raises UnsupportedError.
@@ -17,6 +21,7 @@ Block-scaled types (mxfp8, mxfp4, ...) have no element-wise host form: Unsupport
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from hipdnn_trace.errors import UnsupportedError
@@ -25,6 +30,7 @@ from hipdnn_trace.graph.dtypes import DTYPES, numpy_dtype
 __all__ = ["round_to"]
 
 _VIA_FLOAT = {"half", "bfloat16", "fp8_e4m3", "fp8_e5m2"}
+_SATURATING = {"fp8_e4m3", "fp8_e5m2"}
 
 
 def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
@@ -39,6 +45,9 @@ def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
     if not DTYPES[hipdnn_dtype].is_float:
         return _to_integer(arr, target, hipdnn_dtype)
     with np.errstate(over="ignore", invalid="ignore"):
+        if hipdnn_dtype in _SATURATING:
+            limit = float(ml_dtypes.finfo(target).max)
+            return np.clip(arr.astype(np.float32), -limit, limit).astype(target)
         if hipdnn_dtype in _VIA_FLOAT:
             return arr.astype(np.float32).astype(target)
         return arr.astype(target)
