@@ -95,8 +95,13 @@ def _flag(b: np.ndarray) -> np.ndarray:
 
 
 def _relu_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
+    # hipDNN: x <= lower -> slope*(x - lower) + lower; else x >= upper -> upper; else x.
+    # Written with one output buffer: relu often runs on the largest tensors of a graph.
     lower, upper, slope = p.relu_clips
-    return np.where(x <= lower, slope * (x - lower) + lower, np.where(x >= upper, upper, x))
+    out = np.where(x >= upper, upper, x)
+    below = x <= lower
+    out[below] = slope * (x[below] - lower) + lower
+    return out
 
 
 def _relu_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
