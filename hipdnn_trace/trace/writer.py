@@ -1,0 +1,523 @@
+"""Append-only Perfetto trace writer (native protobuf, ``.pftrace``).
+
+A run's trace is a sequence of ``TracePacket``s (see perfetto.dev, "Writing
+TrackEvent protos synthetically"). This writer keeps events in memory and
+writes them at :meth:`TraceWriter.flush` in a single ``write`` of whole packets,
+so a run killed between flushes leaves a valid trace and a run killed during a
+write leaves a valid prefix plus a partial packet that the reader ignores and
+:func:`hipdnn_trace.trace.reader.repair` cuts off.
+
+Choices, each from the Perfetto docs/protos:
+
+* Slices are ``TYPE_SLICE_BEGIN``/``TYPE_SLICE_END`` pairs; TrackEvent has no
+  complete (duration) event. Perfetto sorts events by timestamp and keeps file
+  order for equal timestamps, and an END closes the innermost open slice of its
+  track; so each flush orders events by time and, at equal time, ends (innermost
+  first) before begins (outermost first). Slices that touch at one timestamp
+  nest correctly when written in the same flush, whatever order the caller
+  used.
+* Timestamps are ns on :mod:`hipdnn_trace.device.clock` (CLOCK_BOOTTIME). Each
+  writer declares it: a ``ClockSnapshot`` naming it the primary trace clock
+  (plus MONOTONIC and REALTIME readings, so the UI can show wall time) and
+  ``TracePacketDefaults.timestamp_clock_id``.
+* Each writer is one packet sequence (random ``trusted_packet_sequence_id``);
+  its first packet sets ``SEQ_INCREMENTAL_STATE_CLEARED``, later ones
+  ``SEQ_NEEDS_INCREMENTAL_STATE``. Event and argument names are interned.
+* Track uuids are a hash of what the track is (process pid, GPU device and
+  stream, counter name and parent), so a resumed run that appends to the file
+  re-declares the same tracks instead of duplicating them.
+* Flow ids are global in a trace; :meth:`TraceWriter.new_flow_id` draws them
+  from a random per-writer base so appended writers never collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from operator import itemgetter
+import os
+import secrets
+import struct
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from hipdnn_trace.device import clock
+from hipdnn_trace.trace import wire
+
+ArgValue = str | int | float | bool
+Args = Mapping[str, ArgValue]
+
+TRACE_CLOCK_ID = (
+    pb.BUILTIN_CLOCK_BOOTTIME if clock.CLOCK_NAME == "CLOCK_BOOTTIME" else pb.BUILTIN_CLOCK_MONOTONIC
+)
+_SEQ_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+_SEQ_NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+_TS_MAX = (1 << 63) - 1
+_BEGIN = wire.varint_field(wire.TE_TYPE, pb.TrackEvent.TYPE_SLICE_BEGIN)
+_END = wire.varint_field(wire.TE_TYPE, pb.TrackEvent.TYPE_SLICE_END)
+_INSTANT = wire.varint_field(wire.TE_TYPE, pb.TrackEvent.TYPE_INSTANT)
+_COUNTER = wire.varint_field(wire.TE_TYPE, pb.TrackEvent.TYPE_COUNTER)
+_NAME_IID = wire.tag(wire.TE_NAME_IID, wire.VARINT)
+_NAME = wire.tag(pb.TrackEvent.DESCRIPTOR.fields_by_name["name"].number, wire.LEN)
+_DOUBLE_COUNTER = wire.tag(wire.TE_DOUBLE_COUNTER_VALUE, wire.I64)
+_PACK_F64 = struct.Struct("<d").pack
+_PACK_U64 = struct.Struct("<Q").pack
+_FLOW = wire.tag(wire.TE_FLOW_IDS, wire.I64)
+# Field numbers: TracePacket.interned_data; InternedData.event_names and
+# .debug_annotation_names (both messages {iid = 1; name = 2}).
+_PACKET_INTERNED_DATA = pb.TracePacket.DESCRIPTOR.fields_by_name["interned_data"].number
+_INTERNED_EVENT_NAMES = pb.InternedData.DESCRIPTOR.fields_by_name["event_names"].number
+_INTERNED_ARG_NAMES = pb.InternedData.DESCRIPTOR.fields_by_name["debug_annotation_names"].number
+
+# Flush by itself beyond this many pending events, to bound memory. Slices that
+# touch at one timestamp must land in one flush to nest right (see module doc),
+# so keep this far above what one graph writes.
+AUTO_FLUSH_EVENTS = 2_000_000
+
+
+def track_uuid(*key: object) -> int:
+    """Stable non-zero 63-bit uuid for a track identified by ``key``."""
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") & _TS_MAX) or 1
+
+
+def _frame(packets: Sequence[pb.TracePacket]) -> bytes:
+    trace = pb.Trace()
+    trace.packet.extend(packets)
+    return trace.SerializeToString()
+
+
+class TraceWriter:
+    """Appends packets to a .pftrace file; each :meth:`flush` writes whole packets
+    in one write so a killed run leaves a valid prefix.
+
+    ``append=True`` continues an existing file (resume): its last partial packet,
+    if any, is cut off first, then this writer starts a new packet sequence.
+    Declare tracks again in the new writer; equal declarations get equal uuids.
+    ``fsync=True`` makes every flush durable (slower; for crash-prone suites).
+    """
+
+    def __init__(self, path: Path | str, *, append: bool = False, fsync: bool = False) -> None:
+        from hipdnn_trace.trace.reader import repair  # reader imports nothing from here
+
+        self.path = Path(path)
+        self._fsync = fsync
+        if append and self.path.exists():
+            repair(self.path)
+        self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
+        self._sequence_id = secrets.randbits(31) or 1
+        self._flow_base = secrets.randbits(32) << 32
+        self._flow_counter = itertools.count(1)
+        self._tail = wire.varint_field(wire.PACKET_SEQUENCE_ID, self._sequence_id) + wire.varint_field(
+            wire.PACKET_SEQUENCE_FLAGS, _SEQ_NEEDS
+        )
+        self._started = False
+        self._closed = False
+
+        self._tracks: dict[int, str] = {}  # uuid -> kind
+        self._track_field: dict[int, bytes] = {}  # uuid -> encoded TrackEvent.track_uuid
+        self._process_pid: dict[int, int] = {}
+        self._pending_descriptors: list[pb.TracePacket] = []
+        self._event_names: dict[str, int] = {}
+        self._arg_names: dict[str, int] = {}
+        self._new_event_names: list[tuple[int, str]] = []
+        self._new_arg_names: list[tuple[int, str]] = []
+        self._begin_bodies: dict[tuple[int, str], bytes] = {}
+        self._instant_bodies: dict[tuple[int, str], bytes] = {}
+        self._end_bodies: dict[int, bytes] = {}
+        self._counter_bodies: dict[int, bytes] = {}
+
+        self._names_seen_once: set[str] = set()
+
+        # Pending items in write order: slices, instants and counter values.
+        # Instants and counter values have end == start and an empty end body.
+        self._start: list[int] = []
+        self._end: list[int] = []
+        self._body: list[bytes] = []
+        self._end_body: list[bytes] = []
+
+    # --- tracks -------------------------------------------------------------
+
+    def _declare(self, uuid: int, kind: str, descriptor: pb.TrackDescriptor) -> int:
+        if uuid not in self._tracks:
+            self._tracks[uuid] = kind
+            self._track_field[uuid] = wire.varint_field(wire.TE_TRACK_UUID, uuid)
+            packet = pb.TracePacket(track_descriptor=descriptor)
+            self._pending_descriptors.append(packet)
+        return uuid
+
+    def process_track(self, name: str, pid: int | None = None) -> int:
+        """A process (default: this one); host phases go on its threads."""
+        pid = os.getpid() if pid is None else int(pid)
+        uuid = track_uuid("process", pid)
+        self._process_pid[uuid] = pid
+        desc = pb.TrackDescriptor(uuid=uuid, process=pb.ProcessDescriptor(pid=pid, process_name=name))
+        return self._declare(uuid, "process", desc)
+
+    def thread_track(self, name: str, parent: int, tid: int | None = None) -> int:
+        """A thread of ``parent`` (a process track); default tid: the calling thread."""
+        if parent not in self._process_pid:
+            raise ValueError(f"thread_track: parent {parent} is not a process track of this writer")
+        pid = self._process_pid[parent]
+        tid = threading.get_native_id() if tid is None else int(tid)
+        uuid = track_uuid("thread", pid, tid)
+        desc = pb.TrackDescriptor(
+            uuid=uuid, parent_uuid=parent, thread=pb.ThreadDescriptor(pid=pid, tid=tid, thread_name=name)
+        )
+        return self._declare(uuid, "thread", desc)
+
+    def gpu_track(self, device: int) -> int:
+        """The "GPU <device>" group track: parent of its streams and counters."""
+        gpu = track_uuid("gpu", int(device))
+        return self._declare(gpu, "gpu", pb.TrackDescriptor(uuid=gpu, name=f"GPU {int(device)}"))
+
+    def device_track(self, device: int, stream: int, name: str | None = None) -> int:
+        """A GPU stream track (default name "stream <stream>"), under :meth:`gpu_track`."""
+        gpu = self.gpu_track(device)
+        name = name or f"stream {int(stream)}"
+        uuid = track_uuid("gpu-stream", int(device), int(stream), name)
+        return self._declare(uuid, "track", pb.TrackDescriptor(uuid=uuid, parent_uuid=gpu, name=name))
+
+    def counter_track(self, name: str, unit: str | None = None, parent: int | None = None) -> int:
+        """A counter track (e.g. iteration time, TFLOPS, a kernel metric)."""
+        if parent is not None and parent not in self._tracks:
+            raise ValueError(f"counter_track {name!r}: parent {parent} is not a track of this writer")
+        uuid = track_uuid("counter", parent, name)
+        counter = pb.CounterDescriptor(unit_name=unit) if unit else pb.CounterDescriptor()
+        desc = pb.TrackDescriptor(uuid=uuid, name=name, counter=counter)
+        if parent is not None:
+            desc.parent_uuid = parent
+        return self._declare(uuid, "counter", desc)
+
+    # --- events -------------------------------------------------------------
+
+    def new_flow_id(self) -> int:
+        """A flow id unique in this file (also across appended writers)."""
+        return self._flow_base | next(self._flow_counter)
+
+    def _check_track(self, track: int, kind: str | None = None) -> None:
+        have = self._tracks.get(track)
+        if have is None:
+            raise ValueError(f"track {track} was not declared by this writer")
+        if kind == "counter" and have != "counter":
+            raise ValueError(f"track {track} is not a counter track")
+        if kind != "counter" and have == "counter":
+            raise ValueError(f"track {track} is a counter track; slices go on slice tracks")
+
+    def _iid(self, table: dict[str, int], new: list[tuple[int, str]], name: str) -> int:
+        iid = table.get(name)
+        if iid is None:
+            iid = table[name] = len(table) + 1
+            new.append((iid, name))
+        return iid
+
+    def _event_prefix(self, event_type: bytes, track: int, name: str) -> tuple[bytes | None, bytes | None]:
+        """TrackEvent fields for type, track and name: (cacheable, single-use).
+
+        A name seen once is written inline: runs name each iteration slice
+        ("iter <i>"), and interning 100k single-use names costs more than it
+        saves. From its second use on a name is interned and the prefix cached.
+        """
+        self._check_track(track)
+        name = str(name)
+        iid = self._event_names.get(name)
+        if iid is None:
+            if name not in self._names_seen_once:
+                self._names_seen_once.add(name)
+                encoded = name.encode()
+                return None, event_type + self._track_field[track] + _NAME + wire.varint(len(encoded)) + encoded
+            self._names_seen_once.discard(name)
+            iid = self._iid(self._event_names, self._new_event_names, name)
+        return event_type + self._track_field[track] + _NAME_IID + wire.varint(iid), None
+
+    def _args(self, args: Args) -> bytes:
+        out = b""
+        for key, value in args.items():
+            if value is None:
+                continue
+            out += wire.annotation(self._iid(self._arg_names, self._new_arg_names, str(key)), value)
+        return out
+
+    def _bad_times(self, what: str, start: object, end: object) -> ValueError:
+        return ValueError(
+            f"{what}: need 0 <= start_ns <= end_ns < 2**63 (ns on the trace clock), got {start}, {end}"
+        )
+
+    def slice(
+        self,
+        track: int,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        *,
+        args: Args | None = None,
+        flow_ids: Sequence[int] = (),
+        terminating_flow_ids: Sequence[int] = (),
+    ) -> None:
+        """A slice [start_ns, end_ns] on ``track``; slices on a track nest by time.
+
+        ``flow_ids``: flows that start, or pass through, this slice; Perfetto
+        draws an arrow between consecutive slices (in time) sharing a flow id.
+        ``terminating_flow_ids``: flows that end here.
+        """
+        start, end = int(start_ns), int(end_ns)
+        if not 0 <= start <= end <= _TS_MAX:
+            raise self._bad_times(f"slice {name!r}", start_ns, end_ns)
+        begin = self._begin_bodies.get((track, name)) or self._begin_body(track, name)
+        if flow_ids or terminating_flow_ids:
+            begin += wire.flows(flow_ids, terminating_flow_ids)
+        if args:
+            begin += self._args(args)
+        end_body = self._end_bodies.get(track) or self._end_body_of(track)
+        self._start.append(start)
+        self._end.append(end)
+        self._body.append(begin)
+        self._end_body.append(end_body)
+        if len(self._start) >= AUTO_FLUSH_EVENTS:
+            self.flush()
+
+    def _begin_body(self, track: int, name: str) -> bytes:
+        body = self._begin_bodies.get((track, name))
+        if body is None:
+            body, once = self._event_prefix(_BEGIN, track, name)
+            if body is None:
+                return once
+            self._begin_bodies[(track, name)] = body
+        return body
+
+    def _end_body_of(self, track: int) -> bytes:
+        body = self._end_bodies.get(track)
+        if body is None:
+            self._check_track(track)
+            body = self._end_bodies[track] = _END + self._track_field[track]
+        return body
+
+    def slices(
+        self,
+        track: int,
+        names: str | Sequence[str],
+        starts_ns: Sequence[int] | np.ndarray,
+        ends_ns: Sequence[int] | np.ndarray,
+        *,
+        flow_ids: Sequence[int] | np.ndarray | None = None,
+        args: Sequence[Args | None] | None = None,
+    ) -> None:
+        """Many slices on one track at once (e.g. every iteration of a run).
+
+        Same result as calling :meth:`slice` per element, several times faster.
+        ``names`` is one name for all or one per slice; ``flow_ids[i]`` (0 = none)
+        starts or continues a flow at slice i; ``args[i]`` are its arguments.
+        """
+        starts = np.asarray(starts_ns, dtype=np.int64).reshape(-1)
+        ends = np.asarray(ends_ns, dtype=np.int64).reshape(-1)
+        n = starts.size
+        if ends.size != n:
+            raise ValueError(f"slices: {n} starts but {ends.size} ends")
+        bad = np.flatnonzero((starts < 0) | (ends < starts))
+        if bad.size:
+            i = int(bad[0])
+            raise self._bad_times(f"slices[{i}]", int(starts[i]), int(ends[i]))
+        if isinstance(names, str):
+            bodies = [self._begin_body(track, names)] * n
+        else:
+            if len(names) != n:
+                raise ValueError(f"slices: {n} starts but {len(names)} names")
+            self._check_track(track)
+            cache, seen_once, interned = self._begin_bodies, self._names_seen_once, self._event_names
+            inline = _BEGIN + self._track_field[track] + _NAME
+            bodies = []
+            for name in names:  # _begin_body, inlined for single-use names
+                body = cache.get((track, name))
+                if body is None:
+                    if name in seen_once or name in interned:
+                        body = self._begin_body(track, name)
+                    else:
+                        seen_once.add(name)
+                        encoded = name.encode()
+                        body = inline + wire.varint(len(encoded)) + encoded
+                bodies.append(body)
+        if flow_ids is not None:
+            flows = np.asarray(flow_ids, dtype=np.uint64).reshape(-1).tolist()
+            if len(flows) != n:
+                raise ValueError(f"slices: {n} starts but {len(flows)} flow ids")
+            bodies = [b + _FLOW + _PACK_U64(f) if f else b for b, f in zip(bodies, flows)]
+        if args is not None:
+            if len(args) != n:
+                raise ValueError(f"slices: {n} starts but {len(args)} args")
+            bodies = [b + self._args(a) if a else b for b, a in zip(bodies, args)]
+        self._start.extend(starts.tolist())
+        self._end.extend(ends.tolist())
+        self._body.extend(bodies)
+        self._end_body.extend([self._end_body_of(track)] * n)
+        if len(self._start) >= AUTO_FLUSH_EVENTS:
+            self.flush()
+
+    def counters(self, track: int, ts_ns: Sequence[int] | np.ndarray, values: Sequence[float] | np.ndarray) -> None:
+        """Many values of one counter track at once; see :meth:`counter`."""
+        ts = np.asarray(ts_ns, dtype=np.int64).reshape(-1)
+        vals = np.asarray(values, dtype=np.float64).reshape(-1)
+        if ts.size != vals.size:
+            raise ValueError(f"counters: {ts.size} timestamps but {vals.size} values")
+        if ts.size and int(ts.min()) < 0:
+            raise self._bad_times("counters", int(ts.min()), int(ts.min()))
+        prefix = self._counter_prefix(track) + _DOUBLE_COUNTER
+        self._start.extend(ts.tolist())
+        self._end.extend(ts.tolist())
+        self._body.extend([prefix + _PACK_F64(v) for v in vals.tolist()])
+        self._end_body.extend([b""] * ts.size)
+        if len(self._start) >= AUTO_FLUSH_EVENTS:
+            self.flush()
+
+    def _counter_prefix(self, track: int) -> bytes:
+        prefix = self._counter_bodies.get(track)
+        if prefix is None:
+            self._check_track(track, "counter")
+            prefix = self._counter_bodies[track] = _COUNTER + self._track_field[track]
+        return prefix
+
+    def instant(self, track: int, name: str, ts_ns: int, args: Args | None = None) -> None:
+        """A zero-duration marker on ``track``."""
+        ts = int(ts_ns)
+        if not 0 <= ts <= _TS_MAX:
+            raise self._bad_times(f"instant {name!r}", ts_ns, ts_ns)
+        body = self._instant_bodies.get((track, name))
+        if body is None:
+            body, once = self._event_prefix(_INSTANT, track, name)
+            if body is None:
+                body = once
+            else:
+                self._instant_bodies[(track, name)] = body
+        if args:
+            body += self._args(args)
+        self._start.append(ts)
+        self._end.append(ts)
+        self._body.append(body)
+        self._end_body.append(b"")
+        if len(self._start) >= AUTO_FLUSH_EVENTS:
+            self.flush()
+
+    def counter(self, track: int, ts_ns: int, value: float) -> None:
+        """Set a counter track's value from ``ts_ns`` on (a step plot)."""
+        ts = int(ts_ns)
+        if not 0 <= ts <= _TS_MAX:
+            raise self._bad_times("counter", ts_ns, ts_ns)
+        prefix = self._counter_bodies.get(track) or self._counter_prefix(track)
+        self._start.append(ts)
+        self._end.append(ts)
+        self._body.append(prefix + _DOUBLE_COUNTER + _PACK_F64(value))
+        self._end_body.append(b"")
+        if len(self._start) >= AUTO_FLUSH_EVENTS:
+            self.flush()
+
+    # --- output -------------------------------------------------------------
+
+    def _header(self) -> bytes:
+        """Packets that must precede this flush's events on the sequence."""
+        packets = []
+        if not self._started:
+            snapshot = pb.ClockSnapshot(primary_trace_clock=TRACE_CLOCK_ID)
+            for clock_id, posix in (
+                (pb.BUILTIN_CLOCK_BOOTTIME, getattr(time, "CLOCK_BOOTTIME", None)),
+                (pb.BUILTIN_CLOCK_MONOTONIC, time.CLOCK_MONOTONIC),
+                (pb.BUILTIN_CLOCK_REALTIME, time.CLOCK_REALTIME),
+            ):
+                if posix is not None:
+                    snapshot.clocks.add(clock_id=clock_id, timestamp=time.clock_gettime_ns(posix))
+            packets.append(
+                pb.TracePacket(
+                    trusted_packet_sequence_id=self._sequence_id,
+                    sequence_flags=_SEQ_CLEARED,
+                    first_packet_on_sequence=True,
+                    trace_packet_defaults=pb.TracePacketDefaults(timestamp_clock_id=TRACE_CLOCK_ID),
+                    clock_snapshot=snapshot,
+                )
+            )
+        for packet in self._pending_descriptors:
+            packet.trusted_packet_sequence_id = self._sequence_id
+            packet.sequence_flags = _SEQ_NEEDS
+            packets.append(packet)
+        data = _frame(packets)
+        if self._new_event_names or self._new_arg_names:
+            # InternedData by hand: a run may intern 100k names ("iter <i>").
+            entries = [
+                wire.len_field(field, wire.varint_field(1, iid) + wire.len_field(2, name.encode()))
+                for field, new in ((_INTERNED_EVENT_NAMES, self._new_event_names), (_INTERNED_ARG_NAMES, self._new_arg_names))
+                for iid, name in new
+            ]
+            packet = wire.len_field(_PACKET_INTERNED_DATA, b"".join(entries)) + self._tail
+            data += wire.len_field(wire.TRACE_PACKET, packet)
+        return data
+
+    def _events(self) -> bytes:
+        """Pending items as packets, ordered so Perfetto nests slices by time."""
+        n = len(self._start)
+        start = np.array(self._start, dtype=np.int64)
+        end = np.array(self._end, dtype=np.int64)
+        is_slice = np.fromiter(map(len, self._end_body), dtype=np.int64, count=n) > 0
+        seq = 2 * np.arange(n, dtype=np.int64)
+        point = ~is_slice | (start == end)
+        slices = np.flatnonzero(is_slice)
+        s_start, s_end, s_seq, s_point = start[slices], end[slices], seq[slices], point[slices]
+        # Key per event: (ts, group, k1, k2). At one timestamp: group 0 = ends,
+        # innermost (latest begin, then latest written) first; group 1 = begins,
+        # outermost (latest end, then first written) first; group 2 = instants,
+        # counter values and zero-length slices, in write order.
+        ts = np.concatenate([start, s_end])
+        group = np.concatenate([np.where(point, 2, 1), np.where(s_point, 2, 0)])
+        k1 = np.concatenate([np.where(point, 0, -end), np.where(s_point, 0, -s_start)])
+        k2 = np.concatenate([seq, np.where(s_point, s_seq + 1, -s_seq)])
+        order = np.lexsort((k2, k1, group, ts))
+        # Event i < n is item i's first event; n + j is slice j's end event.
+        body_index = np.concatenate([np.arange(n), n + slices])[order].tolist()
+        bodies = self._body + self._end_body
+        ordered = [bodies[body_index[0]]] if len(body_index) == 1 else itemgetter(*body_index)(bodies)
+        return wire.assemble(ts[order], ordered, self._tail)
+
+    def flush(self) -> None:
+        """Write everything pending as whole packets in one write."""
+        if self._closed:
+            raise ValueError(f"{self.path}: trace writer is closed")
+        has_events = bool(self._start)
+        if not (has_events or self._pending_descriptors or not self._started):
+            return
+        data = self._header()
+        if has_events:
+            data += self._events()
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) :]
+        if self._fsync:
+            os.fsync(self._file.fileno())
+        self._started = True
+        self._pending_descriptors = []
+        self._new_event_names = []
+        self._new_arg_names = []
+        for pending in (self._start, self._end, self._body, self._end_body):
+            pending.clear()
+
+    def close(self) -> None:
+        """Flush and close; safe to call twice."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._file.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
