@@ -107,12 +107,15 @@ def archive_sources(path: Path) -> list[GraphSource]:
     return [GraphSource(f"{path}:{name}", (lambda d=data: d)) for name, data in sorted(blobs)]
 
 
-def expand(args: Iterable[str]) -> list[GraphSource]:
+def expand(args: Iterable[str], *, skip_dirs: Iterable[str] = ()) -> list[GraphSource]:
     """Command-line arguments -> graph sources, in order, without duplicates.
 
     A missing path or a glob matching nothing is a UserError: a typo should not
-    silently shrink a suite.
+    silently shrink a suite. ``skip_dirs`` names sub-folders that folder recursion
+    passes over (e.g. ``perf`` for CPU runs); naming such a folder directly still
+    includes it.
     """
+    skip = frozenset(skip_dirs)
     out: list[GraphSource] = []
     seen: set[str] = set()
 
@@ -129,20 +132,25 @@ def expand(args: Iterable[str]) -> list[GraphSource]:
             if not matches:
                 raise UserError(f"{arg}: glob matches no files")
             for m in matches:
-                for src in _expand_path(Path(m)):
+                for src in _expand_path(Path(m), skip):
                     add(src)
             continue
         if not path.exists():
             raise UserError(f"{arg}: no such file or folder")
-        for src in _expand_path(path):
+        for src in _expand_path(path, skip):
             add(src)
     return out
 
 
-def _expand_path(path: Path) -> list[GraphSource]:
+def _skipped(path: Path, root: Path, skip: frozenset[str]) -> bool:
+    return bool(skip) and any(part in skip for part in path.relative_to(root).parts[:-1])
+
+
+def _expand_path(path: Path, skip: frozenset[str] = frozenset()) -> list[GraphSource]:
     if path.is_dir():
-        files = _json_files(path)
-        archives = sorted(p for p in path.rglob("*") if p.is_file() and is_archive(p))
+        files = [f for f in _json_files(path) if not _skipped(f, path, skip)]
+        archives = sorted(p for p in path.rglob("*")
+                          if p.is_file() and is_archive(p) and not _skipped(p, path, skip))
         return [_file_source(f) for f in files] + [s for a in archives for s in archive_sources(a)]
     if is_archive(path):
         return archive_sources(path)

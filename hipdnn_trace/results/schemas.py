@@ -121,12 +121,26 @@ VALIDATION: Schema = {
     "message": pl.String(),
 }
 
+MISMATCHES: Schema = {
+    **KEY,
+    "output": pl.String(),
+    "against": pl.String(),
+    "rank": pl.Int64(),             # 0 = the worst element (largest error / allowed error)
+    "index": pl.String(),           # logical index, e.g. "[0, 3, 1, 2]"
+    "actual": pl.Float64(),
+    "expected": pl.Float64(),
+    "reference": pl.Float64(),      # float64 oracle value (A/B and golden comparisons too)
+    "abs_err": pl.Float64(),
+    "rel_err": pl.Float64(),
+}
+
 FRAMES: dict[str, Schema] = {
     "iterations": ITERATIONS,
     "summary": SUMMARY,
     "kernels": KERNELS,
     "counters": COUNTERS,
     "validation": VALIDATION,
+    "mismatches": MISMATCHES,
 }
 
 

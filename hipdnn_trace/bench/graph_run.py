@@ -1,0 +1,298 @@
+"""Run one graph on every configuration: load, build, bind, warm up, time, fetch, validate.
+
+Failures stay inside the graph's record: a bad file, an unsupported op or a
+backend error becomes a status and a one-line message, and the suite goes on.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from hipdnn_trace import backends
+from hipdnn_trace.backends.base import Engine, RunOptions
+from hipdnn_trace.backends.reference import executor
+from hipdnn_trace.bench import engines as engine_choice
+from hipdnn_trace.bench.config import ENGINE_ALL, Config
+from hipdnn_trace.bench.inputs import make_inputs
+from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
+from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
+from hipdnn_trace.device.clock import now_ns
+from hipdnn_trace.errors import GraphError, UnsupportedError, UserError
+from hipdnn_trace.graph.load import load_bytes
+from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.graph.sources import GraphSource
+from hipdnn_trace.markers import Markers, graph_range_name
+from hipdnn_trace.validate.compare import compare_tensor
+from hipdnn_trace.validate.tolerances import tolerance_for
+
+
+class Hooks(Protocol):
+    """In-process profilers: called around each configuration's warmup + timed loop."""
+
+    def before_loop(self, graph: Graph, run: ConfigRun) -> None: ...
+
+    def after_loop(self, graph: Graph, run: ConfigRun) -> None: ...
+
+
+@dataclass
+class RunSettings:
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    options: RunOptions = field(default_factory=RunOptions)
+    seed: int = 0
+    validate: str = "reference"            # reference | none
+    golden: Path | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    save_tensors: Path | None = None
+    samplers: Sequence[Sampler] = ()
+    hooks: Sequence[Hooks] = ()
+    ab: bool = False                       # the two configs are an A/B pair
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, UserError) else f"{type(exc).__name__}: {text}"
+
+
+def _load(source: GraphSource, run: GraphRun) -> Graph | None:
+    t0 = now_ns()
+    try:
+        graph = load_bytes(source.read(), source.name)
+    except GraphError as exc:
+        run.status, run.error = ERROR, str(exc)
+        return None
+    except OSError as exc:
+        run.status, run.error = ERROR, f"{source.name}: cannot read: {exc.strerror or exc}"
+        return None
+    t1 = now_ns()
+    run.load_ms = (t1 - t0) / 1e6
+    run.phases.append(Phase("load", t0, t1))
+    run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.name
+    return graph
+
+
+def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """(inputs, golden outputs): from a golden bundle when one matches, else seeded."""
+    if settings.golden is not None:
+        from hipdnn_trace.graph import golden
+
+        path = golden.find_bundle(settings.golden, graph)
+        if path is not None:
+            _, tensors = golden.read_bundle(path)
+            ins = {t.uid: tensors[t.uid] for t in graph.input_tensors if t.uid in tensors}
+            missing = [t.name for t in graph.input_tensors if t.uid not in tensors]
+            if missing:
+                raise UserError(f"{path}: golden bundle lacks inputs {', '.join(missing)}")
+            outs = {t.uid: tensors[t.uid] for t in graph.output_tensors if t.uid in tensors}
+            run.notes.append(f"inputs and expected outputs from {path}")
+            return ins, outs
+        run.notes.append(f"no golden bundle for {graph.name!r} in {settings.golden}; seeded inputs")
+    return make_inputs(graph, settings.seed), {}
+
+
+def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettings) -> list[tuple[Config, Engine | None, str | None]]:
+    """(config, engine, problem) per concrete configuration; ``--engine all`` expands here."""
+    out: list[tuple[Config, Engine | None, str | None]] = []
+    for cfg in configs:
+        options = replace(settings.options, plugin_path=cfg.plugin_path)
+        try:
+            backend = backends.get(cfg.backend)
+            available = backend.available()
+            if not available:
+                out.append((cfg, None, f"{UNSUPPORTED}: backend {cfg.backend} not available: {available.reason}"))
+                continue
+            support = backend.check(graph)
+            if not support:
+                out.append((cfg, None, f"{UNSUPPORTED}: {support.reason}"))
+                continue
+            if cfg.engine == ENGINE_ALL:
+                listed = backend.engines(graph, options)
+                if not listed:
+                    out.append((cfg, None, None))
+                for e in listed:
+                    out.append((cfg.with_engine(e.label()), e, None))
+            elif cfg.engine is not None:
+                out.append((cfg, engine_choice.select(backend, graph, cfg.engine, options), None))
+            else:
+                out.append((cfg, None, None))
+        except UserError as exc:
+            out.append((cfg, None, f"{ERROR}: {exc}"))
+    return out
+
+
+def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int, np.ndarray],
+             settings: RunSettings, markers: Markers, load_ms: float, on_iteration: Callable[[int], None] | None) -> ConfigRun:
+    run = ConfigRun(config=cfg, engine=engine.label() if engine else "")
+    backend = backends.get(cfg.backend)
+    options = replace(settings.options, plugin_path=cfg.plugin_path)
+    t_start = now_ns()
+    session = None
+    phase = "init"
+    try:
+        with markers.range(graph_range_name(graph.graph_id, cfg.name)):
+            if cfg.autotune:
+                phase = "autotune"
+                chosen, tried = engine_choice.autotune(backend, graph, options, inputs, markers)
+                run.info["autotune"] = [
+                    {"engine": e.label(), "median_ms": ms, "note": note} for e, ms, note in tried
+                ]
+                if chosen is not None:
+                    engine = chosen
+                    run.engine = f"{chosen.label()} (autotuned)"
+                t_start = now_ns()   # autotuning is not part of this config's init
+                phase = "init"
+            markers.push("init")
+            t0 = now_ns()
+            session = backend.prepare(graph, engine, options)
+            t1 = now_ns()
+            markers.pop()
+            run.init_ms = load_ms + (t1 - t0) / 1e6
+            run.phases.append(Phase("init", t0, t1))
+            if session.engine is not None and not run.engine:
+                run.engine = session.engine.label()
+            phase = "bind"
+            session.bind(inputs)
+            phase = "execute"
+            for hook in settings.hooks:
+                hook.before_loop(graph, run)
+            samples, phases = run_loop(session, settings.loop, markers, samplers=list(settings.samplers),
+                                       on_iteration=on_iteration)
+            for hook in settings.hooks:
+                hook.after_loop(graph, run)
+            run.samples = samples
+            run.phases.extend(phases)
+            run.stop_reason = stop_reason(samples, settings.loop)
+            phase = "fetch"
+            run.outputs = session.fetch([t.uid for t in graph.output_tensors])
+            run.info.update(session.info())
+        run.e2e_ms = load_ms + (now_ns() - t_start) / 1e6
+    except UnsupportedError as exc:
+        run.status, run.error = UNSUPPORTED, str(exc)
+    except UserError as exc:
+        run.status, run.error = ERROR, f"{phase}: {exc}"
+    except Exception as exc:   # backend failures are results, not crashes
+        run.status, run.error = ERROR, f"{phase}: {_one_line(exc)}"
+        run.info["traceback"] = traceback.format_exc(limit=8)
+    finally:
+        if session is not None:
+            try:
+                session.close()
+            except Exception as exc:   # noqa: BLE001 - a failed close must not hide the result
+                run.info["close_error"] = _one_line(exc)
+    return run
+
+
+def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings) -> None:
+    """Each config's outputs against each expectation (reference, golden, A)."""
+    outputs = {t.uid: t for t in graph.output_tensors}
+    ran = [c for c in run.configs if c.status == OK and c.outputs]
+    pairs: list[tuple[ConfigRun, str, dict[int, np.ndarray]]] = []
+    for c in ran:
+        for against, values in expected.items():
+            pairs.append((c, against, values))
+    if settings.ab and len(ran) == 2:
+        pairs.append((ran[1], f"A:{ran[0].config.name}", ran[0].outputs))
+    for c, against, values in pairs:
+        for uid, tensor in outputs.items():
+            if uid not in values or uid not in c.outputs:
+                continue
+            atol, rtol = tolerance_for(graph, uid, atol=settings.atol, rtol=settings.rtol)
+            result = compare_tensor(c.outputs[uid], values[uid], atol=atol, rtol=rtol,
+                                    reference=run.reference.get(uid))
+            run.validation.append(ValidationRecord(
+                config=c.config.name, output_uid=uid, output=tensor.name, against=against,
+                dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,
+                max_rel=result.max_rel, mismatches=result.mismatches, nonfinite=result.nonfinite + result.unwritten,
+                total=result.total, worst_index=str(list(result.worst_index)) if result.worst_index else "",
+                passed=result.passed, message=result.message(),
+                worst=[e.__dict__ for e in result.worst],
+            ))
+    for c in run.configs:
+        rows = [v for v in run.validation if v.config == c.config.name]
+        if rows:
+            c.validation = "passed" if all(v.passed for v in rows) else "failed"
+            if c.validation == "failed" and c.status == OK:
+                c.status = FAILED
+                c.error = next(f"{v.output} vs {v.against}: {v.message}" for v in rows if not v.passed)
+    # In A/B, B's mismatch against A is a failure of the pair: A is marked too.
+    if settings.ab and len(ran) == 2 and any(not v.passed and v.against.startswith("A:") for v in run.validation):
+        for c in ran:
+            c.validation = "failed"
+            if c.status == OK:
+                c.status, c.error = FAILED, "outputs differ between A and B"
+
+
+def run_graph(
+    source: GraphSource,
+    configs: Sequence[Config],
+    settings: RunSettings,
+    markers: Markers,
+    *,
+    on_iteration: Callable[[int], None] | None = None,
+) -> GraphRun:
+    run = GraphRun(source=source.name, name=Path(source.name).stem)
+    graph = _load(source, run)
+    if graph is None:
+        return run
+    try:
+        inputs, golden_out = _inputs(graph, settings, run)
+    except UserError as exc:
+        run.status, run.error = ERROR, str(exc)
+        return run
+    expected: dict[str, dict[int, np.ndarray]] = {}
+    if settings.validate == "reference":
+        reason = executor.check(graph)
+        if reason:
+            run.notes.append(f"not validated against the reference: {reason}")
+        else:
+            t0 = now_ns()
+            try:
+                evaluation = executor.evaluate(graph, inputs)
+                run.reference = {u: evaluation.exact[u] for u in (t.uid for t in graph.output_tensors)}
+                expected["reference"] = run.reference
+                run.intermediates = evaluation.stored
+            except UnsupportedError as exc:
+                run.notes.append(f"not validated against the reference: {exc}")
+            run.phases.append(Phase("reference", t0, now_ns()))
+    if golden_out:
+        expected["golden"] = golden_out
+    for cfg, engine, problem in _expand_configs(graph, configs, settings):
+        if problem is not None:
+            status, _, message = problem.partition(": ")
+            run.configs.append(ConfigRun(config=cfg, status=status, error=message))
+            continue
+        run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration))
+    _validate(graph, run, expected, settings)
+    if settings.save_tensors is not None:
+        _save_bundle(graph, run, inputs, settings.save_tensors)
+    return run
+
+
+def _save_bundle(graph: Graph, run: GraphRun, inputs: dict[int, np.ndarray], folder: Path) -> None:
+    """Inputs, outputs of the first configuration that ran, and intermediates, as a golden bundle."""
+    from hipdnn_trace.graph import golden
+    from hipdnn_trace.backends.reference.ops import round_to
+
+    produced = next((c.outputs for c in run.configs if c.outputs), None)
+    if produced is None:
+        run.notes.append("nothing saved: no configuration produced outputs")
+        return
+    tensors: dict[int, Any] = dict(inputs)
+    intermediates = run.intermediates
+    for t in graph.tensors:
+        if t.uid in produced:
+            tensors[t.uid] = produced[t.uid]
+        elif t.uid in intermediates:
+            tensors[t.uid] = intermediates[t.uid]
+        elif t.is_value:
+            tensors[t.uid] = round_to(np.full(t.dims, t.value, dtype=np.float64), t.data_type)
+        elif t.uid not in tensors:
+            tensors[t.uid] = round_to(np.zeros(t.dims), t.data_type)
+    path = golden.write_bundle(folder, graph, tensors)
+    run.notes.append(f"tensors saved to {path}")

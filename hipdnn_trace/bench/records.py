@@ -1,0 +1,88 @@
+"""What running one graph produced, before it becomes frames and files.
+
+``bench`` fills these; ``results`` turns them into rows, files and trace slices.
+Arrays (outputs) stay in memory only as long as validation and --save-tensors
+need them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.loop import Phase, Samples
+from hipdnn_trace.graph.model import Graph
+
+# summary status values
+OK, FAILED, UNSUPPORTED, ERROR = "ok", "failed", "unsupported", "error"
+
+
+@dataclass
+class ConfigRun:
+    """One graph on one configuration (one engine)."""
+
+    config: Config
+    engine: str = ""
+    status: str = OK
+    error: str | None = None
+    samples: Samples | None = None
+    phases: list[Phase] = field(default_factory=list)
+    init_ms: float | None = None
+    e2e_ms: float | None = None
+    stop_reason: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[int, np.ndarray] = field(default_factory=dict)
+    validation: str = "skipped"       # passed | failed | skipped
+    kernels: Any = None               # polars frames from an in-process profiler
+    counters: Any = None
+
+
+@dataclass
+class ValidationRecord:
+    """One output tensor compared against one expectation."""
+
+    config: str
+    output_uid: int
+    output: str
+    against: str
+    dtype: str
+    atol: float
+    rtol: float
+    max_abs: float
+    max_rel: float
+    mismatches: int
+    nonfinite: int
+    total: int
+    worst_index: str
+    passed: bool
+    message: str
+    worst: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class GraphRun:
+    """Everything one graph produced across its configurations."""
+
+    source: str
+    name: str
+    graph: Graph | None = None
+    graph_id: str | None = None
+    load_ms: float | None = None
+    status: str = OK                   # ERROR when the graph could not even be loaded
+    error: str | None = None
+    configs: list[ConfigRun] = field(default_factory=list)
+    validation: list[ValidationRecord] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)   # graph-level: load, reference
+    reference: dict[int, np.ndarray] = field(default_factory=dict)   # float64 oracle of outputs
+    intermediates: dict[int, np.ndarray] = field(default_factory=dict)   # reference, stored dtypes
+    notes: list[str] = field(default_factory=list)
+
+    def drop_arrays(self) -> None:
+        """Free tensors once validation and --save-tensors are done."""
+        self.reference = {}
+        self.intermediates = {}
+        for c in self.configs:
+            c.outputs = {}

@@ -1,0 +1,240 @@
+"""``hipdnn-trace run``: time, validate and record graphs (the main job)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace import backends
+from hipdnn_trace.backends.base import RunOptions
+from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
+from hipdnn_trace.bench.graph_run import RunSettings
+from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.bench.records import OK, GraphRun
+from hipdnn_trace.bench.suite import SuiteCallbacks, run_suite
+from hipdnn_trace.console import Progress, Reporter
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.graph.sources import expand
+from hipdnn_trace.markers import select as select_markers
+from hipdnn_trace.results.metadata import new_run_id, run_metadata
+from hipdnn_trace.results.rundir import FORMATS, RunWriter
+
+EXAMPLES = """\
+examples:
+  hipdnn-trace run graphs/                          # bundled graphs on the CPU reference
+  hipdnn-trace run g.json --backend cudnn -w 20 -i 500 --cache cold
+  hipdnn-trace run graphs/conv/ --backend cudnn --engine all       # one row per plan
+  hipdnn-trace run g.json --backend cudnn --engine list            # list the plans, run nothing
+  hipdnn-trace run g.json --a cudnn:0 --b torch                    # A/B on the same inputs
+  hipdnn-trace run g.json --backend hipdnn --APath /opt/a/plugins --BPath /opt/b/plugins
+  hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
+  hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
+
+exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing ran),
+            2 validation mismatch
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.01 for 1%), got {value}")
+    return value
+
+
+def _formats(text: str) -> list[str]:
+    items = [f.strip().lower() for f in text.split(",") if f.strip()]
+    bad = [f for f in items if f not in FORMATS]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"formats are {', '.join(FORMATS)}; got {text!r}")
+    return items
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run", help="time, validate and record graphs",
+        description="Run hipDNN graph files (files, folders, globs, tarballs) on a backend: build "
+                    "(timed as init), bind seeded inputs, warm up, time iterations with device events, "
+                    "fetch outputs, validate against the float64 reference, and write a run directory.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("graphs", nargs="+", metavar="GRAPH", help="graph files, folders, globs or tarballs")
+    g = p.add_argument_group("what runs")
+    g.add_argument("--backend", "-b", default="reference", choices=backends.names(),
+                   help="executor (default: reference, the CPU float64 oracle)")
+    g.add_argument("--engine", "-e", default=None,
+                   help="engine index or name, 'all' (a row per engine) or 'list' (print and exit)")
+    g.add_argument("--autotune", action="store_true", help="time every engine briefly, keep the fastest")
+    g.add_argument("--a", dest="a", metavar="SPEC", help="A/B: config A as BACKEND[:ENGINE][@PLUGIN_PATH]")
+    g.add_argument("--b", dest="b", metavar="SPEC", help="A/B: config B, same form")
+    g.add_argument("--APath", dest="a_path", help="A/B (seed-tool form): plugin path of A")
+    g.add_argument("--AId", dest="a_id", help="A/B (seed-tool form): engine id or name of A")
+    g.add_argument("--BPath", dest="b_path", help="A/B (seed-tool form): plugin path of B")
+    g.add_argument("--BId", dest="b_id", help="A/B (seed-tool form): engine id or name of B")
+    g.add_argument("--include-perf", action="store_true",
+                   help="with the reference backend, also run folders named 'perf' (GPU-sized graphs)")
+    t = p.add_argument_group("timing")
+    t.add_argument("--warmup", "-w", type=_positive_int, default=10, help="warmup iterations (default 10)")
+    t.add_argument("--iters", "-i", type=_positive_int, default=100, help="minimum timed iterations (default 100)")
+    t.add_argument("--min-time-ms", type=float, default=0.0, help="keep timing until this much time passed")
+    t.add_argument("--max-rel-ci", type=_fraction, default=None,
+                   help="then until the median's 95%% CI is within this fraction (0.01 = 1%%)")
+    t.add_argument("--max-iters", type=_positive_int, default=None, help="cap for the two rules above")
+    t.add_argument("--cache", choices=("warm", "cold"), default="warm",
+                   help="cold: flush the L2 cache between iterations, outside the timed region")
+    t.add_argument("--timing", choices=("events", "staged"), default="events",
+                   help="staged: hold the stream on a flag while enqueueing (GPU backends)")
+    t.add_argument("--cuda-graph", action="store_true", help="capture the execution in a CUDA graph and replay it")
+    t.add_argument("--device", type=_positive_int, default=0, help="GPU index (default 0)")
+    t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default="auto",
+                   help="profiler markers around phases (default: what is importable)")
+    v = p.add_argument_group("validation")
+    v.add_argument("--validate", choices=("reference", "none"), default="reference",
+                   help="compare outputs with the float64 reference (default)")
+    v.add_argument("--golden", type=Path, metavar="DIR", help="golden bundles: inputs from them, outputs compared")
+    v.add_argument("--rtol", type=float, help="relative tolerance (default per dtype and op, hipDNN's)")
+    v.add_argument("--atol", type=float, help="absolute tolerance (default per dtype and op, hipDNN's)")
+    v.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", "-o", type=Path, default=Path("runs"), help="parent of the run directory (default runs/)")
+    o.add_argument("--run-id", help="name of the run directory (default: time + random suffix)")
+    o.add_argument("--format", type=_formats, default=["parquet"],
+                   help="formats of the big frames (iterations, kernels, counters): csv,json,parquet "
+                        "(default parquet; summary and validation are always CSV)")
+    o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
+    o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
+    o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")
+    o.add_argument("--quiet", "-q", action="store_true", help="only the final line")
+    o.add_argument("--verbose", "-v", action="store_true", help="a full block per graph, also in suites")
+    o.add_argument("--progress", choices=("auto", "on", "off"), default="auto", help="progress line on stderr")
+    p.set_defaults(main=main)
+
+
+def _options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(cache=args.cache, timing=args.timing, cuda_graph=args.cuda_graph, device=args.device)
+
+
+def _list_engines(args: argparse.Namespace, sources: list) -> int:
+    from hipdnn_trace.graph.load import load_bytes
+
+    backend = backends.get(args.backend)
+    available = backend.available()
+    if not available:
+        raise UserError(f"backend {args.backend} not available: {available.reason}")
+    for src in sources:
+        graph = load_bytes(src.read(), src.name)
+        support = backend.check(graph)
+        print(f"== {graph.name} ({src.name})")
+        if not support:
+            print(f"   unsupported: {support.reason}")
+            continue
+        for e in backend.engines(graph, _options(args)):
+            ws = "-" if e.workspace_bytes is None else f"{e.workspace_bytes} B"
+            knobs = ", ".join(f"{k}={v}" for k, v in e.knobs.items()) or "-"
+            print(f"   {e.index:>4}  {e.name:<40} workspace {ws:<12} knobs {knobs}  {e.detail}")
+    return 0
+
+
+def _ab_line(g: GraphRun) -> str | None:
+    ran = [c for c in g.configs if c.status in (OK, "failed") and c.samples is not None]
+    if len(ran) != 2:
+        return None
+    from hipdnn_trace.compare.stats import median_ratio
+
+    a, b = (c.samples.timed_kernel_ms() for c in ran)
+    if not len(a) or not len(b) or min(a.min(), b.min()) <= 0:
+        return None
+    est = median_ratio(a, b, n_boot=2000, rng=np.random.default_rng(0))
+    speed, lo, hi = 1 / est.ratio, 1 / est.ci_high, 1 / est.ci_low
+    return (f"   A/B {g.name}: B ({ran[1].config.name}) is {speed:.3f}x A ({ran[0].config.name}) "
+            f"[95% CI {lo:.3f}, {hi:.3f}] (>1: B faster)")
+
+
+def main(args: argparse.Namespace) -> int:
+    configs = build_configs(backend=args.backend, engine=args.engine, autotune=args.autotune, a=args.a,
+                            b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
+    reference_only = all(c.backend == "reference" for c in configs)
+    skip = () if (args.include_perf or not reference_only) else ("perf",)
+    sources = expand(args.graphs, skip_dirs=skip)
+    if not sources:
+        raise UserError("no graph files found in " + " ".join(args.graphs))
+    if args.engine == ENGINE_LIST:
+        return _list_engines(args, sources)
+    if args.golden is not None and not args.golden.is_dir():
+        raise UserError(f"--golden {args.golden}: not a folder")
+    for cfg in configs:
+        backends.get(cfg.backend)   # unknown/unbuilt backends fail before any work
+    run_id = args.run_id or new_run_id()
+    folder = args.out / run_id
+    if folder.exists() and any(folder.iterdir()):
+        raise UserError(f"{folder} already exists; choose another --run-id or --out")
+    loop = LoopSettings(warmup=args.warmup, iters=max(1, args.iters), min_time_ms=args.min_time_ms,
+                        max_rel_ci=args.max_rel_ci, max_iters=args.max_iters)
+    options = _options(args)
+    vendor = getattr(backends.get(configs[0].backend), "vendor", None)
+    markers = select_markers(args.markers, vendor=vendor)
+    settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
+                           golden=args.golden, atol=args.atol, rtol=args.rtol,
+                           save_tensors=args.save_tensors, ab=len(configs) == 2)
+    timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
+              "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
+              "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",
+              "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind}
+    meta = run_metadata(run_id=run_id, argv=sys.argv if sys.argv else [], timing=timing, seed=args.seed,
+                        configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
+                                  "plugin_path": c.plugin_path} for c in configs],
+                        extra={"graphs": [s.name for s in sources]})
+    for name in {c.backend for c in configs}:
+        try:
+            meta["versions"].update(backends.get(name).versions())
+        except Exception:   # noqa: BLE001 - a version probe never stops a run
+            pass
+    writer = RunWriter(folder, meta, formats=args.format, trace=args.trace)
+    reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1)
+    progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress))
+    reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=args.warmup,
+                    iters=args.iters, folder=str(folder),
+                    notes=[f"skipping folders named 'perf' on the CPU reference (--include-perf runs them)"]
+                    if skip else [])
+
+    def after(index: int, g: GraphRun) -> None:
+        progress.clear()
+        writer.add_graph(g)
+        reporter.graph(index, len(sources), g)
+        if settings.ab:
+            line = _ab_line(g)
+            if line:
+                reporter.ab(line)
+
+    started = time.monotonic()
+    status = "interrupted"
+    try:
+        outcome = run_suite(sources, configs, settings, markers, SuiteCallbacks(
+            before_graph=lambda i, s: progress.graph(i - 1, s.name),
+            after_graph=after,
+            on_iteration=progress.iteration,
+        ))
+        status = "complete"
+    finally:
+        progress.clear()
+        writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
+    reporter.final(outcome.runs, str(folder), time.monotonic() - started)
+    return outcome.exit_code

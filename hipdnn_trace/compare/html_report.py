@@ -1,0 +1,83 @@
+"""A report as one self-contained HTML file: inline CSS, PNGs as data: URIs, no script.
+
+Nothing is fetched when it opens, so it works offline, attached to a ticket or
+served from an artifact store.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+
+from hipdnn_trace import __version__
+from hipdnn_trace.compare.report_model import Image, Report, Section, Table
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto;
+       max-width: 1200px; padding: 1em 2em; color: #222; background: #fff; }
+h1 { font-size: 1.5em; border-bottom: 2px solid #2e86c1; padding-bottom: .3em; }
+h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+nav a { margin-right: 1em; }
+table { border-collapse: collapse; font-size: .85em; margin: .5em 0 1.5em; }
+caption { text-align: left; font-weight: 600; padding: .3em 0; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
+th { background: #f4f6f7; position: sticky; top: 0; }
+tr.slower td { background: #fdecea; }
+tr.faster td { background: #e9f7ef; }
+tr.inconclusive td { background: #fff8e1; }
+tr.failed td { background: #fdecea; }
+tr.differs td { background: #fff8e1; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: .85em; color: #555; }
+.table-wrap { max-height: 40em; overflow: auto; }
+footer { margin-top: 3em; font-size: .8em; color: #777; }
+"""
+
+
+def _table(table: Table) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
+    body = []
+    for i, row in enumerate(table.rows):
+        cls = table.row_classes[i] if i < len(table.row_classes) else ""
+        cells = "".join(f"<td>{escape(v)}</td>" for v in row)
+        body.append(f'<tr class="{escape(cls)}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
+    caption = f"<caption>{escape(table.caption)}</caption>" if table.caption else ""
+    return (f'<div class="table-wrap"><table>{caption}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _image(image: Image) -> str:
+    data = base64.b64encode(image.png).decode("ascii")
+    caption = f"<figcaption>{escape(image.caption)}</figcaption>" if image.caption else ""
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{escape(image.alt)}">'
+            f"{caption}</figure>")
+
+
+def _section(section: Section) -> str:
+    parts = [f'<section id="{escape(section.id)}"><h2>{escape(section.title)}</h2>']
+    parts += [f"<p>{escape(p)}</p>" for p in section.paragraphs]
+    parts += [_table(b) if isinstance(b, Table) else _image(b) for b in section.blocks]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def to_html(report: Report) -> str:
+    nav = " ".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in report.sections)
+    body = "\n".join(_section(s) for s in report.sections)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(report.title)}</title>
+<style>{CSS}</style>
+</head>
+<body>
+<h1>{escape(report.title)}</h1>
+<nav>{nav}</nav>
+{body}
+<footer>Written by hipdnn-trace {escape(__version__)}. Self-contained: no network needed.</footer>
+</body>
+</html>
+"""

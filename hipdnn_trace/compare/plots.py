@@ -1,0 +1,206 @@
+"""The report's figures, as PNG bytes (matplotlib's Agg canvas: no display, no pyplot state).
+
+Each function takes plain data (lists of series, frames) and returns PNG bytes, or
+None when there is nothing to draw, so the report can leave the section out.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+COLOR_A = "#7f8c8d"
+COLOR_B = "#2e86c1"
+VERDICT_COLORS = {"SLOWER": "#c0392b", "FASTER": "#27ae60", "SAME": "#7f8c8d",
+                  "INCONCLUSIVE": "#e0a800"}
+DPI = 100
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+@dataclass
+class Distribution:
+    """Timed samples of one graph x config, per run (B absent for a single run)."""
+
+    label: str
+    a: np.ndarray
+    b: np.ndarray | None = None
+
+
+def distributions(items: Sequence[Distribution], labels: tuple[str, str | None]) -> bytes | None:
+    """Box plots of kernel time relative to A's median, one row per graph.
+
+    Relative times put graphs of 10 us and 10 ms on one readable axis; the tick label
+    carries the absolute median.
+    """
+    items = [d for d in items if len(d.a) or (d.b is not None and len(d.b))]
+    if not items:
+        return None
+    two = any(d.b is not None for d in items)
+    fig = Figure(figsize=(9, 0.5 + 0.45 * len(items) * (1.6 if two else 1.0)))
+    ax = fig.add_subplot()
+    ticks, names = [], []
+    for row, d in enumerate(reversed(items)):
+        reference = float(np.median(d.a)) if len(d.a) else float(np.median(d.b))
+        y = row * (2.2 if two else 1.0)
+        series = [(d.a, y + (0.4 if two else 0.0), COLOR_A)]
+        if d.b is not None:
+            series.append((d.b, y - 0.4, COLOR_B))
+        for values, pos, color in series:
+            if len(values):
+                box = ax.boxplot(values / reference, positions=[pos], orientation="horizontal",
+                                 widths=0.6, patch_artist=True, showfliers=True,
+                                 flierprops={"markersize": 2, "markeredgecolor": color},
+                                 medianprops={"color": "black"})
+                for patch in box["boxes"]:
+                    patch.set_facecolor(color)
+                    patch.set_alpha(0.6)
+        ticks.append(y)
+        names.append(f"{d.label}  ({reference:.4g} ms)")
+    ax.set_yticks(ticks, names, fontsize=8)
+    ax.axvline(1.0, color="black", linewidth=0.5, linestyle=":")
+    ax.set_xlabel(f"kernel time / median of {labels[0]}")
+    if two:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=COLOR_A, alpha=0.6, label=f"A: {labels[0]}"),
+                           Patch(color=COLOR_B, alpha=0.6, label=f"B: {labels[1]}")],
+                  loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+@dataclass
+class Series:
+    """All iterations of one graph x config of one run, in execution order."""
+
+    values: np.ndarray          # kernel_ms
+    warmup: np.ndarray          # bool per iteration
+    flagged: np.ndarray         # bool: SM clock below 90% of the run's max
+
+
+def time_series(panels: Sequence[tuple[str, Series, Series | None]],
+                labels: tuple[str, str | None], columns: int = 3) -> bytes | None:
+    """Small multiples of kernel time per iteration: warmup shaded, throttled points marked."""
+    panels = [p for p in panels if len(p[1].values) or (p[2] is not None and len(p[2].values))]
+    if not panels:
+        return None
+    columns = min(columns, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig = Figure(figsize=(4.2 * columns, 2.6 * rows))
+    axes = fig.subplots(rows, columns, squeeze=False)
+    any_flag = False
+    for ax, (title, a, b) in zip(axes.flat, panels):
+        for series, color, name in ((a, COLOR_A, labels[0]), (b, COLOR_B, labels[1])):
+            if series is None or not len(series.values):
+                continue
+            x = np.arange(len(series.values))
+            ax.plot(x, series.values, color=color, linewidth=0.8, marker=".", markersize=2,
+                    label=name)
+            if series.warmup.any():
+                ax.axvspan(-0.5, float(np.flatnonzero(series.warmup).max()) + 0.5,
+                           color="#bbbbbb", alpha=0.25, linewidth=0)
+            if series.flagged.any():
+                any_flag = True
+                ax.plot(x[series.flagged], series.values[series.flagged], "x", color="#c0392b",
+                        markersize=5)
+        ax.set_title(title, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("iteration (warmup shaded)", fontsize=7)
+        ax.set_ylabel("ms", fontsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    if any_flag:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], marker="x", color="#c0392b", linestyle=""))
+        names.append("SM clock < 90% of max")
+    if len(names) > 1:
+        fig.legend(handles, names, loc="upper center", ncols=len(names), fontsize=8,
+                   bbox_to_anchor=(0.5, 1.02))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def ratio_bars(names: Sequence[str], ratios: Sequence[float], lows: Sequence[float],
+               highs: Sequence[float], verdicts: Sequence[str], threshold: float,
+               geomean: tuple[float, float, float] | None) -> bytes | None:
+    """Horizontal bars of the change B/A - 1 with CI whiskers; the no-change band shaded."""
+    rows = [(n, r, lo, hi, v) for n, r, lo, hi, v in zip(names, ratios, lows, highs, verdicts)
+            if r is not None and lo is not None and hi is not None]
+    if geomean is not None and not math.isnan(geomean[0]):
+        rows.insert(0, ("geomean (all tested rows)", *geomean, "GEOMEAN"))
+    if not rows:
+        return None
+    fig = Figure(figsize=(9, 0.6 + 0.32 * len(rows)))
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))[::-1]
+    change = np.array([(r[1] - 1) * 100 for r in rows])
+    low = np.array([(r[2] - 1) * 100 for r in rows])
+    high = np.array([(r[3] - 1) * 100 for r in rows])
+    colors = [VERDICT_COLORS.get(r[4], "#34495e") for r in rows]
+    ax.barh(y, change, color=colors, alpha=0.75)
+    ax.errorbar(change, y, xerr=[change - low, high - change], fmt="none", ecolor="black",
+                elinewidth=1, capsize=2)
+    ax.axvspan((1 / (1 + threshold) - 1) * 100, threshold * 100, color="#bbbbbb", alpha=0.3,
+               linewidth=0)
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
+    ax.set_xlabel("change of median kernel time B vs A, % (95% CI; > 0: B slower)")
+    ax.grid(axis="x", alpha=0.3)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=c, alpha=0.75, label=v) for v, c in VERDICT_COLORS.items()]
+              + [Patch(color="#bbbbbb", alpha=0.3, label=f"+-{threshold:.0%} band")],
+              fontsize=7, loc="lower right")
+    return _png(fig)
+
+
+def roofline(points: Sequence[tuple[str, float, float]], peak_tflops: float | None,
+             peak_gbps: float | None) -> bytes | None:
+    """TFLOPS against arithmetic intensity (FLOP/byte), one colour per group.
+
+    ``points`` are (group, intensity, tflops); the roof is drawn when the GPU's peak
+    compute and bandwidth are known.
+    """
+    points = [p for p in points if p[1] and p[2] and p[1] > 0 and p[2] > 0]
+    if not points:
+        return None
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    groups = sorted({p[0] for p in points})
+    palette = [COLOR_B, COLOR_A, "#e67e22", "#8e44ad", "#16a085", "#c0392b"]
+    for i, group in enumerate(groups):
+        xs = [p[1] for p in points if p[0] == group]
+        ys = [p[2] for p in points if p[0] == group]
+        ax.scatter(xs, ys, s=14, color=palette[i % len(palette)], label=group, alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if peak_tflops and peak_gbps:
+        xs = np.array([p[1] for p in points])
+        grid = np.logspace(np.log10(xs.min() / 4), np.log10(xs.max() * 4), 200)
+        ax.plot(grid, np.minimum(peak_tflops, peak_gbps * grid / 1e3), color="black",
+                linewidth=1, label="roofline")
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("TFLOPS")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return _png(fig)

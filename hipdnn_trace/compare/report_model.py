@@ -1,0 +1,361 @@
+"""What a report says, independent of how it is written (HTML or Markdown).
+
+A report is a list of sections; each holds paragraphs, tables and figures. Tables
+list every graph; figures show the top N (slowest graphs, or the largest changes
+in an A/B report) so a suite of hundreds stays readable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from hipdnn_trace.compare import plots
+from hipdnn_trace.compare.comparison import Comparison
+from hipdnn_trace.compare.loading import run_label
+from hipdnn_trace.compare.matching import units
+from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+    #: per row, a CSS class for the whole row (e.g. the verdict), or "".
+    row_classes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Image:
+    png: bytes
+    alt: str
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    blocks: list[Table | Image] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    sections: list[Section]
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _unit_name(graph: Any, config: Any, engine: Any = None) -> str:
+    name = f"{graph} ({config})"
+    return f"{name} [{engine}]" if engine not in (None, "", "default") else name
+
+
+# -- runs -------------------------------------------------------------------------------
+
+RUN_FIELDS: list[tuple[str, tuple[str, ...]]] = [
+    ("run id", ("run_id",)),
+    ("created", ("created",)),
+    ("status", ("status",)),
+    ("host", ("machine", "host")),
+    ("cpu", ("machine", "cpu")),
+    ("os", ("machine", "os")),
+    ("gpu", ("gpu", "name")),
+    ("timer", ("timing", "timer")),
+    ("cache", ("timing", "cache")),
+    ("warmup", ("timing", "warmup")),
+    ("iterations", ("timing", "iters")),
+    ("min time ms", ("timing", "min_time_ms")),
+    ("max rel CI", ("timing", "max_rel_ci")),
+    ("clock control", ("timing", "clock_control")),
+    ("CUDA graph", ("timing", "cuda_graph")),
+    ("staged", ("timing", "staged")),
+    ("seed", ("seed",)),
+]
+
+
+def _dig(meta: dict[str, Any], path: tuple[str, ...]) -> str:
+    value: Any = meta
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return "-" if value is None else str(value)
+
+
+def runs_section(runs: list[Any]) -> Section:
+    labels = ["A", "B"] if len(runs) == 2 else ["value"]
+    metas = [r.meta if isinstance(r.meta, dict) else {} for r in runs]
+    rows, classes = [], []
+    fields = list(RUN_FIELDS)
+    versions = sorted({k for m in metas for k in (m.get("versions") or {})})
+    fields += [(f"version {k}", ("versions", k)) for k in versions]
+    for name, path in fields:
+        values = [_dig(m, path) for m in metas]
+        rows.append([name, *values])
+        classes.append("differs" if len(set(values)) > 1 else "")
+    configs = [
+        ", ".join(f"{c.get('name')} ({c.get('backend')}, {c.get('engine')})"
+                  for c in (m.get("configs") or []) if isinstance(c, dict)) or "-"
+        for m in metas
+    ]
+    rows.append(["configs", *configs])
+    classes.append("differs" if len(set(configs)) > 1 else "")
+    note = ["Rows that differ between the runs are highlighted."] if len(runs) == 2 else []
+    return Section("runs", "Runs", note,
+                   [Table(["field", *labels], rows, "How the numbers were made", classes)])
+
+
+# -- comparison ---------------------------------------------------------------------------
+
+def verdict_section(c: Comparison, top: int) -> Section:
+    counts = ", ".join(f"{n} {v}" for v, n in c.counts.items())
+    s = c.settings
+    paragraphs = [
+        f"B = {c.label_b} against A = {c.label_a}, paired by {s['by']}; threshold "
+        f"{s['threshold']:.0%}, alpha {s['alpha']} (Holm-adjusted Mann-Whitney U), "
+        f"ratio of medians with a {s['n_boot']}-replicate bootstrap 95% CI (seed {s['seed']}).",
+        f"Verdicts: {counts}.",
+    ]
+    if not math.isnan(c.geomean):
+        lo, hi = c.geomean_ci
+        paragraphs.append(
+            f"Geometric mean of B/A: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}] ({fmt_change(c.geomean)})."
+        )
+    paragraphs += [f"Note: {n}" for n in c.notes]
+    ordered = display_order(c.table)
+    blocks: list[Table | Image] = []
+    changed = ordered.filter(pl.col("ci_low").is_not_null()).with_columns(
+        pl.col("ratio").log().abs().alias("_size")).sort("_size", descending=True).head(top)
+    bars = plots.ratio_bars(
+        [_unit_name(r["graph"], r["config"]) for r in changed.iter_rows(named=True)],
+        changed["ratio"].to_list(), changed["ci_low"].to_list(), changed["ci_high"].to_list(),
+        changed["verdict"].to_list(), s["threshold"],
+        (c.geomean, *c.geomean_ci),
+    )
+    if bars:
+        blocks.append(Image(bars, "change of median time B vs A with 95% CIs",
+                            f"Largest {changed.height} changes, with the suite geomean"))
+    rows = [
+        [r["graph"] or "", r["config"] or "",
+         r["engine_a"] if r["engine_a"] == r["engine_b"] else f"{r['engine_a']} -> {r['engine_b']}",
+         f"{r['n_a']} / {r['n_b']}", fmt_ms(r["median_a"]), fmt_ms(r["median_b"]),
+         fmt_ratio(r["ratio"]), fmt_ci(r["ci_low"], r["ci_high"]), fmt_p(r["p_holm"]),
+         r["verdict"], r["note"] or ""]
+        for r in ordered.iter_rows(named=True)
+    ]
+    blocks.append(Table(
+        ["graph", "config", "engine", "n A / B", "median A ms", "median B ms", "B/A", "95% CI",
+         "p (Holm)", "verdict", "note"],
+        rows, "Every matched graph, regressions first", ordered["verdict"].str.to_lowercase().to_list()))
+    if c.unmatched.height:
+        blocks.append(Table(
+            ["only in", "graph", "config", "engine", "status", "n"],
+            [[r["only_in"], r["graph"] or "", r["config"] or "", r["engine"] or "",
+              r["status"] or "", str(r["n"])] for r in c.unmatched.iter_rows(named=True)],
+            "Graphs present in one run only"))
+    return Section("verdicts", "A/B verdicts", paragraphs, blocks)
+
+
+# -- per-run summary ----------------------------------------------------------------------
+
+SUMMARY_COLUMNS = [("graph", "graph"), ("config", "config"), ("engine", "engine"), ("n", "n"),
+                   ("median ms", "median"), ("p5", "p5"), ("p95", "p95"), ("cv", "cv"),
+                   ("init ms", "init_ms"), ("TFLOPS", "tflops"), ("GB/s", "gbps"),
+                   ("bottleneck", "bottleneck"), ("status", "status"),
+                   ("validation", "validation"), ("error", "error")]
+
+
+def summary_section(runs: list[Any]) -> Section:
+    blocks: list[Table | Image] = []
+    for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
+        frame = run.summary.sort(["graph", "config", "engine"], nulls_last=True)
+        present = [(h, c) for h, c in SUMMARY_COLUMNS
+                   if c in frame.columns and frame[c].null_count() < frame.height]
+        rows = [[_num(r[c]) if isinstance(r[c], float) else ("" if r[c] is None else str(r[c]))
+                 for _, c in present] for r in frame.iter_rows(named=True)]
+        classes = ["failed" if r["status"] not in (None, "ok") else ""
+                   for r in frame.iter_rows(named=True)]
+        title = f"{tag + ': ' if tag else ''}{run_label(run)}"
+        if rows:
+            blocks.append(Table([h for h, _ in present], rows, title, classes))
+    paragraphs = [] if blocks else ["No summary rows (the run has no summary.csv)."]
+    return Section("summary", "Summary per graph", paragraphs, blocks)
+
+
+# -- figures ------------------------------------------------------------------------------
+
+def _selected(runs: list[Any], comparison: Comparison | None, top: int) -> list[dict[str, Any]]:
+    """The graphs the figures show: largest changes (A/B) or slowest medians (one run)."""
+    if comparison is not None:
+        table = comparison.table.filter(pl.col("ratio").is_not_null()).with_columns(
+            pl.col("ratio").log().abs().alias("_size")).sort("_size", descending=True).head(top)
+        return [{"graph_id": r["graph_id"], "graph": r["graph"], "config": r["config"],
+                 "config_a": r["config_a"], "config_b": r["config_b"],
+                 "engine_a": r["engine_a"], "engine_b": r["engine_b"]}
+                for r in table.iter_rows(named=True)]
+    found = units(runs[0]).filter(pl.col("n") > 0).with_columns(
+        pl.col("samples").list.median().alias("_median")).sort("_median", descending=True).head(top)
+    return [{"graph_id": r["graph_id"], "graph": r["graph"], "config": r["config"],
+             "config_a": r["config"], "engine_a": r["engine"]} for r in found.iter_rows(named=True)]
+
+
+def _iterations_of(run: Any, graph_id: Any, graph: Any, config: Any, engine: Any) -> pl.DataFrame:
+    frame = run.iterations
+    key = (pl.col("graph_id") == graph_id) if graph_id is not None else (pl.col("graph") == graph)
+    key &= pl.col("config").fill_null("") == (config or "")
+    key &= pl.col("engine").fill_null("") == (engine or "")
+    return frame.filter(key).with_columns(
+        (pl.col("phase") == "warmup").alias("_warm")
+    ).sort(["_warm", "iteration"], descending=[True, False], nulls_last=True)
+
+
+def _series(frame: pl.DataFrame) -> plots.Series:
+    frame = frame.filter(pl.col("kernel_ms").is_not_null())
+    return plots.Series(
+        values=frame["kernel_ms"].to_numpy().astype(float),
+        warmup=frame["_warm"].to_numpy().astype(bool),
+        flagged=frame["clock_flag"].fill_null(False).to_numpy().astype(bool),
+    )
+
+
+def _timed(frame: pl.DataFrame) -> np.ndarray:
+    timed = frame.filter((pl.col("phase") == "timed") & pl.col("kernel_ms").is_not_null())
+    return timed["kernel_ms"].to_numpy().astype(float)
+
+
+def figures_sections(runs: list[Any], comparison: Comparison | None, top: int) -> list[Section]:
+    chosen = _selected(runs, comparison, top)
+    labels = (run_label(runs[0]), run_label(runs[1]) if len(runs) == 2 else None)
+    dists, panels = [], []
+    for item in chosen:
+        frame_a = _iterations_of(runs[0], item["graph_id"], item["graph"], item["config_a"],
+                                 item["engine_a"])
+        frame_b = (_iterations_of(runs[1], item["graph_id"], item["graph"], item["config_b"],
+                                  item["engine_b"]) if len(runs) == 2 else None)
+        name = _unit_name(item["graph"], item["config"], item["engine_a"])
+        dists.append(plots.Distribution(name, _timed(frame_a),
+                                        None if frame_b is None else _timed(frame_b)))
+        panels.append((name, _series(frame_a), None if frame_b is None else _series(frame_b)))
+    which = "largest changes" if comparison is not None else "slowest graphs"
+    sections = []
+    box = plots.distributions(dists, labels)
+    sections.append(Section(
+        "distributions", "Timing distributions",
+        [f"Timed kernel times of the {len(dists)} {which}, relative to A's median "
+         "(absolute median in the label). Boxes: quartiles; whiskers: 1.5 IQR; dots: outliers."],
+        [Image(box, "box plots of kernel time per graph")] if box else []))
+    series = plots.time_series(panels, labels)
+    sections.append(Section(
+        "iterations", "Per-iteration time series",
+        ["Every iteration in execution order: warmup (shaded) then timed. Drifts and steps "
+         "show throttling or interference; crosses mark iterations whose SM clock was below "
+         "90% of the run's maximum."],
+        [Image(series, "kernel time per iteration")] if series else []))
+    return sections
+
+
+def _peaks(meta: dict[str, Any]) -> tuple[float | None, float | None]:
+    gpu = meta.get("gpu") if isinstance(meta, dict) else None
+    if not isinstance(gpu, dict):
+        return None, None
+    tflops = gpu.get("peak_tflops")
+    gbps = gpu.get("peak_gbps", gpu.get("peak_bandwidth_gbps"))
+    return (float(tflops) if tflops else None, float(gbps) if gbps else None)
+
+
+def throughput_section(runs: list[Any]) -> Section | None:
+    points = []
+    for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
+        frame = run.summary.filter(
+            pl.col("flops").is_not_null() & pl.col("bytes").is_not_null()
+            & pl.col("tflops").is_not_null() & (pl.col("bytes") > 0))
+        for r in frame.iter_rows(named=True):
+            group = f"{tag}: {r['config']}" if tag else str(r["config"])
+            points.append((group, r["flops"] / r["bytes"], r["tflops"]))
+    counters = [r for r in runs if r.counters.height]
+    if not points and not counters:
+        return None
+    blocks: list[Table | Image] = []
+    peak_tflops, peak_gbps = _peaks(runs[-1].meta)
+    scatter = plots.roofline(points, peak_tflops, peak_gbps)
+    if scatter:
+        blocks.append(Image(scatter, "TFLOPS against arithmetic intensity",
+                            "Roofline" if peak_tflops and peak_gbps else
+                            "Achieved TFLOPS (no roof: the GPU's peaks are not in run.json)"))
+    for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
+        if not run.counters.height:
+            continue
+        wide = (run.counters.group_by(["graph", "config", "counter"])
+                .agg(pl.col("value").mean()).sort(["graph", "config", "counter"]))
+        names = wide["counter"].unique(maintain_order=True).to_list()[:12]
+        pivot = wide.filter(pl.col("counter").is_in(names)).pivot(
+            on="counter", index=["graph", "config"], values="value")
+        blocks.append(Table(
+            pivot.columns,
+            [[_num(v) if isinstance(v, float) else str(v) for v in row] for row in pivot.rows()],
+            f"{tag + ': ' if tag else ''}profiler counters, mean per iteration"
+            + (f" (first 12 of {wide['counter'].n_unique()})" if wide["counter"].n_unique() > 12 else "")))
+    return Section("throughput", "Throughput and counters",
+                   ["Achieved throughput from the analytical FLOPs and bytes of each graph."],
+                   blocks)
+
+
+# -- validation ---------------------------------------------------------------------------
+
+def validation_section(runs: list[Any], comparison: Comparison | None) -> Section:
+    blocks: list[Table | Image] = []
+    paragraphs = []
+    if comparison is not None and comparison.validation_changes.height:
+        changes = comparison.validation_changes
+        blocks.append(Table(
+            ["change", "graph", "config", "output", "against", "max_rel A", "max_rel B"],
+            [[r["change"], r["graph"] or "", r["config"] or "", r["output"], r["against"],
+              _num(r["max_rel_a"]), _num(r["max_rel_b"])] for r in changes.iter_rows(named=True)],
+            "Outputs whose check changed outcome",
+            ["failed" if r["change"] == "newly failing" else "" for r in changes.iter_rows(named=True)]))
+    run = runs[-1]
+    frame = run.validation.sort(["passed", "graph", "config", "output"], nulls_last=True)
+    if frame.height:
+        failed = int((~frame["passed"].fill_null(True)).sum())
+        paragraphs.append(f"{run_label(run)}: {frame.height} output checks, {failed} failed.")
+        blocks.append(Table(
+            ["graph", "config", "output", "against", "dtype", "max_abs", "max_rel",
+             "mismatches", "passed", "message"],
+            [[r["graph"] or "", r["config"] or "", r["output"] or str(r["output_uid"]),
+              r["against"] or "", r["dtype"] or "", _num(r["max_abs"]), _num(r["max_rel"]),
+              f"{_num(r['mismatches'])} / {_num(r['total'])}",
+              "yes" if r["passed"] else "no" if r["passed"] is not None else "-",
+              r["message"] or ""] for r in frame.iter_rows(named=True)],
+            f"Output checks of {run_label(run)}, failures first",
+            ["failed" if r["passed"] is False else "" for r in frame.iter_rows(named=True)]))
+    else:
+        paragraphs.append(f"{run_label(run)} has no output checks (validation.csv empty or absent).")
+    return Section("validation", "Validation", paragraphs, blocks)
+
+
+def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) -> Report:
+    """All sections of the report of one run, or of B against A when ``comparison`` is given."""
+    title = (f"hipdnn-trace: {comparison.label_b} vs {comparison.label_a}" if comparison
+             else f"hipdnn-trace: {run_label(runs[0])}")
+    sections = [runs_section(runs)]
+    if comparison is not None:
+        sections.append(verdict_section(comparison, top))
+    sections.append(summary_section(runs))
+    sections += figures_sections(runs, comparison, top)
+    throughput = throughput_section(runs)
+    if throughput:
+        sections.append(throughput)
+    sections.append(validation_section(runs, comparison))
+    return Report(title, sections)

@@ -1,0 +1,203 @@
+"""What ``run`` prints: a header, a block per graph (or one line in suites), the
+mismatch report, a final table, and a progress line on stderr.
+
+Results go to stdout, progress to stderr, so ``hipdnn-trace run ... > log`` keeps a
+clean log while a terminal still shows progress.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import IO
+
+from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun
+from hipdnn_trace.graph.ops import graph_bytes, graph_flops
+from hipdnn_trace.results.stats import timing_stats
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4f}"
+
+
+class Progress:
+    """One self-overwriting status line on a terminal; silent elsewhere."""
+
+    def __init__(self, total: int, stream: IO[str] | None = None, enabled: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = (self.stream.isatty() and total > 1) if enabled is None else enabled
+        self.total = total
+        self.done = 0
+        self.label = ""
+        self._last = 0.0
+        self.started = time.monotonic()
+
+    def graph(self, index: int, label: str) -> None:
+        self.done, self.label = index, label
+        self._draw("", force=True)
+
+    def iteration(self, i: int) -> None:
+        if self.enabled:
+            self._draw(f" iter {i}")
+
+    def _draw(self, tail: str, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < 0.2:
+            return
+        self._last = now
+        elapsed = now - self.started
+        eta = ""
+        if self.done:
+            eta = f" eta {elapsed / self.done * (self.total - self.done):.0f}s"
+        width = 30
+        filled = int(width * self.done / max(1, self.total))
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}{eta} {self.label}{tail}"
+        self.stream.write("\r" + line[:120].ljust(120))
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * 120 + "\r")
+            self.stream.flush()
+
+
+class Reporter:
+    def __init__(self, out: IO[str] | None = None, *, verbose: bool = False, quiet: bool = False,
+                 suite: bool = False) -> None:
+        self.out = out or sys.stdout
+        self.verbose = verbose
+        self.quiet = quiet
+        self.suite = suite
+
+    def print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def header(self, *, configs: Sequence[str], graphs: int, warmup: int, iters: int, folder: str,
+               notes: Sequence[str] = ()) -> None:
+        if self.quiet:
+            return
+        self.print(f"hipdnn-trace: {graphs} graph(s) x {', '.join(configs)} | warmup {warmup}, "
+                   f"iters {iters} | results in {folder}")
+        for note in notes:
+            self.print(f"note: {note}")
+
+    def graph(self, index: int, total: int, g: GraphRun) -> None:
+        if self.quiet:
+            return
+        if self.suite and not self.verbose:
+            for line in self.lines(index, total, g):
+                self.print(line)
+        else:
+            self.block(g)
+        self.mismatches(g)
+
+    # ------------------------------------------------------------ suite lines
+
+    def lines(self, index: int, total: int, g: GraphRun) -> list[str]:
+        prefix = f"[{index:>{len(str(total))}}/{total}]"
+        if g.graph is None:
+            return [f"{prefix} ERROR  {g.name}: {g.error}"]
+        out = []
+        for c in g.configs:
+            out.append(f"{prefix} {_status(c):<7} {g.name}  {c.config.name}{_engine(c)}  {_brief(g, c)}")
+        return out
+
+    # ----------------------------------------------------------- graph block
+
+    def block(self, g: GraphRun) -> None:
+        if g.graph is None:
+            self.print(f"== {g.name}: ERROR {g.error}")
+            return
+        graph = g.graph
+        self.print(f"== {g.name}  ({g.source})  graph_id {g.graph_id}")
+        self.print(f"   ops: {' -> '.join(graph.ops)}; {graph_flops(graph):.3g} FLOP, "
+                   f"{graph_bytes(graph):.3g} B; load {fmt_ms(g.load_ms)} ms")
+        for note in g.notes:
+            self.print(f"   note: {note}")
+        for c in g.configs:
+            self.print(f"   [{c.config.name}{_engine(c)}] {_status(c)}")
+            if c.status in (UNSUPPORTED, ERROR) and c.samples is None:
+                self.print(f"      {c.error}")
+                continue
+            self.print(f"      init {fmt_ms(c.init_ms)} ms, end-to-end {fmt_ms(c.e2e_ms)} ms ({c.stop_reason})")
+            if c.samples is not None and len(c.samples.timed_kernel_ms()):
+                st = timing_stats(c.samples.timed_kernel_ms())
+                self.print(f"      kernel ms: median {fmt_ms(st['median'])} "
+                           f"[95% CI {fmt_ms(st['median_ci_low'])}, {fmt_ms(st['median_ci_high'])}]  "
+                           f"mean {fmt_ms(st['mean'])} +- {fmt_ms(st['std'])}  n {st['n']}")
+                self.print(f"                 min {fmt_ms(st['min'])}  p5 {fmt_ms(st['p5'])}  "
+                           f"p95 {fmt_ms(st['p95'])}  p99 {fmt_ms(st['p99'])}  max {fmt_ms(st['max'])}  "
+                           f"cv {st['cv'] or 0:.1%}")
+                self.print(f"      {_throughput(g, st['median'])}")
+            for v in g.validation:
+                if v.config == c.config.name:
+                    verdict = "PASS" if v.passed else "FAIL"
+                    self.print(f"      {v.output} vs {v.against}: {verdict} {v.message}")
+            if c.error and c.status == FAILED:
+                self.print(f"      {c.error}")
+
+    def mismatches(self, g: GraphRun) -> None:
+        """The worst elements of each failing comparison, always shown."""
+        for v in g.validation:
+            if v.passed or not v.worst:
+                continue
+            self.print(f"   MISMATCH {g.name} [{v.config}] {v.output} vs {v.against}: "
+                       f"{v.mismatches}/{v.total} outside tolerance, {v.nonfinite} non-finite/unwritten, "
+                       f"max abs {v.max_abs:.3g}, max rel {v.max_rel:.3g}")
+            b_name = "A" if v.against.startswith("A:") else v.against
+            self.print(f"      {'index':<22}{'actual':>14}{b_name:>14}{'reference':>14}{'abs err':>12}")
+            for e in v.worst:
+                ref = "-" if e["reference"] is None else f"{e['reference']:.6g}"
+                self.print(f"      {str(list(e['index'])):<22}{e['actual']:>14.6g}{e['expected']:>14.6g}"
+                           f"{ref:>14}{e['abs_err']:>12.3g}")
+
+    def ab(self, line: str) -> None:
+        if not self.quiet:
+            self.print(line)
+
+    def final(self, runs: Sequence[GraphRun], folder: str, elapsed_s: float) -> None:
+        counts = Counter()
+        for g in runs:
+            if g.graph is None:
+                counts[ERROR] += 1
+            for c in g.configs:
+                counts[c.status] += 1
+        self.print(f"done in {elapsed_s:.1f}s: {counts[OK]} passed, {counts[FAILED]} failed validation, "
+                   f"{counts[UNSUPPORTED]} unsupported, {counts[ERROR]} errored -> {folder}")
+
+
+def _status(c: ConfigRun) -> str:
+    return {OK: "ok", FAILED: "FAILED", UNSUPPORTED: "unsupp", ERROR: "ERROR"}.get(c.status, c.status)
+
+
+def _engine(c: ConfigRun) -> str:
+    return f" engine {c.engine}" if c.engine and c.engine not in c.config.name else ""
+
+
+def _brief(g: GraphRun, c: ConfigRun) -> str:
+    if c.samples is None or not len(c.samples.timed_kernel_ms()):
+        return c.error or ""
+    st = timing_stats(c.samples.timed_kernel_ms())
+    text = f"median {fmt_ms(st['median'])} ms  {_throughput(g, st['median'])}  {c.validation}"
+    if c.status == FAILED and c.error:
+        text += f": {c.error}"
+    return text
+
+
+def _throughput(g: GraphRun, median_ms: float | None) -> str:
+    if not median_ms or g.graph is None:
+        return ""
+    flops, nbytes = graph_flops(g.graph), graph_bytes(g.graph)
+    secs = median_ms * 1e-3
+    return f"{flops / secs / 1e12:.3f} TFLOPS, {nbytes / secs / 1e9:.2f} GB/s"

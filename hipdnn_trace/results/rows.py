@@ -1,0 +1,104 @@
+"""GraphRun -> rows of the iterations, summary, validation and mismatches frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from hipdnn_trace.bench.records import ConfigRun, GraphRun
+from hipdnn_trace.graph.ops import graph_bytes, graph_flops
+from hipdnn_trace.results import schemas
+from hipdnn_trace.results.stats import timing_stats
+
+#: Iterations whose SM clock is below this share of the measurement's max are flagged.
+CLOCK_FLAG_RATIO = 0.9
+
+
+def _key(run_id: str, g: GraphRun, c: ConfigRun | None) -> dict[str, Any]:
+    return {"run_id": run_id, "graph": g.name, "graph_id": g.graph_id,
+            "config": c.config.name if c else None}
+
+
+def iterations_frame(run_id: str, g: GraphRun) -> pl.DataFrame:
+    frames = []
+    for c in g.configs:
+        s = c.samples
+        if s is None or not len(s):
+            continue
+        n = len(s)
+        cols: dict[str, Any] = {
+            "run_id": [run_id] * n, "graph": [g.name] * n, "graph_id": [g.graph_id] * n,
+            "config": [c.config.name] * n, "source": [g.source] * n,
+            "backend": [c.config.backend] * n, "engine": [c.engine] * n,
+            "iteration": s.iteration, "phase": s.phase, "kernel_ms": s.kernel_ms, "host_ms": s.host_ms,
+            "start_ns": s.start_ns,
+        }
+        for key, values in s.extra.items():
+            cols[key] = values + [None] * (n - len(values))
+        sm = cols.get("sm_clock_mhz")
+        if sm is not None:
+            arr = np.array([np.nan if v is None else v for v in sm], dtype=np.float64)
+            peak = np.nanmax(arr) if np.isfinite(arr).any() else np.nan
+            cols["clock_flag"] = [bool(v < CLOCK_FLAG_RATIO * peak) if np.isfinite(v) else None for v in arr]
+        frames.append(schemas.conform(pl.DataFrame(cols, strict=False), schemas.ITERATIONS))
+    if not frames:
+        return schemas.empty(schemas.ITERATIONS)
+    return pl.concat(frames, how="vertical_relaxed")
+
+
+def _dtype(g: GraphRun) -> str | None:
+    if g.graph is None:
+        return None
+    outs = {t.data_type for t in g.graph.output_tensors}
+    return ",".join(sorted(outs)) or g.graph.io_data_type
+
+
+def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
+    if g.graph is None:
+        return [{**_key(run_id, g, None), "source": g.source, "status": g.status, "error": g.error,
+                 "validation": "skipped"}]
+    flops, nbytes = graph_flops(g.graph), graph_bytes(g.graph)
+    rows = []
+    for c in g.configs:
+        row: dict[str, Any] = {**_key(run_id, g, c), "source": g.source, "backend": c.config.backend,
+                               "engine": c.engine, "dtype": _dtype(g), "init_ms": c.init_ms,
+                               "e2e_ms": c.e2e_ms, "flops": flops, "bytes": nbytes,
+                               "status": c.status, "validation": c.validation, "error": c.error}
+        if c.samples is not None:
+            timed = c.samples.timed_kernel_ms()
+            row.update(timing_stats(timed))
+            host = [h for p, h in zip(c.samples.phase, c.samples.host_ms) if p == "timed"]
+            row["host_median"] = float(np.median(host)) if host else None
+            median = row.get("median")
+            if median:
+                row["tflops"] = flops / (median * 1e-3) / 1e12 if flops else None
+                row["gbps"] = nbytes / (median * 1e-3) / 1e9 if nbytes else None
+        rows.append(row)
+    return rows
+
+
+def validation_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
+    out = []
+    for v in g.validation:
+        out.append({"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "config": v.config,
+                    "output_uid": v.output_uid, "output": v.output, "against": v.against, "dtype": v.dtype,
+                    "rtol": v.rtol, "atol": v.atol, "max_abs": v.max_abs, "max_rel": v.max_rel,
+                    "mismatches": v.mismatches, "nonfinite": v.nonfinite, "total": v.total,
+                    "worst_index": v.worst_index, "passed": v.passed, "message": v.message})
+    return out
+
+
+def mismatch_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
+    """The worst elements of every failing comparison: what a person reads first."""
+    out = []
+    for v in g.validation:
+        if v.passed:
+            continue
+        for rank, e in enumerate(v.worst):
+            out.append({"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "config": v.config,
+                        "output": v.output, "against": v.against, "rank": rank,
+                        "index": str(list(e["index"])), "actual": e["actual"], "expected": e["expected"],
+                        "reference": e["reference"], "abs_err": e["abs_err"], "rel_err": e["rel_err"]})
+    return out

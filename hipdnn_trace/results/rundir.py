@@ -1,0 +1,176 @@
+"""The run directory: every file a run writes, and reading it back.
+
+``<out>/<run_id>/`` holds run.json, summary.{csv,json}, validation.csv,
+mismatches.csv, iterations.parquet (and the big frames in every format asked for),
+kernels/counters when a profiler ran, and trace.pftrace. After each graph every
+table is rewritten atomically (temp file + rename) and the trace appended, so a
+run killed at any point leaves complete, valid files for every finished graph.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hipdnn_trace.bench.records import GraphRun
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.results import rows as R
+from hipdnn_trace.results import schemas
+from hipdnn_trace.results.atomic import write_atomic, write_text_atomic
+
+#: Frames that can be big: written in the formats of --format (parquet by default).
+BIG_FRAMES = ("iterations", "kernels", "counters")
+FORMATS = ("csv", "json", "parquet")
+
+
+def _write_frame(path: Path, df: pl.DataFrame, fmt: str) -> None:
+    if fmt == "csv":
+        write_atomic(path, lambda fh: df.write_csv(fh))
+    elif fmt == "json":
+        write_atomic(path, lambda fh: df.write_json(fh))
+    elif fmt == "parquet":
+        write_atomic(path, lambda fh: df.write_parquet(fh))
+    else:
+        raise ValueError(fmt)
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+class RunWriter:
+    """Accumulates frames graph by graph and keeps the files on disk current."""
+
+    def __init__(self, folder: Path, meta: dict[str, Any], *, formats: Iterable[str] = ("parquet",),
+                 trace: bool = True, resume: bool = False) -> None:
+        self.folder = folder
+        self.meta = meta
+        self.formats = tuple(dict.fromkeys(["parquet", *formats]))
+        folder.mkdir(parents=True, exist_ok=True)
+        self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
+        if resume:
+            existing = load_run(folder)
+            for name in self.frames:
+                df = getattr(existing, name)
+                if df.height:
+                    self.frames[name].append(df)
+        self.timeline = None
+        if trace:
+            from hipdnn_trace.results.timeline import Timeline
+            from hipdnn_trace.trace.writer import TraceWriter
+
+            self._trace_writer = TraceWriter(folder / "trace.pftrace", append=resume)
+            self.timeline = Timeline(self._trace_writer, meta["run_id"])
+        write_json(folder / "run.json", meta)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta["run_id"])
+
+    def add_graph(self, g: GraphRun) -> None:
+        rid = self.run_id
+        self.frames["iterations"].append(R.iterations_frame(rid, g))
+        self.frames["summary"].append(schemas.frame(R.summary_rows(rid, g), schemas.SUMMARY))
+        self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
+        self.frames["mismatches"].append(schemas.frame(R.mismatch_rows(rid, g), schemas.MISMATCHES))
+        for c in g.configs:
+            for name in ("kernels", "counters"):
+                df = getattr(c, name)
+                if isinstance(df, pl.DataFrame) and df.height:
+                    self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
+        if self.timeline is not None:
+            self.timeline.add_graph(g)
+        self.write_tables()
+
+    def add_frame(self, name: str, df: pl.DataFrame) -> None:
+        """Frames made after the fact (a parsed external profiler run)."""
+        self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
+
+    def frame(self, name: str) -> pl.DataFrame:
+        parts = [f for f in self.frames[name] if f.height]
+        if not parts:
+            return schemas.empty(schemas.FRAMES[name])
+        return pl.concat(parts, how="diagonal_relaxed")
+
+    def write_tables(self) -> None:
+        summary = self.frame("summary")
+        _write_frame(self.folder / "summary.csv", summary, "csv")
+        _write_frame(self.folder / "summary.json", summary, "json")
+        _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")
+        _write_frame(self.folder / "mismatches.csv", self.frame("mismatches"), "csv")
+        for name in BIG_FRAMES:
+            df = self.frame(name)
+            if name != "iterations" and not df.height:
+                continue
+            for fmt in self.formats:
+                _write_frame(self.folder / f"{name}.{fmt}", df, fmt)
+
+    def finish(self, status: str, **extra: Any) -> None:
+        self.meta["status"] = status
+        self.meta.update(extra)
+        self.write_tables()
+        if self.timeline is not None:
+            self._trace_writer.close()
+        write_json(self.folder / "run.json", self.meta)
+
+    def update_meta(self, **extra: Any) -> None:
+        self.meta.update(extra)
+        write_json(self.folder / "run.json", self.meta)
+
+
+@dataclass
+class Run:
+    """A run directory read back: run.json and every frame (empty when absent)."""
+
+    path: Path
+    meta: dict[str, Any]
+    summary: pl.DataFrame
+    iterations: pl.DataFrame
+    validation: pl.DataFrame
+    mismatches: pl.DataFrame
+    kernels: pl.DataFrame
+    counters: pl.DataFrame
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id", self.path.name))
+
+
+def _read(folder: Path, name: str) -> pl.DataFrame:
+    schema = schemas.FRAMES[name]
+    for fmt in ("parquet", "csv", "json"):
+        path = folder / f"{name}.{fmt}"
+        if not path.exists():
+            continue
+        try:
+            if fmt == "parquet":
+                df = pl.read_parquet(path)
+            elif fmt == "csv":
+                df = pl.read_csv(path, infer_schema_length=None) if path.stat().st_size else pl.DataFrame()
+            else:
+                df = pl.read_json(path)
+        except Exception as exc:   # polars raises several types for corrupt files
+            raise UserError(f"{path}: cannot read ({' '.join(str(exc).split())[:200]})") from None
+        return schemas.conform(df, schema) if df.width else schemas.empty(schema)
+    return schemas.empty(schema)
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run directory (or its run.json / summary file) into frames."""
+    folder = Path(path)
+    if folder.is_file():
+        folder = folder.parent
+    meta_path = folder / "run.json"
+    if not meta_path.exists():
+        raise UserError(f"{folder}: not a run directory (no run.json)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{meta_path}: unreadable run.json ({exc})") from None
+    return Run(folder, meta, *(_read(folder, n) for n in
+                               ("summary", "iterations", "validation", "mismatches", "kernels", "counters")))

@@ -1,0 +1,107 @@
+"""A finished graph -> slices and counters in the run's Perfetto trace.
+
+Host phases go on the harness's thread track: ``graph <name>`` containing load,
+reference and one ``<config>`` slice per configuration, which contains init,
+warmup (with each warmup iteration) and execute (with each ``iter <i>``). Counter
+tracks per configuration carry iteration time and TFLOPS. Each timed iteration
+starts a flow whose id is a hash of (run, graph, config, iteration), so kernels
+added later by a profiler (same process or a parsed child run) link to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import polars as pl
+
+from hipdnn_trace.bench.records import ConfigRun, GraphRun
+from hipdnn_trace.graph.ops import graph_flops
+from hipdnn_trace.trace.writer import TraceWriter
+
+PROCESS_NAME = "hipdnn-trace"
+
+
+def flow_id(run_id: str, graph_id: str | None, config: str, iteration: int) -> int:
+    """Deterministic non-zero 63-bit flow id of one timed iteration."""
+    digest = hashlib.blake2b(f"{run_id}|{graph_id}|{config}|{iteration}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") >> 1) or 1
+
+
+class Timeline:
+    """Writes graphs as they finish; one per run directory."""
+
+    def __init__(self, writer: TraceWriter, run_id: str) -> None:
+        self.writer = writer
+        self.run_id = run_id
+        self.process = writer.process_track(PROCESS_NAME, os.getpid())
+        self.host = writer.thread_track("harness", self.process)
+
+    def add_graph(self, g: GraphRun) -> None:
+        w = self.writer
+        spans = [p for p in g.phases] + [p for c in g.configs for p in c.phases]
+        if not spans:
+            return
+        start = min(p.start_ns for p in spans)
+        end = max(p.end_ns for p in spans)
+        w.slice(self.host, f"graph {g.name}", start, end,
+                args={"graph": g.name, "graph_id": g.graph_id or "", "source": g.source})
+        for p in g.phases:
+            w.slice(self.host, p.name, p.start_ns, p.end_ns)
+        for c in g.configs:
+            self._add_config(g, c)
+        w.flush()
+
+    def _add_config(self, g: GraphRun, c: ConfigRun) -> None:
+        w = self.writer
+        if not c.phases:
+            return
+        start = min(p.start_ns for p in c.phases)
+        end = max(p.end_ns for p in c.phases)
+        args = {"config": c.config.name, "backend": c.config.backend, "engine": c.engine,
+                "status": c.status}
+        w.slice(self.host, c.config.name, start, end, args=args)
+        for p in c.phases:
+            w.slice(self.host, p.name, p.start_ns, p.end_ns)
+        s = c.samples
+        if s is None or not len(s):
+            return
+        phase = np.array(s.phase)
+        starts = np.array(s.start_ns, dtype=np.int64)
+        ends = np.array(s.end_ns, dtype=np.int64)
+        iters = np.array(s.iteration, dtype=np.int64)
+        warm = phase == "warmup"
+        if warm.any():
+            w.slices(self.host, [f"warmup {i}" for i in iters[warm]], starts[warm], ends[warm])
+        timed = ~warm
+        if timed.any():
+            flows = [flow_id(self.run_id, g.graph_id, c.config.name, int(i)) for i in iters[timed]]
+            kernel_ms = np.array(s.kernel_ms, dtype=np.float64)[timed]
+            w.slices(self.host, [f"iter {i}" for i in iters[timed]], starts[timed], ends[timed],
+                     flow_ids=flows,
+                     args=[{"iteration": int(i), "kernel_ms": float(k)} for i, k in zip(iters[timed], kernel_ms)])
+            time_track = w.counter_track(f"{c.config.name} iteration ms", unit="ms", parent=self.process)
+            w.counters(time_track, starts[timed], kernel_ms)
+            flops = graph_flops(g.graph) if g.graph is not None else 0.0
+            if flops:
+                tflops_track = w.counter_track(f"{c.config.name} TFLOPS", parent=self.process)
+                with np.errstate(divide="ignore"):
+                    tflops = np.where(kernel_ms > 0, flops / (kernel_ms * 1e-3) / 1e12, 0.0)
+                w.counters(tflops_track, starts[timed], tflops)
+            for key, values in s.extra.items():
+                vals = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+                if vals.size == len(s) and np.isfinite(vals[timed]).any():
+                    track = w.counter_track(f"{key}", parent=self.process)
+                    w.counters(track, starts[timed], vals[timed])
+        if isinstance(c.kernels, pl.DataFrame) and c.kernels.height:
+            self.add_kernels(c.kernels, g.graph_id, c.config.name)
+
+    def add_kernels(self, kernels: pl.DataFrame, graph_id: str | None, config: str) -> None:
+        """Kernel slices on device/stream tracks, each linked to its iteration's host slice."""
+        from hipdnn_trace.trace import add_kernels
+
+        iterations = kernels.get_column("iteration").drop_nulls().unique().to_list() \
+            if "iteration" in kernels.columns else []
+        flows = {int(i): flow_id(self.run_id, graph_id, config, int(i)) for i in iterations}
+        add_kernels(self.writer, kernels, flows_from=flows)

@@ -1,0 +1,120 @@
+"""Element-wise comparison of one output tensor with a mismatch report a person can act on.
+
+An element passes when ``|actual - expected| <= atol + rtol * |expected|`` (hipDNN's
+``allClose``). Non-finite values in the actual output always fail, and so do
+elements still holding the poison bytes a session writes into outputs before the
+first execution: a kernel that never wrote them is a bug, not a rounding error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hipdnn_trace.validate.poison import unwritten_mask
+
+TOP = 10
+
+
+@dataclass(frozen=True)
+class Element:
+    index: tuple[int, ...]
+    actual: float
+    expected: float
+    reference: float | None
+    abs_err: float
+    rel_err: float
+
+
+@dataclass
+class TensorComparison:
+    total: int
+    mismatches: int
+    nonfinite: int
+    unwritten: int
+    max_abs: float
+    max_rel: float
+    worst_index: tuple[int, ...] | None
+    atol: float
+    rtol: float
+    worst: list[Element] = field(default_factory=list)
+    shape_problem: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.shape_problem is None and self.mismatches == 0 and self.nonfinite == 0 \
+            and self.unwritten == 0
+
+    def message(self) -> str:
+        """One line: what failed and by how much."""
+        if self.shape_problem:
+            return self.shape_problem
+        if self.passed:
+            return f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} within atol {self.atol:g} rtol {self.rtol:g}"
+        parts = []
+        if self.unwritten:
+            parts.append(f"{self.unwritten} element(s) never written (still poisoned)")
+        if self.nonfinite:
+            parts.append(f"{self.nonfinite} NaN/Inf element(s)")
+        if self.mismatches:
+            parts.append(f"{self.mismatches}/{self.total} elements outside atol {self.atol:g} rtol {self.rtol:g}")
+        worst = f"; worst at {list(self.worst_index)}" if self.worst_index is not None else ""
+        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{worst})"
+
+
+def compare_tensor(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    *,
+    atol: float,
+    rtol: float,
+    reference: np.ndarray | None = None,
+    top: int = TOP,
+) -> TensorComparison:
+    """Compare logical arrays; ``reference`` (float64 oracle) is only reported, not judged."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return TensorComparison(int(np.prod(expected.shape)), 0, 0, 0, np.nan, np.nan, None, atol, rtol,
+                                shape_problem=f"shape {list(actual.shape)} differs from expected "
+                                f"{list(expected.shape)}")
+    poisoned = unwritten_mask(actual)
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    total = a.size
+    finite_a = np.isfinite(a)
+    nonfinite_mask = ~finite_a & ~poisoned      # NaN/Inf in an output always fails
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        err = np.abs(a - e)
+        bound = atol + rtol * np.abs(e)
+        bad_value = finite_a & ~(err <= bound)
+        rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
+    fail = bad_value | nonfinite_mask | poisoned
+    finite_err = np.where(finite_a & np.isfinite(e), err, 0.0)
+    finite_rel = np.where(finite_a & np.isfinite(rel), rel, 0.0)
+    score = np.where(fail, np.where(finite_a, err / np.maximum(bound, 1e-300), np.inf), -1.0)
+    worst_index = None
+    worst: list[Element] = []
+    if fail.any():
+        order = np.argsort(-score.reshape(-1), kind="stable")[:top]
+        for flat in order:
+            if score.reshape(-1)[flat] < 0:
+                break
+            idx = tuple(int(i) for i in np.unravel_index(flat, a.shape))
+            worst.append(Element(
+                idx, float(a[idx]), float(e[idx]),
+                None if reference is None else float(np.asarray(reference, dtype=np.float64)[idx]),
+                float(err[idx]), float(rel[idx]),
+            ))
+        worst_index = worst[0].index if worst else None
+    return TensorComparison(
+        total=total,
+        mismatches=int(bad_value.sum()),
+        nonfinite=int(nonfinite_mask.sum()),
+        unwritten=int(poisoned.sum()),
+        max_abs=float(finite_err.max()) if total else 0.0,
+        max_rel=float(finite_rel.max()) if total else 0.0,
+        worst_index=worst_index,
+        atol=atol,
+        rtol=rtol,
+        worst=worst,
+    )

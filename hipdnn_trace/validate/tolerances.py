@@ -1,0 +1,78 @@
+"""Default tolerances per op and data type, from hipDNN's ``TestTolerances.hpp``.
+
+Values are hipDNN's (test_sdk ``utilities/TestTolerances.hpp``; docs/hipdnn-format.md
+section 4). hipDNN pairs one value with both atol and rtol, except conv fprop,
+which has separate absolute and relative values. A fused graph is held to the
+loosest tolerance of its ops: error accumulates through the chain. Types hipDNN's
+table does not list get a bound from their precision (noted in the table below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hipdnn_trace.graph.model import Graph
+
+# op -> dtype -> (atol, rtol)
+_T = dict[str, tuple[float, float]]
+
+
+def _same(values: dict[str, float]) -> _T:
+    return {k: (v, v) for k, v in values.items()}
+
+
+TABLE: dict[str, _T] = {
+    "BatchnormInferenceAttributes": _same({"double": 1e-7, "float": 2e-4, "half": 5e-4, "bfloat16": 5e-3}),
+    "BatchnormInferenceAttributesVarianceExt": _same({"double": 1e-7, "float": 2e-4, "half": 8e-4,
+                                                     "bfloat16": 7e-3}),
+    "BatchnormAttributes": _same({"double": 1e-7, "float": 4e-3, "half": 4e-3, "bfloat16": 8e-3}),
+    "BatchnormBackwardAttributes": _same({"double": 1e-7, "float": 2e-3, "half": 4e-4, "bfloat16": 3e-3}),
+    "RMSNormAttributes": _same({"double": 4e-3, "float": 4e-3, "half": 4e-3, "bfloat16": 8e-3}),
+    "ConvolutionFwdAttributes": {"float": (1e-5, 1e-5), "half": (1e-1, 1e-2), "bfloat16": (1e-1, 2e-2)},
+    "ConvolutionBwdAttributes": _same({"float": 8.5e-6, "half": 2e-2, "bfloat16": 2e-2}),
+    "ConvolutionWrwAttributes": _same({"float": 2e-4, "half": 2e-1, "bfloat16": 2e-1}),
+    "MatmulAttributes": _same({"float": 1e-5, "half": 1e-2, "bfloat16": 1e-2}),
+    "ReductionAttributes": _same({"float": 1e-5, "half": 1e-2, "bfloat16": 5e-2}),
+    "PointwiseAttributes": _same({"double": 1e-7, "float": 1e-5, "half": 1e-3, "bfloat16": 1e-2,
+                                  "int8": 0.0}),
+    "LayernormAttributes": _same({"double": 1e-5, "float": 1e-4, "half": 1e-3, "bfloat16": 1e-2}),
+}
+
+#: Types hipDNN's table leaves out: a few units in the last place of the type.
+PRECISION_FALLBACK: dict[str, tuple[float, float]] = {
+    "double": (1e-7, 1e-7),
+    "float": (1e-4, 1e-4),
+    "half": (1e-2, 1e-2),
+    "bfloat16": (5e-2, 5e-2),
+    "fp8_e4m3": (2.5e-1, 1.25e-1),
+    "fp8_e5m2": (5e-1, 2.5e-1),
+    "fp8_e4m3_fnuz": (2.5e-1, 1.25e-1),
+    "fp8_e5m2_fnuz": (5e-1, 2.5e-1),
+    "fp8_e8m0": (1.0, 1.0),
+}
+INTEGER_TYPES = {"int8", "uint8", "int32", "int64", "boolean"}
+
+
+def op_tolerance(op_type: str, dtype: str) -> tuple[float, float]:
+    """(atol, rtol) for one op writing ``dtype``."""
+    if dtype in INTEGER_TYPES:
+        return (0.0, 0.0)
+    by_type = TABLE.get(op_type, {})
+    if dtype in by_type:
+        return by_type[dtype]
+    return PRECISION_FALLBACK.get(dtype, (1e-2, 1e-2))
+
+
+def graph_tolerance(graph: Graph, dtype: str, op_types: Iterable[str] | None = None) -> tuple[float, float]:
+    """Loosest (atol, rtol) over the ops of the graph for an output of ``dtype``."""
+    types = list(op_types) if op_types is not None else [n.type for n in graph.nodes]
+    pairs = [op_tolerance(t, dtype) for t in types] or [PRECISION_FALLBACK.get(dtype, (1e-2, 1e-2))]
+    return max(p[0] for p in pairs), max(p[1] for p in pairs)
+
+
+def tolerance_for(
+    graph: Graph, uid: int, *, atol: float | None = None, rtol: float | None = None
+) -> tuple[float, float]:
+    """(atol, rtol) for output ``uid``: user overrides win, else the graph's loosest op."""
+    default_atol, default_rtol = graph_tolerance(graph, graph.by_uid[uid].data_type)
+    return (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
