@@ -469,7 +469,7 @@ class TraceWriter:
         # outermost (latest end, then first written) first; group 2 = instants,
         # counter values and zero-length slices, in write order.
         ts = np.concatenate([start, s_end])
-        group = np.concatenate([np.where(point, 2, 0), np.where(s_point, 2, 1)])
+        group = np.concatenate([np.where(point, 2, 1), np.where(s_point, 2, 0)])
         k1 = np.concatenate([np.where(point, 0, -end), np.where(s_point, 0, -s_start)])
         k2 = np.concatenate([seq, np.where(s_point, s_seq + 1, -s_seq)])
         order = np.lexsort((k2, k1, group, ts))
