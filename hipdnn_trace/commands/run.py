@@ -21,6 +21,8 @@ from hipdnn_trace.console import Progress, Reporter
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import select as select_markers
+from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
+from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
 from hipdnn_trace.results.rundir import FORMATS, RunWriter
 
@@ -74,7 +76,7 @@ def add_parser(sub: Any) -> None:
         description="Run hipDNN graph files (files, folders, globs, tarballs) on a backend: build "
                     "(timed as init), bind seeded inputs, warm up, time iterations with device events, "
                     "fetch outputs, validate against the float64 reference, and write a run directory.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
     )
     p.add_argument("graphs", nargs="+", metavar="GRAPH", help="graph files, folders, globs or tarballs")
     g = p.add_argument_group("what runs")
@@ -106,6 +108,12 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--device", type=_positive_int, default=0, help="GPU index (default 0)")
     t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default="auto",
                    help="profiler markers around phases (default: what is importable)")
+    pr = p.add_argument_group("profiling")
+    pr.add_argument("--profile", choices=("none", *PROFILERS), default="none",
+                    help="cupti: kernel trace in-process; ncu / rocprofv3 / rocprof: re-run under the tool")
+    pr.add_argument("--profile-set", default=None, metavar="NAME",
+                    help="counter set from profiles/ (e.g. basic, memory, compute, roofline)")
+    pr.add_argument("--profile-child", default=None, help=argparse.SUPPRESS)
     v = p.add_argument_group("validation")
     v.add_argument("--validate", choices=("reference", "none"), default="reference",
                    help="compare outputs with the float64 reference (default)")
@@ -168,7 +176,21 @@ def _ab_line(g: GraphRun) -> str | None:
             f"[95% CI {lo:.3f}, {hi:.3f}] (>1: B faster)")
 
 
+def _run_argv() -> list[str]:
+    """The arguments after ``run`` as the user typed them (for profiled child runs)."""
+    argv = sys.argv[1:]
+    return argv[argv.index("run") + 1:] if "run" in argv else argv
+
+
 def main(args: argparse.Namespace) -> int:
+    hooks: list = []
+    if args.profile != "none" and not args.profile_child:
+        profiler, kind = load_profiler(args.profile)
+        if kind == "external":
+            from hipdnn_trace.profilers.external import run_external
+
+            return run_external(profiler, args, getattr(args, "argv", None) or _run_argv())
+        hooks.append(profiler)
     configs = build_configs(backend=args.backend, engine=args.engine, autotune=args.autotune, a=args.a,
                             b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
     reference_only = all(c.backend == "reference" for c in configs)
@@ -193,11 +215,12 @@ def main(args: argparse.Namespace) -> int:
     markers = select_markers(args.markers, vendor=vendor)
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
-                           save_tensors=args.save_tensors, ab=len(configs) == 2)
+                           save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks)
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",
-              "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind}
+              "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
+              "profiler": args.profile_child or (args.profile if args.profile != "none" else None)}
     meta = run_metadata(run_id=run_id, argv=sys.argv if sys.argv else [], timing=timing, seed=args.seed,
                         configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
                                   "plugin_path": c.plugin_path} for c in configs],

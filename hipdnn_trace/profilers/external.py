@@ -1,0 +1,143 @@
+"""Run the harness as a child under an external profiler, then fold the profile in.
+
+The parent builds the child's command line (the user's own ``run`` arguments minus
+``--profile``/``--out``/``--run-id``, plus a fixed run id and the marker API the
+tool scopes by), lets the profiler wrap it, waits, and then adds what the tool
+measured to the child's run directory: kernels and counters frames, per-graph
+verdicts in summary, kernel and counter tracks in trace.pftrace, and a
+``profile`` block in run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.profilers.base import Collected
+from hipdnn_trace.results import schemas
+from hipdnn_trace.results.metadata import new_run_id
+from hipdnn_trace.results.rundir import _write_frame, load_run, write_json
+
+#: Options the parent owns; removed from the child's command line.
+_PARENT_OPTIONS = {"--profile": True, "--out": True, "-o": True, "--run-id": True}
+
+
+def child_arguments(argv: list[str]) -> list[str]:
+    """The user's ``run`` arguments without the options the parent decides."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _PARENT_OPTIONS:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -> int:
+    """Profile ``hipdnn-trace run <run_argv>``; returns the child's exit code."""
+    profiler.check_tool()
+    run_id = args.run_id or new_run_id()
+    folder: Path = args.out / run_id
+    if folder.exists() and any(folder.iterdir()):
+        raise UserError(f"{folder} already exists; choose another --run-id or --out")
+    base = [sys.executable, "-m", "hipdnn_trace", "run", *child_arguments(run_argv),
+            "--profile-child", profiler.name, "--markers", profiler.markers]
+    passes = max(1, int(profiler.passes(args)))
+    pass_dirs: list[Path] = []
+    main_rc = 1
+    commands: list[str] = []
+    for index in range(passes):
+        if index == 0:
+            out, rid = args.out, run_id
+        else:
+            out, rid = folder / "passes", f"pass{index}"
+        child = [*base, "--out", str(out), "--run-id", rid, "--quiet" if index else "--progress=off"]
+        run_dir = out / rid
+        run_dir.mkdir(parents=True, exist_ok=True)
+        command = profiler.command(child, run_dir, index, args)
+        commands.append(shlex.join(command))
+        env = {**os.environ, **profiler.env(index)}
+        try:
+            rc = subprocess.call(command, env=env)
+        except FileNotFoundError as exc:
+            raise UserError(f"--profile {profiler.name}: cannot start {command[0]} ({exc.strerror})") from None
+        if index == 0:
+            main_rc = rc
+        else:
+            pass_dirs.append(run_dir)
+    if not (folder / "run.json").exists():
+        raise UserError(f"--profile {profiler.name}: the profiled run wrote no results "
+                        f"(exit code {main_rc}); command: {commands[0]}")
+    run = load_run(folder)
+    try:
+        collected = profiler.collect(folder, pass_dirs, run.iterations, args)
+    except UserError:
+        raise
+    except Exception as exc:  # a parser failure must not lose the run itself
+        raise UserError(f"--profile {profiler.name}: could not read the profile in {folder}: "
+                        f"{type(exc).__name__}: {exc}") from None
+    fold_in(folder, collected, profiler, args, commands, run.meta)
+    return main_rc
+
+
+def fold_in(folder: Path, collected: Collected, profiler: Any, args: argparse.Namespace,
+            commands: list[str], meta: dict[str, Any]) -> None:
+    """Write the profile's frames, verdicts, trace tracks and run.json block."""
+    formats = tuple(dict.fromkeys(["parquet", *getattr(args, "format", ["parquet"])]))
+    kernels = schemas.conform(collected.kernels, schemas.KERNELS)
+    counters = schemas.conform(collected.counters, schemas.COUNTERS)
+    for name, df in (("kernels", kernels), ("counters", counters)):
+        if df.height:
+            for fmt in formats:
+                _write_frame(folder / f"{name}.{fmt}", df, fmt)
+    verdicts = collected.meta.pop("verdicts", None)
+    if isinstance(verdicts, pl.DataFrame) and verdicts.height:
+        _merge_verdicts(folder, verdicts)
+        _write_frame(folder / "metrics.csv", verdicts, "csv")
+    trace_path = folder / "trace.pftrace"
+    if trace_path.exists() and kernels.height:
+        _append_tracks(trace_path, meta["run_id"], kernels, counters)
+    meta["profile"] = {"tool": profiler.name, "commands": commands, **collected.meta}
+    meta.setdefault("timing", {}).update(profiler.timing_meta(args))
+    write_json(folder / "run.json", meta)
+
+
+def _merge_verdicts(folder: Path, verdicts: pl.DataFrame) -> None:
+    """Put each graph x config's bottleneck verdict into summary.csv / summary.json."""
+    run = load_run(folder)
+    keys = [k for k in ("graph_id", "config") if k in verdicts.columns]
+    if not keys or "bottleneck" not in verdicts.columns:
+        return
+    summary = run.summary.drop("bottleneck").join(
+        verdicts.select([*keys, "bottleneck"]).unique(subset=keys, keep="first"), on=keys, how="left")
+    summary = schemas.conform(summary, schemas.SUMMARY)
+    _write_frame(folder / "summary.csv", summary, "csv")
+    _write_frame(folder / "summary.json", summary, "json")
+
+
+def _append_tracks(trace_path: Path, run_id: str, kernels: pl.DataFrame, counters: pl.DataFrame) -> None:
+    from hipdnn_trace.results.timeline import Timeline
+    from hipdnn_trace.trace import add_counters
+    from hipdnn_trace.trace.writer import TraceWriter
+
+    with TraceWriter(trace_path, append=True) as writer:
+        timeline = Timeline(writer, run_id)
+        for (graph_id, config), part in kernels.group_by(["graph_id", "config"], maintain_order=True):
+            timeline.add_kernels(part, graph_id, config)
+        if counters.height:
+            add_counters(writer, counters.join(
+                kernels.select("correlation_id", "start_ns", "end_ns").unique("correlation_id"),
+                on="correlation_id", how="left") if "start_ns" not in counters.columns else counters)
