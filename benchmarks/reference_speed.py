@@ -60,14 +60,20 @@ QUICK_CONV = CONV_CASES[:2]
 QUICK_GEMM = GEMM_CASES[:1]
 
 
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Best wall time of ``repeats`` runs after one warm-up: the least noisy estimate."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def best_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Best wall time of each function over ``repeats`` rounds after one warm-up.
+
+    The functions take turns within each round, so a burst of load from elsewhere on
+    the machine hits ours and torch's alike instead of skewing the ratio.
+    """
+    for fn in fns.values():
         fn()
-        best = min(best, time.perf_counter() - t0)
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
     return best
 
 
@@ -126,9 +132,9 @@ def conv_rows(case: ConvCase, repeats: int) -> list[Row]:
             }
     rows = []
     for op, fn in ours.items():
-        t64 = best_time(theirs["64"][op], repeats) if theirs else None
-        t32 = best_time(theirs["32"][op], repeats) if theirs else None
-        rows.append(Row(op, case.name, best_time(fn, repeats), t64, t32, peak_bytes(fn), nbytes))
+        impls = {"ours": fn, **{f"torch{label}": table[op] for label, table in theirs.items()}}
+        t = best_times(impls, repeats)
+        rows.append(Row(op, case.name, t["ours"], t.get("torch64"), t.get("torch32"), peak_bytes(fn), nbytes))
     return rows
 
 
@@ -136,14 +142,15 @@ def gemm_row(name: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], repe
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
     nbytes = a.nbytes + b.nbytes + np.matmul(a, b).nbytes
-    t64 = t32 = None
+    fn = lambda: matmul(a, b)  # noqa: E731
+    impls: dict[str, Callable[[], object]] = {"ours": fn}
     if torch is not None:
         a64, b64 = torch.from_numpy(a), torch.from_numpy(b)
         a32, b32 = a64.float(), b64.float()
-        t64 = best_time(lambda: torch.matmul(a64, b64), repeats)
-        t32 = best_time(lambda: torch.matmul(a32, b32), repeats)
-    fn = lambda: matmul(a, b)  # noqa: E731
-    return Row("matmul", name, best_time(fn, repeats), t64, t32, peak_bytes(fn), nbytes)
+        impls["torch64"] = lambda: torch.matmul(a64, b64)
+        impls["torch32"] = lambda: torch.matmul(a32, b32)
+    t = best_times(impls, repeats)
+    return Row("matmul", name, t["ours"], t.get("torch64"), t.get("torch32"), peak_bytes(fn), nbytes)
 
 
 def cpu_model() -> str:
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- command: `{command}`")
     print(f"- numpy {np.__version__}, torch {torch.__version__ if torch is not None else 'not installed'}, "
           f"Python {platform.python_version()}")
-    print("- times: best of the timed runs, ms; ratio = torch float64 time / ours (goal >= 0.5); "
+    print("- times: best of the timed rounds (implementations alternate within a round), ms; ratio = torch float64 time / ours (goal >= 0.5); "
           "peak = tracemalloc peak / bytes of the op's float64 tensors (goal < 3x)")
     print()
     header = ["op", "shape", "ours f64 ms", "torch f64 ms", "ratio", "torch f32 ms", "peak mem"]

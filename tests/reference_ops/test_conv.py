@@ -106,7 +106,23 @@ def conv_problems(draw):
 @settings(max_examples=60, deadline=None)
 @given(conv_problems())
 def test_dgrad_and_wgrad_are_adjoints_of_fwd(problem):
-    xs, ws, pre, post, stride, dil, mode, seed = problem
+    check_adjoints(*problem)
+
+
+@pytest.mark.parametrize("mode", ["CROSS_CORRELATION", "CONVOLUTION"])
+@pytest.mark.parametrize(
+    "ws, pre, post, dil",
+    [
+        ((4, 2, 3, 3), [1, 2], [0, 1], [1, 1]),   # stride 1, pad <= dilated kernel - 1: fprop path
+        ((4, 2, 3, 2), [2, 1], [1, 0], [2, 1]),   # same, dilated
+        ((4, 2, 1, 3), [1, 0], [0, 1], [1, 1]),   # pad beyond a 1-wide kernel: col2im path
+    ],
+)
+def test_stride_one_dgrad_paths_are_adjoints(ws, pre, post, dil, mode):
+    check_adjoints((2, 4, 6, 5), ws, pre, post, [1, 1], dil, mode, seed=5)
+
+
+def check_adjoints(xs, ws, pre, post, stride, dil, mode, seed):
     rng = np.random.default_rng(seed)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)
     kw = dict(pre_padding=pre, post_padding=post, stride=stride, dilation=dil, mode=mode)
