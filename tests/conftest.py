@@ -1,0 +1,57 @@
+"""Shared test setup: hardware markers skip cleanly where the hardware is absent.
+
+``gpu``/``cuda`` tests need an NVIDIA GPU, ``rocm`` tests an AMD GPU. Detection
+never imports a heavy framework when a cheap check answers: no /dev/nvidia* or
+/dev/kfd means no device.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: Upstream data beside the repo (read in place, never copied): skip when absent.
+SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+
+
+@functools.cache
+def has_cuda() -> bool:
+    if not glob.glob("/dev/nvidia[0-9]*") and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return False
+    try:
+        from cuda.bindings import runtime
+
+        err, count = runtime.cudaGetDeviceCount()
+        return int(err) == 0 and count > 0
+    except Exception:  # noqa: BLE001 - any failure means no usable device
+        try:
+            import torch
+
+            return bool(torch.cuda.is_available())
+        except Exception:  # noqa: BLE001
+            return False
+
+
+@functools.cache
+def has_rocm() -> bool:
+    return os.path.exists("/dev/kfd") and bool(glob.glob("/dev/dri/renderD*"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if ("cuda" in item.keywords or "gpu" in item.keywords) and "rocm" not in item.keywords and not has_cuda():
+            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU"))
+        if "rocm" in item.keywords and not has_rocm():
+            item.add_marker(pytest.mark.skip(reason="needs an AMD GPU with ROCm"))
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip("upstream fixtures (../shared/fixtures) not present")
+    return SHARED_FIXTURES
