@@ -8,9 +8,10 @@ timestamp, as Perfetto does), instants (zero-length slices), counters and
 flows (``flow_ids`` chain consecutive slices in time, ``terminating_flow_ids``
 end a chain). Interned names are resolved per packet sequence.
 
-A run killed mid-write leaves a partial last packet: the reader keeps every
-complete packet and reports ``truncated``; :func:`repair` cuts the file back to
-its last complete packet so it can be appended to.
+A run killed mid-write leaves a partial last packet, or a flush cut short: the
+reader keeps every complete packet and reports ``truncated``; :func:`repair`
+cuts the file back to its last complete flush (the writer ends each with an
+empty marker packet) so a resumed run can append to it.
 """
 
 from __future__ import annotations
@@ -19,18 +20,21 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.trace import wire
 
 _CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 _BEGIN = pb.TrackEvent.TYPE_SLICE_BEGIN
 _END = pb.TrackEvent.TYPE_SLICE_END
 _INSTANT = pb.TrackEvent.TYPE_INSTANT
 _COUNTER = pb.TrackEvent.TYPE_COUNTER
+_MARKER_FIELDS = {"trusted_packet_sequence_id", "sequence_flags"}
 
 TRACKS_SCHEMA = {
     "uuid": pl.UInt64(),
@@ -72,14 +76,22 @@ class TraceContents:
     slices: pl.DataFrame  # ordered by ts_ns, then write order
     counters: pl.DataFrame
     flows: pl.DataFrame  # one row per arrow, slice ids from ``slices``
-    truncated: bool  # a partial packet followed the last complete one
+    truncated: bool  # the run was cut mid-flush: a partial packet or an unfinished flush at the end
     packets: int  # complete packets read
     valid_bytes: int  # length of the complete-packet prefix
 
 
-def valid_prefix(data: bytes | memoryview) -> tuple[int, int]:
-    """(bytes, packets) of the longest prefix of whole ``Trace.packet`` entries."""
-    pos, count, n = 0, 0, len(data)
+class Framing(NamedTuple):
+    """Where the whole packets and whole flushes of a trace file end."""
+
+    complete: int  # bytes of the longest prefix of whole packets
+    packets: int  # packets in that prefix
+    committed: int | None  # bytes up to the last flush marker (None: no marker)
+
+
+def valid_prefix(data: bytes | memoryview) -> Framing:
+    """Scan the ``Trace.packet`` framing of ``data`` (no decoding of packets)."""
+    pos, count, committed, n = 0, 0, None, len(data)
     while pos < n:
         if data[pos] != 0x0A:  # field 1, length-delimited: the only Trace field
             break
@@ -97,14 +109,21 @@ def valid_prefix(data: bytes | memoryview) -> tuple[int, int]:
             break
         pos = p + length
         count += 1
-    return pos, count
+        if length <= 10 and wire.is_flush_marker(data[p:pos]):
+            committed = pos
+    return Framing(pos, count, committed)
 
 
 def repair(path: Path | str) -> int:
-    """Cut ``path`` back to its last complete packet; returns the bytes kept."""
+    """Cut ``path`` back to its last complete flush; returns the bytes kept.
+
+    A file without flush markers (not written by TraceWriter) is cut back to
+    its last complete packet instead.
+    """
     path = Path(path)
     data = path.read_bytes()
-    keep, _ = valid_prefix(data)
+    framing = valid_prefix(data)
+    keep = framing.complete if framing.committed is None else framing.committed
     if keep < len(data):
         with open(path, "r+b") as f:
             f.truncate(keep)
@@ -122,7 +141,7 @@ def _parse(path: Path) -> tuple[pb.Trace, bool, int]:
         return pb.Trace.FromString(data), False, len(data)
     except DecodeError:
         pass
-    keep, _ = valid_prefix(data)
+    keep = valid_prefix(data).complete
     if keep == 0:
         raise UserError(f"{path}: not a Perfetto protobuf trace (no complete packet at the start)")
     try:
@@ -149,7 +168,9 @@ def read_trace(path: Path | str) -> TraceContents:
     path = Path(path)
     trace, truncated, valid_bytes = _parse(path)
 
-    tracks, events, counter_points = _decode(trace)
+    tracks, events, counter_points, last_marker = _decode(trace)
+    if last_marker is not None and last_marker < len(trace.packet) - 1:
+        truncated = True  # the last flush was cut short (packets after the last marker)
     slices, flows = _slices(events, tracks)
     counter_points.sort(key=lambda c: c[0])
     counters = pl.DataFrame(
@@ -172,10 +193,11 @@ def read_trace(path: Path | str) -> TraceContents:
     )
 
 
-def _decode(trace: pb.Trace) -> tuple[dict[int, dict], list[tuple], list[tuple[int, int, float]]]:
+def _decode(trace: pb.Trace) -> tuple[dict[int, dict], list[tuple], list[tuple[int, int, float]], int | None]:
     """Tracks by uuid, slice events (ts, file index, track, type, name, args,
-    flow ids, terminating flow ids) and counter points (ts, track, value),
-    with interned names resolved per packet sequence."""
+    flow ids, terminating flow ids), counter points (ts, track, value) and the
+    index of the last flush marker, with interned names resolved per sequence."""
+    last_marker = None
     tracks: dict[int, dict] = {}
     names: dict[int, dict[int, str]] = {}  # per sequence: event name iid -> name
     arg_names: dict[int, dict[int, str]] = {}
@@ -206,10 +228,13 @@ def _decode(trace: pb.Trace) -> tuple[dict[int, dict], list[tuple], list[tuple[i
             events.append((packet.timestamp, index, e.track_uuid, e.type, name, args, e.flow_ids, e.terminating_flow_ids))
         elif data == "track_descriptor":
             tracks[packet.track_descriptor.uuid] = _track(packet.track_descriptor)
+        elif data is None and len(packet.ListFields()) <= 2 and not packet.HasField("interned_data"):
+            if {f.name for f, _ in packet.ListFields()} <= _MARKER_FIELDS:
+                last_marker = index
     for t in tracks.values():
         parent = tracks.get(t["parent_uuid"]) if t["parent_uuid"] is not None else None
         t["parent_name"] = parent["name"] if parent else None
-    return tracks, events, counter_points
+    return tracks, events, counter_points, last_marker
 
 
 def _track(d: pb.TrackDescriptor) -> dict:

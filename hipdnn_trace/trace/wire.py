@@ -192,3 +192,18 @@ def assemble(timestamps: np.ndarray, bodies: Sequence[bytes], tail: bytes) -> by
     buf[np.repeat(pos - src_start, te_len) + np.arange(joined.size)] = joined
     _put_const(buf, pos + te_len, tail)
     return buf.tobytes()
+
+
+def is_flush_marker(packet: bytes | memoryview) -> bool:
+    """True for the writer's end-of-flush packet: only sequence id and flags.
+
+    An empty packet carries no data for Perfetto (it is sorted and ignored),
+    so the writer uses one to mark that everything before it is complete.
+    """
+    if not 2 <= len(packet) <= 10 or packet[0] != (PACKET_SEQUENCE_ID << 3) | VARINT:
+        return False
+    p = 1
+    while p < len(packet) and packet[p] & 0x80:
+        p += 1
+    p += 1
+    return len(packet) == p + 2 and packet[p] == (PACKET_SEQUENCE_FLAGS << 3) | VARINT and packet[p + 1] < 0x80

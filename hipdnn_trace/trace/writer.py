@@ -26,6 +26,9 @@ Choices, each from the Perfetto docs/protos:
 * Track uuids are a hash of what the track is (process pid, GPU device and
   stream, counter name and parent), so a resumed run that appends to the file
   re-declares the same tracks instead of duplicating them.
+* Every flush ends with an empty packet (sequence id and flags only), which
+  Perfetto ignores and :mod:`hipdnn_trace.trace.reader` uses to tell a complete
+  flush from one cut short.
 * Flow ids are global in a trace; :meth:`TraceWriter.new_flow_id` draws them
   from a random per-writer base so appended writers never collide.
 """
@@ -141,6 +144,9 @@ class TraceWriter:
         self._end: list[int] = []
         self._body: list[bytes] = []
         self._end_body: list[bytes] = []
+        # Declare the sequence and its clock now, ending with a flush marker, so
+        # that even a run killed before its first flush leaves a valid trace.
+        self.flush()
 
     # --- tracks -------------------------------------------------------------
 
@@ -480,7 +486,13 @@ class TraceWriter:
         return wire.assemble(ts[order], ordered, self._tail)
 
     def flush(self) -> None:
-        """Write everything pending as whole packets in one write."""
+        """Write everything pending as whole packets in one write.
+
+        The write ends with a flush marker (an empty packet) so that
+        :func:`~hipdnn_trace.trace.reader.repair` can cut a killed run back to its
+        last complete flush: a partial flush would leave slices open that a
+        resumed run's slices would then nest under.
+        """
         if self._closed:
             raise ValueError(f"{self.path}: trace writer is closed")
         has_events = bool(self._start)
@@ -489,6 +501,7 @@ class TraceWriter:
         data = self._header()
         if has_events:
             data += self._events()
+        data += wire.len_field(wire.TRACE_PACKET, self._tail)  # flush marker, see wire.is_flush_marker
         view = memoryview(data)
         while view:
             view = view[self._file.write(view) :]
