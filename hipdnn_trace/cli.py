@@ -57,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help, --version and bad flags: argparse already printed
+        return int(exc.code or 0)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 1

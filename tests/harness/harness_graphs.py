@@ -1,0 +1,65 @@
+"""Small hand-written hipDNN graphs for harness tests (JSON dicts in hipDNN's layout)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def tensor(uid: int, name: str, dims: list[int], dtype: str = "float", virtual: bool = False) -> dict[str, Any]:
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.insert(0, step)
+        step *= d
+    return {"uid": uid, "name": name, "dims": dims, "strides": strides, "data_type": dtype, "virtual": virtual}
+
+
+def matmul(name: str = "mm_small", m: int = 8, k: int = 16, n: int = 4, dtype: str = "float") -> dict[str, Any]:
+    return {
+        "name": name, "compute_data_type": "float", "io_data_type": dtype, "intermediate_data_type": "float",
+        "tensors": [tensor(1, "a", [1, m, k], dtype), tensor(2, "b", [1, k, n], dtype), tensor(3, "c", [1, m, n], dtype)],
+        "nodes": [{"name": "mm", "type": "MatmulAttributes", "compute_data_type": "float",
+                   "inputs": {"a_tensor_uid": 1, "b_tensor_uid": 2}, "outputs": {"c_tensor_uid": 3}}],
+    }
+
+
+def add_relu(name: str = "add_relu") -> dict[str, Any]:
+    """Two nodes through a virtual tensor: bias add with broadcast, then relu."""
+    pw = {"relu_lower_clip": None, "relu_upper_clip": None, "relu_lower_clip_slope": None,
+          "axis_tensor_uid": None, "swish_beta": None, "elu_alpha": None, "softplus_beta": None}
+    return {
+        "name": name, "compute_data_type": "float", "io_data_type": "float", "intermediate_data_type": "float",
+        "tensors": [tensor(1, "x", [2, 3, 4, 5]), tensor(2, "bias", [1, 3, 1, 1]),
+                    tensor(3, "t", [2, 3, 4, 5], virtual=True), tensor(4, "y", [2, 3, 4, 5])],
+        "nodes": [
+            {"name": "add", "type": "PointwiseAttributes", "compute_data_type": "float",
+             "inputs": {"operation": "add", **pw, "in_0_tensor_uid": 1, "in_1_tensor_uid": 2, "in_2_tensor_uid": None},
+             "outputs": {"out_0_tensor_uid": 3}},
+            {"name": "relu", "type": "PointwiseAttributes", "compute_data_type": "float",
+             "inputs": {"operation": "relu_fwd", **pw, "in_0_tensor_uid": 3, "in_1_tensor_uid": None,
+                        "in_2_tensor_uid": None},
+             "outputs": {"out_0_tensor_uid": 4}},
+        ],
+    }
+
+
+def conv(name: str = "conv_small") -> dict[str, Any]:
+    return {
+        "name": name, "compute_data_type": "float", "io_data_type": "float", "intermediate_data_type": "float",
+        "tensors": [tensor(1, "x", [2, 4, 6, 6]), tensor(2, "w", [8, 4, 3, 3]), tensor(3, "y", [2, 8, 6, 6])],
+        "nodes": [{"name": "conv", "type": "ConvolutionFwdAttributes", "compute_data_type": "float",
+                   "inputs": {"x_tensor_uid": 1, "w_tensor_uid": 2}, "outputs": {"y_tensor_uid": 3},
+                   "parameters": {"pre_padding": [1, 1], "post_padding": [1, 1], "stride": [1, 1],
+                                  "dilation": [1, 1], "conv_mode": "CROSS_CORRELATION"}}],
+    }
+
+
+def write(folder: Path, graphs: list[dict[str, Any]]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for g in graphs:
+        path = folder / f"{g['name']}.json"
+        path.write_text(json.dumps(g, indent=2))
+        paths.append(path)
+    return paths

@@ -1,0 +1,81 @@
+"""Bad input gets one line naming what is wrong and exit code 1, never a traceback;
+a suite goes on past a failing graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import harness_graphs as hg
+from hipdnn_trace.cli import main
+from hipdnn_trace.results.rundir import load_run
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "graphs/none-such.json"], "no such file"),
+    (["run", "x.json", "--iters", "many"], "--iters"),
+    (["run", "x.json", "--backend", "nope"], "--backend"),
+    (["run", "x.json", "--max-rel-ci", "5"], "between 0 and 1"),
+    (["run", "x.json", "--format", "xml"], "formats are"),
+    (["run", "x.json", "--a", "reference"], None),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str | None) -> None:
+    hg.write(tmp_path, [hg.matmul(name="x")])
+    argv = [a if a != "x.json" else str(tmp_path / "x.json") for a in argv]
+    if argv[0] == "run":
+        argv += ["--out", str(tmp_path / "runs")]
+    assert main(argv) == 1
+    err = _one_line_error(capsys)
+    if needle:
+        assert needle in err
+
+
+def test_suite_continues_past_a_broken_graph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "g"
+    hg.write(folder, [hg.matmul(), hg.conv()])
+    (folder / "broken.json").write_text('{"name": "broken", "tensors": [')
+    bad_conv = hg.conv(name="bad_conv")
+    bad_conv["tensors"][2]["dims"] = [2, 8, 5, 5]
+    (folder / "bad_conv.json").write_text(json.dumps(bad_conv))
+    code = main(["run", str(folder), "-w", "0", "-i", "3", "--out", str(tmp_path / "runs"), "--run-id", "s"])
+    out = capsys.readouterr().out
+    assert code == 1                    # something errored
+    run = load_run(tmp_path / "runs" / "s")
+    by_source = {Path(r["source"]).name: r for r in run.summary.iter_rows(named=True)}
+    assert by_source["broken.json"]["status"] == "error" and "invalid JSON" in by_source["broken.json"]["error"]
+    assert "$.nodes[0].outputs.y_tensor_uid" in by_source["bad_conv.json"]["error"]
+    assert by_source["mm_small.json"]["status"] == "ok" and by_source["conv_small.json"]["status"] == "ok"
+    assert "2 passed, 0 failed validation, 0 unsupported, 2 errored" in out
+
+
+def test_unsupported_op_is_a_row_not_a_crash(tmp_path: Path) -> None:
+    g = hg.add_relu(name="softplus_graph")
+    g["nodes"][1]["inputs"]["operation"] = "gen_index"
+    hg.write(tmp_path / "g", [g, hg.matmul()])
+    code = main(["run", str(tmp_path / "g"), "-w", "0", "-i", "2", "--out", str(tmp_path / "r"), "--run-id", "u",
+                 "--quiet"])
+    run = load_run(tmp_path / "r" / "u")
+    statuses = dict(zip(run.summary["graph"], run.summary["status"]))
+    assert statuses["mm_small"] == "ok"
+    assert code in (0, 1)
+    row = run.summary.filter(pl.col("graph") == "softplus_graph").row(0, named=True)
+    assert row["status"] in ("unsupported", "error") and row["error"]
+
+
+def test_existing_run_directory_is_not_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = hg.write(tmp_path / "g", [hg.matmul()])[0]
+    assert main(["run", str(path), "-w", "0", "-i", "1", "--out", str(tmp_path / "r"), "--run-id", "x", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--run-id", "x"]) == 1
+    assert "already exists" in _one_line_error(capsys)

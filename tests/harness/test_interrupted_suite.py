@@ -1,0 +1,48 @@
+"""A suite killed mid-way leaves valid files holding every graph finished before the kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+import harness_graphs as hg
+from hipdnn_trace.results.rundir import load_run
+from hipdnn_trace.trace.reader import read_trace
+
+
+def test_sigkill_mid_suite_keeps_finished_graphs(tmp_path: Path) -> None:
+    graphs = [hg.matmul(name=f"mm_{i:02d}", m=16, k=32, n=16) for i in range(40)]
+    hg.write(tmp_path / "g", graphs)
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hipdnn_trace", "run", str(tmp_path / "g"), "-w", "0", "-i", "200",
+         "--out", str(out), "--run-id", "k", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    summary = out / "k" / "summary.csv"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if summary.exists() and pl.read_csv(summary).height >= 3:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run = load_run(out / "k")
+    finished = run.summary.height
+    assert 3 <= finished < 40
+    assert run.summary["status"].to_list() == ["ok"] * finished
+    # every finished graph has all its iterations, and nothing half-written is visible
+    counts = run.iterations.group_by("graph").len()
+    assert counts.height == finished and set(counts["len"]) == {200}
+    assert json.loads((out / "k" / "run.json").read_text())["status"] == "running"
+    contents = read_trace(out / "k" / "trace.pftrace")
+    graphs_in_trace = contents.slices.filter(pl.col("name").str.starts_with("graph "))
+    assert graphs_in_trace.height >= finished
+    assert not any(p.name.endswith(".tmp") for p in (out / "k").iterdir() if p.name.startswith(".summary"))

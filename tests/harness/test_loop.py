@@ -1,0 +1,107 @@
+"""The measurement loop: phases and marker order, stopping rules, raw samples kept."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from hipdnn_trace.bench.loop import LoopSettings, run_loop, stop_reason
+from hipdnn_trace.device.timers import HostTimer
+from hipdnn_trace.markers import Markers, graph_range_name, iteration_name
+
+
+class RecordingMarkers(Markers):
+    kind = "recording"
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def push(self, name: str) -> None:
+        self.events.append(f"push {name}")
+
+    def pop(self) -> None:
+        self.events.append("pop")
+
+    def pause(self) -> None:
+        self.events.append("pause")
+
+    def resume(self) -> None:
+        self.events.append("resume")
+
+
+class CountingSession:
+    """Executes nothing but counts calls; its 'kernel' takes ``delay`` seconds."""
+
+    engine = None
+
+    def __init__(self, delays: list[float] | None = None) -> None:
+        self.timer = HostTimer()
+        self.executed = 0
+        self.prepared = 0
+        self.delays = delays or []
+
+    def execute(self) -> None:
+        if self.executed < len(self.delays):
+            time.sleep(self.delays[self.executed])
+        self.executed += 1
+
+    def synchronize(self) -> None:
+        pass
+
+    def prepare_iteration(self) -> None:
+        self.prepared += 1
+
+
+def test_markers_nest_iterations_inside_execute() -> None:
+    markers, session = RecordingMarkers(), CountingSession()
+    samples, phases = run_loop(session, LoopSettings(warmup=2, iters=3), markers)
+    assert markers.events == ["push warmup", "pop", "resume", "push execute",
+                              "push iter 0", "pop", "push iter 1", "pop", "push iter 2", "pop", "pop", "pause"]
+    assert [p.name for p in phases] == ["warmup", "execute"]
+    assert samples.phase == ["warmup"] * 2 + ["timed"] * 3
+    assert samples.iteration == [0, 1, 0, 1, 2]
+    assert session.executed == 5 and session.prepared == 5
+    assert all(h >= k >= 0 for h, k in zip(samples.host_ms, samples.kernel_ms))
+    assert phases[0].end_ns <= phases[1].start_ns
+
+
+def test_min_time_extends_the_loop() -> None:
+    session = CountingSession(delays=[0.0] + [0.004] * 100)
+    samples, _ = run_loop(session, LoopSettings(warmup=1, iters=2, min_time_ms=20), Markers())
+    timed = samples.timed_kernel_ms()
+    assert len(timed) >= 5                        # 2 iterations of 4 ms cannot reach 20 ms
+    assert sum(h for p, h in zip(samples.phase, samples.host_ms) if p == "timed") >= 20
+
+
+def test_relative_ci_rule_stops_when_narrow_and_respects_the_cap() -> None:
+    rng = np.random.default_rng(0)
+    noisy = CountingSession(delays=list(np.abs(rng.normal(0.001, 0.0008, 400))))
+    settings = LoopSettings(warmup=0, iters=10, max_rel_ci=0.0001, max_iters=40, ci_check_every=10)
+    samples, _ = run_loop(noisy, settings, Markers())
+    assert len(samples.timed_kernel_ms()) == 40
+    assert "cap" in stop_reason(samples, settings)
+    steady = CountingSession()
+    loose = LoopSettings(warmup=0, iters=10, max_rel_ci=0.99, max_iters=1000)
+    samples, _ = run_loop(steady, loose, Markers())
+    assert len(samples.timed_kernel_ms()) == 10
+
+
+def test_marker_names_have_no_ncu_separators() -> None:
+    name = graph_range_name("abcdef0123456789", "cudnn:3@/opt/plugins a")
+    assert "/" not in name and "@" not in name and " " in name
+    assert iteration_name(7) == "iter 7"
+
+
+def test_samplers_fill_extra_columns() -> None:
+    values = iter(range(100))
+    samples, _ = run_loop(CountingSession(), LoopSettings(warmup=1, iters=2), Markers(),
+                          samplers=[lambda: {"sm_clock_mhz": float(next(values))}])
+    assert samples.extra["sm_clock_mhz"] == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("iters", [1, 7])
+def test_raw_samples_are_all_kept(iters: int) -> None:
+    samples, _ = run_loop(CountingSession(), LoopSettings(warmup=0, iters=iters), Markers())
+    assert len(samples) == iters == len(samples.start_ns) == len(samples.end_ns)
