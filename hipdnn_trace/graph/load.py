@@ -10,6 +10,7 @@ path and what is wrong, before anything is allocated.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from math import prod
 from pathlib import Path
@@ -17,13 +18,14 @@ from typing import Any
 
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph import dtypes, ops
-from hipdnn_trace.graph.layout import is_valid_layout
+from hipdnn_trace.graph.layout import is_valid_layout, storage_elements
 from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Node, Tensor
 
 #: Larger files are refused unread: no real graph comes close.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 #: A tensor with more elements than this cannot exist on any device (2^36 fp32 = 256 GiB).
 MAX_ELEMENTS = 2**36
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: JSON nested deeper than this is refused (hipDNN graphs nest 4 levels).
 MAX_DEPTH = 32
 
@@ -140,6 +142,8 @@ class _Parser:
     def integer(self, value: Any, path: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(path, f"expected an integer, got {_kind(value)}")
+        if not _INT64_MIN <= value <= _INT64_MAX:   # hipDNN stores uids, dims, strides as int64
+            raise self.fail(path, f"{value} does not fit in a 64-bit integer")
         return value
 
     def dtype(self, obj: Mapping[str, Any], key: str, path: str, *, allow_unset: bool) -> str:
@@ -185,6 +189,10 @@ class _Parser:
         if not is_valid_layout(dims, strides):
             raise self.fail(f"{path}.strides",
                             f"strides {list(strides)} overlap elements of dims {list(dims)}")
+        span = storage_elements(dims, strides)
+        if span > MAX_ELEMENTS:
+            raise self.fail(f"{path}.strides", f"strides {list(strides)} span {span:.3g} elements, "
+                            "larger than any device can hold")
         value_type = value = None
         if "value_type" in t:
             value_type = self.string(t, "value_type", path)
@@ -197,6 +205,8 @@ class _Parser:
                     raise self.fail(f"{path}.value", f"expected true or false, got {_kind(value)}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self.fail(f"{path}.value", f"expected a number, got {_kind(value)}")
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise self.fail(f"{path}.value", f"{value} is not a finite number")
         elif "value" in t:
             raise self.fail(f"{path}.value", "a value needs a value_type")
         extra = {k: v for k, v in t.items() if k not in _TENSOR_KEYS}
@@ -338,7 +348,7 @@ class _Parser:
             s = ops.spec(node.type)
             if s is not None and s.check is not None:
                 for where, problem in s.check(node, graph):
-                    raise self.fail(f"$.nodes[{i}].{where}", problem)
+                    raise self.fail(f"$.nodes[{i}]" + (f".{where}" if where else ""), problem)
 
 
 def _port_keys(node: Node) -> list[tuple[str, str]]:
