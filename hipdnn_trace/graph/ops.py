@@ -60,6 +60,10 @@ def _port_path(node: Node, port: str) -> str:
     return port + "_tensor_uid" if section == "node" else f"{section}.{port}_tensor_uid"
 
 
+#: ConvMode strings of hipDNN's JSON (upper case there; any case accepted).
+CONV_MODES = ("UNSET", "CONVOLUTION", "CROSS_CORRELATION")
+
+
 def conv_output_dims(
     in_spatial: Sequence[int], kernel: Sequence[int], pre: Sequence[int], post: Sequence[int],
     stride: Sequence[int], dilation: Sequence[int],
@@ -95,6 +99,10 @@ def _conv_check(x_port: str, w_port: str, y_port: str) -> ShapeCheck:
         if any(s < 1 for s in opts["stride"]) or any(d < 1 for d in opts["dilation"]):
             return [(f"{node.param_sections.get('stride', 'parameters')}.stride",
                      "stride and dilation must be >= 1")]
+        mode = node.params.get("conv_mode", "CROSS_CORRELATION")
+        if not isinstance(mode, str) or mode.upper() not in CONV_MODES:
+            return [(_option_path(node, "conv_mode", "parameters"),
+                     f"unknown conv_mode {mode!r} (hipDNN: {', '.join(CONV_MODES)})")]
         if any(p < 0 for p in opts["pre_padding"] + opts["post_padding"]):
             return [(f"{node.param_sections.get('pre_padding', 'parameters')}.pre_padding",
                      "padding must be >= 0")]
@@ -155,11 +163,48 @@ def broadcast_shape(shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+#: hipDNN's PointwiseMode JSON strings -> number of tensor inputs (docs/hipdnn-format.md 2.2).
+POINTWISE_ARITY: dict[str, int] = {
+    **dict.fromkeys((
+        "abs", "ceil", "elu_fwd", "erf", "exp", "floor", "gelu_approx_tanh_fwd", "gelu_fwd",
+        "gen_index", "identity", "log", "logical_not", "neg", "reciprocal", "relu_fwd", "rsqrt",
+        "sigmoid_fwd", "sin", "softplus_fwd", "sqrt", "swish_fwd", "tan", "tanh_fwd"), 1),
+    **dict.fromkeys((
+        "add", "add_square", "cmp_eq", "cmp_ge", "cmp_gt", "cmp_le", "cmp_lt", "cmp_neq", "div",
+        "elu_bwd", "gelu_approx_tanh_bwd", "gelu_bwd", "logical_and", "logical_or", "max_op",
+        "min_op", "mul", "relu_bwd", "sigmoid_bwd", "softplus_bwd", "sub", "swish_bwd",
+        "tanh_bwd"), 2),
+    "binary_select": 3,
+}
+
+
+def _option_path(node: Node, key: str, default: str) -> str:
+    section = node.param_sections.get(key, default)
+    return key if section == "node" else f"{section}.{key}"
+
+
+def _pointwise_mode(node: Node) -> list[tuple[str, str]]:
+    """The operation must be a hipDNN mode (any case) with its number of inputs connected."""
+    if "operation" not in node.params:
+        return [("inputs", "missing required field 'operation'")]
+    mode = node.params["operation"]
+    where = _option_path(node, "operation", "inputs")
+    if not isinstance(mode, str) or mode.lower() not in POINTWISE_ARITY:
+        return [(where, f"unknown pointwise operation {mode!r} (hipDNN modes: "
+                 f"{', '.join(sorted(POINTWISE_ARITY))})")]
+    arity = POINTWISE_ARITY[mode.lower()]
+    given = [p for p in ("in_0", "in_1", "in_2") if node.inputs.get(p) is not None]
+    if given != ["in_0", "in_1", "in_2"][:arity]:
+        return [("inputs", f"{mode} takes {arity} input(s) (in_0..in_{arity - 1}), "
+                 f"got {', '.join(given) or 'none'}")]
+    return []
+
+
 def _pointwise_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    problems = _pointwise_mode(node)
     out = _t(node, graph, "out_0")
-    if out is None:
-        return []
-    problems = []
+    if problems or out is None:
+        return problems
     for port in ("in_0", "in_1", "in_2"):
         t = _t(node, graph, port)
         if t is not None and broadcast_shape([t.dims, out.dims]) != tuple(out.dims):
@@ -245,7 +290,19 @@ def _elementwise_flops(per_element: float, port: str) -> FlopCount:
     return flops
 
 
+#: ReductionMode strings (data_sdk upper case, flatbuffers_sdk lower case; schema names
+#: MIN_OP / MAX_OP too). NOT_SET is not a reduction.
+REDUCTION_MODES = ("ADD", "MUL", "MIN", "MAX", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2",
+                   "MUL_NO_ZEROS")
+
+
 def _reduction_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    if "mode" not in node.params:
+        return [("", "missing required field 'mode'")]
+    mode = node.params["mode"]
+    if not isinstance(mode, str) or mode.upper() not in REDUCTION_MODES:
+        return [(_option_path(node, "mode", "node"),
+                 f"unknown reduction mode {mode!r} (hipDNN: {', '.join(REDUCTION_MODES)})")]
     x, y = _t(node, graph, "in"), _t(node, graph, "out")
     if x is None or y is None:
         return []
