@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from hipdnn_trace.errors import UserError
@@ -106,11 +107,26 @@ def wide_counters(counters: pl.DataFrame, kernels: pl.DataFrame | None = None) -
         pl.col("pass").n_unique().alias("passes"),
     )
     values = df.group_by(key + ["counter"]).agg(pl.col("value").mean())
-    wide = values.pivot(on="counter", index=key, values="value", sort_columns=True)
-    out = meta.join(wide, on=key, how="left", nulls_equal=True)
+    out = meta.join(_pivot(values, key), on=key, how="left", nulls_equal=True)
     front = [c for c in LABEL_COLUMNS if c in out.columns] + ["kernel", "dispatch_id", "device", "duration_ns", "passes"]
     counters_cols = sorted(c for c in out.columns if c not in front)
     return out.select(front + counters_cols).sort([c for c in ("capture", "dispatch_id") if c in out.columns], nulls_last=True)
+
+
+def _pivot(values: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """key + counter + value -> key + one column per counter (sorted names).
+
+    Done with numpy: polars' pivot is slow for the thousands of columns a
+    rocprof-compute workload has.
+    """
+    rows = values.select(key).unique(maintain_order=True).with_row_index("_r")
+    names = sorted(values["counter"].unique().to_list())
+    cols = pl.DataFrame({"counter": names, "_c": list(range(len(names)))}, schema={"counter": pl.String, "_c": pl.Int64})
+    idx = values.join(rows, on=key, how="left", nulls_equal=True).join(cols, on="counter", how="left")
+    grid = np.full((rows.height, len(names)), np.nan)
+    grid[idx["_r"].to_numpy(), idx["_c"].to_numpy()] = idx["value"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    data = pl.from_numpy(grid, schema=names, orient="row").fill_nan(None)
+    return pl.concat([rows.drop("_r"), data], how="horizontal")
 
 
 def _computable(expr, columns: set[str], constants: Mapping[str, float]) -> bool:

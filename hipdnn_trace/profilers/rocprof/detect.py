@@ -2,7 +2,7 @@
 
 ``detect(path)`` returns a :class:`Detected` with a ``kind`` (what the file holds) and a
 ``format`` (which tool wrote it). Kinds with a parser: kernel_trace, counter_collection,
-api_trace (Domain/Function rows: markers and host APIs), stats, agent_info, v1_results,
+api_trace (Domain/Function rows: markers and host APIs), stats, agent_info, sysinfo, v1_results,
 wide, rocpd, v1_db, rocprofv2. Files recognised but not parsed (memory-copy traces, PC
 sampling, rocprof-compute's sysinfo/roofline, JSON traces) get kind ``ignored`` with the
 reason; anything else is ``unknown``.
@@ -23,7 +23,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "rocpd": ("rocpd", "kernel_trace", "counter_collection", "api_trace", "agent_info"),
     "rocprof": ("v1_results", "v1_db", "stats"),
     "rocprofv2": ("rocprofv2", "wide"),
-    "rocprof-compute": ("wide", "counter_collection"),
+    "rocprof-compute": ("wide", "counter_collection", "sysinfo"),
 }
 
 _IGNORED_HEADERS: tuple[tuple[frozenset[str], str], ...] = (
@@ -101,6 +101,8 @@ def classify_table(table: Table) -> Detected:
             return Detected(path, "ignored", "rocprof-compute", "dispatch list without timestamps or counters")
         fmt = "rocprofv2" if {"queue_id", "pid", "tid"} <= names else "rocprof-compute"
         return Detected(path, "wide", fmt, table=table)
+    if legacy.is_compute_sysinfo(names):
+        return Detected(path, "sysinfo", "rocprof-compute", table=table)
     for header, what in _IGNORED_HEADERS:
         if header <= names:
             return Detected(path, "ignored", "", f"{what}: not ingested")

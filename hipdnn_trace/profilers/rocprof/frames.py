@@ -16,7 +16,9 @@ from hipdnn_trace.results.schemas import COUNTERS, KERNELS, Schema
 
 #: Columns after KERNELS' own. ``dispatch_id`` is rocprofv3's per-process dispatch
 #: counter (the key that matches a dispatch across counter passes and to its counters);
-#: ``phase`` init|warmup|timed and ``join`` (api|correlation|time) come from the marker join.
+#: ``phase`` init|warmup|timed and ``join`` (api|correlation|time) come from the marker join;
+#: ``pass`` is the counter pass (rocprofv3 ``pmc_<n>`` directory) and ``capture`` names the
+#: profiled run a row came from (its output directory, relative to what was ingested).
 KERNEL_EXTRAS: Schema = {
     "dispatch_id": pl.Int64(),
     "kernel_id": pl.Int64(),
@@ -27,6 +29,7 @@ KERNEL_EXTRAS: Schema = {
     "phase": pl.String(),
     "join": pl.String(),
     "pass": pl.Int64(),
+    "capture": pl.String(),
 }
 
 COUNTER_EXTRAS: Schema = {
@@ -39,6 +42,7 @@ COUNTER_EXTRAS: Schema = {
     "phase": pl.String(),
     "join": pl.String(),
     "pass": pl.Int64(),
+    "capture": pl.String(),
 }
 
 KERNELS_FULL: Schema = {**KERNELS, **KERNEL_EXTRAS}

@@ -30,7 +30,7 @@ from hipdnn_trace.profilers.rocprof.frames import (
     columns_frame,
 )
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import connect, object_names
-from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, parse_float, read_table
+from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read_table
 
 #: rocprof v1 per-dispatch metadata columns (lower-case), rpl_run.sh / tblextr.py output.
 V1_META = {
@@ -192,30 +192,42 @@ def _wide_counters(
     source: str,
 ) -> pl.DataFrame:
     """One long row per (dispatch, counter column); empty cells are skipped."""
-    out: dict[str, list] = {k: [] for k in (
-        "kernel", "correlation_id", "counter", "value", "source", "dispatch_id", "device",
-        "thread_id", "process_id", "start_ns", "end_ns",
-    )}
-    for r, row in enumerate(table.rows):
-        for c in columns:
-            text = row[c]
-            value = parse_float(text)
-            if value is None:
-                continue
-            if not isinstance(value, float):
-                raise ProfileFormatError(f"{table.where(r, c)}: counter value is not a number: {text!r}")
-            out["kernel"].append(kernel[r])
-            out["correlation_id"].append(correlation[r])
-            out["counter"].append(table.header[c])
-            out["value"].append(value)
-            out["source"].append(source)
-            out["dispatch_id"].append(dispatch[r])
-            out["device"].append(device[r])
-            out["thread_id"].append(thread[r])
-            out["process_id"].append(process[r])
-            out["start_ns"].append(start[r])
-            out["end_ns"].append(end[r])
-    return columns_frame(out, COUNTERS_FULL)
+    if not columns or not table.rows:
+        return pl.DataFrame(schema=COUNTERS_FULL)
+    names = [table.header[c] for c in columns]
+    cells = pl.DataFrame(
+        [[row[c] for c in columns] for row in table.rows],
+        schema={f"c{j}": pl.String for j in range(len(columns))},
+        orient="row",
+    ).with_row_index("_row")
+    long = cells.unpivot(index="_row", variable_name="_col", value_name="_text").with_columns(
+        pl.col("_text").str.strip_chars()
+    ).filter(pl.col("_text") != "")
+    long = long.with_columns(pl.col("_text").cast(pl.Float64, strict=False).alias("value"))
+    bad = long.filter(pl.col("value").is_null())
+    if bad.height:
+        r, col, text = bad.row(0)[0], int(bad.row(0)[1][1:]), bad.row(0)[2]
+        raise ProfileFormatError(f"{table.where(r, columns[col])}: counter value is not a number: {text!r}")
+    meta = pl.DataFrame(
+        {
+            "kernel": pl.Series(kernel, dtype=pl.String),
+            "correlation_id": pl.Series(correlation, dtype=pl.Int64),
+            "dispatch_id": pl.Series(dispatch, dtype=pl.Int64),
+            "device": pl.Series(device, dtype=pl.Int64),
+            "thread_id": pl.Series(thread, dtype=pl.Int64),
+            "process_id": pl.Series(process, dtype=pl.Int64),
+            "start_ns": pl.Series(start, dtype=pl.Int64),
+            "end_ns": pl.Series(end, dtype=pl.Int64),
+        }
+    ).with_row_index("_row")
+    counter_names = pl.DataFrame({"_col": [f"c{j}" for j in range(len(columns))], "counter": names})
+    out = (
+        long.join(meta, on="_row", how="left")
+        .join(counter_names, on="_col", how="left")
+        .sort("_row", maintain_order=True)
+        .with_columns(pl.lit(source).alias("source"))
+    )
+    return columns_frame({c: out[c].to_list() if c in out.columns else None for c in COUNTERS_FULL}, COUNTERS_FULL)
 
 
 def is_v1_db(names: set[str]) -> bool:
@@ -319,4 +331,27 @@ def _v1_hip(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
             "end_ns": c.get("endns"),
         },
         API,
+    )
+
+
+def is_compute_sysinfo(names: set[str]) -> bool:
+    return {"workload_name", "gpu_arch"} <= names
+
+
+def agents_from_sysinfo(table: Table) -> pl.DataFrame:
+    """rocprof-compute ``sysinfo.csv`` -> AGENTS: the profiled GPU's arch, model, XCDs, CUs."""
+    from hipdnn_trace.profilers.rocprof.frames import AGENTS
+
+    n = len(table.rows)
+    return columns_frame(
+        {
+            "type": ["GPU"] * n,
+            "arch": table.strings("gpu_arch"),
+            "product": table.strings("gpu_model"),
+            "num_xcc": table.ints("num_xcd"),
+            "cu_count": table.ints("cu_per_gpu"),
+            "max_clock_mhz": table.ints("max_sclk"),
+            "wave_size": table.ints("wave_size"),
+        },
+        AGENTS,
     )
