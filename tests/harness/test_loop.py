@@ -84,7 +84,7 @@ def test_relative_ci_rule_stops_when_narrow_and_respects_the_cap() -> None:
     samples, _ = run_loop(noisy, settings, Markers())
     assert len(samples.timed_kernel_ms()) == 40
     assert "cap" in stop_reason(samples, settings)
-    steady = CountingSession()
+    steady = CountingSession(delays=[0.002] * 1000)
     loose = LoopSettings(warmup=0, iters=10, max_rel_ci=0.99, max_iters=1000)
     samples, _ = run_loop(steady, loose, Markers())
     assert len(samples.timed_kernel_ms()) == 10
