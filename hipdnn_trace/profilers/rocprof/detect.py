@@ -62,8 +62,8 @@ def detect(path: Path) -> Detected:
         return Detected(path, "ignored", "", "JSON trace: not parsed (ingest the CSV or database of the same run)")
     if suffix in (".pftrace", ".otf2", ".proto", ".yaml", ".yml", ".xml"):
         return Detected(path, "ignored", "", f"{suffix} file: not profiler data ingest reads")
-    lines = read_lines(path)
-    if rocprofv2.looks_like_rocprofv2(lines):
+    lines = read_lines(path, keepends=True)
+    if rocprofv2.looks_like_rocprofv2([line.rstrip("\r\n") for line in lines[:50]]):
         return Detected(path, "rocprofv2", "rocprofv2")
     if suffix != ".csv":
         return Detected(path, "unknown", "", "not a CSV, SQLite or rocprofv2 text file")

@@ -31,6 +31,7 @@ from hipdnn_trace.profilers.rocprof.frames import (
 )
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import connect, object_names
 from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read_table
+from hipdnn_trace.results.schemas import conform
 
 #: rocprof v1 per-dispatch metadata columns (lower-case), rpl_run.sh / tblextr.py output.
 V1_META = {
@@ -196,9 +197,8 @@ def _wide_counters(
         return pl.DataFrame(schema=COUNTERS_FULL)
     names = [table.header[c] for c in columns]
     cells = pl.DataFrame(
-        [[row[c] for c in columns] for row in table.rows],
+        {f"c{j}": [row[c] for row in table.rows] for j, c in enumerate(columns)},
         schema={f"c{j}": pl.String for j in range(len(columns))},
-        orient="row",
     ).with_row_index("_row")
     long = cells.unpivot(index="_row", variable_name="_col", value_name="_text").with_columns(
         pl.col("_text").str.strip_chars()
@@ -227,7 +227,7 @@ def _wide_counters(
         .sort("_row", maintain_order=True)
         .with_columns(pl.lit(source).alias("source"))
     )
-    return columns_frame({c: out[c].to_list() if c in out.columns else None for c in COUNTERS_FULL}, COUNTERS_FULL)
+    return conform(out.select([c for c in COUNTERS_FULL if c in out.columns]), COUNTERS_FULL)
 
 
 def is_v1_db(names: set[str]) -> bool:

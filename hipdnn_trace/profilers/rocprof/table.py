@@ -26,11 +26,15 @@ class ProfileFormatError(UserError):
     """A profiler file that cannot be parsed; the message names the file and place."""
 
 
-def read_lines(path: Path) -> list[str]:
-    """Text lines of ``path`` (UTF-8, undecodable bytes replaced) or a one-line error."""
+def read_lines(path: Path, keepends: bool = False) -> list[str]:
+    """Text lines of ``path`` (UTF-8, undecodable bytes replaced) or a one-line error.
+
+    CSV parsing keeps the line ends: a quoted field broken over two lines must show
+    its line break (and be rejected), not be silently glued back together.
+    """
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-            return handle.read().splitlines()
+            return handle.read().splitlines(keepends=keepends)
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
@@ -156,7 +160,7 @@ def read_table(path: Path, *, overflow_into_first: bool = False, text: Sequence[
     ``overflow_into_first`` re-joins extra leading fields into the first column: legacy
     rocprof wrote unquoted kernel names that contain commas in ``results.stats.csv``.
     """
-    lines = list(text) if text is not None else read_lines(path)
+    lines = list(text) if text is not None else read_lines(path, keepends=True)
     if not any(line.strip() for line in lines):
         raise ProfileFormatError(f"{path}: empty file")
     reader = csv.reader(lines)
