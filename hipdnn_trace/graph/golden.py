@@ -120,7 +120,7 @@ def from_bytes(t: Tensor, data: bytes, source: str) -> np.ndarray:
                           f"{list(t.dims)} strides {list(t.strides)}) needs {need}")
     raw = np.frombuffer(data, dtype=f"<u{item}", count=need // item)
     flat = raw.astype(f"=u{item}", copy=False).view(host)
-    return np.array(view(flat, t.dims, t.strides))
+    return np.array(view(flat, t.dims, t.strides), order="C")   # own, writable, dims-ordered
 
 
 def _value_array(t: Tensor) -> np.ndarray:

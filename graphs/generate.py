@@ -1,0 +1,322 @@
+"""Write the sample graphs in graphs/ (small, CPU-friendly) and graphs/perf/ (GPU sizes).
+
+    python graphs/generate.py            # rewrite every file
+    python graphs/generate.py --check    # exit 1 if a committed file differs
+
+Every graph is built with hipdnn_trace.graph.build and written as hipDNN JSON; the
+output is deterministic, and a test asserts the committed files equal it. The small
+set is sized so one reference execution takes a few milliseconds; graphs/perf/ holds
+realistic ResNet-50 and LLM shapes for GPUs (too large for the CPU reference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:   # run as a script from a checkout
+    sys.path.insert(0, str(HERE.parent))
+
+from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
+from hipdnn_trace.graph.model import Graph  # noqa: E402
+from hipdnn_trace.graph.write import graph_to_json  # noqa: E402
+
+#: suffix -> (io type, compute type, intermediate type)
+PRECISIONS = {
+    "fp32": ("float", "float", "float"),
+    "fp16": ("half", "float", "float"),
+    "bf16": ("bfloat16", "float", "float"),
+}
+Recipe = Callable[[GraphBuilder], None]
+
+
+def _b(name: str, precision: str) -> GraphBuilder:
+    io, compute, inter = PRECISIONS[precision]
+    return GraphBuilder(name, io=io, compute=compute, intermediate=inter)
+
+
+# ------------------------------------------------------------------ small set
+
+def conv_fwd(x_dims, w_dims, layout="NCHW", **conv) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", x_dims, layout=layout)
+        w = b.tensor("w", w_dims, layout=layout)
+        b.conv_fwd(x, w, name="conv_fwd", out="y", **conv)
+    return make
+
+
+def conv_dgrad(x_dims, w_dims, layout="NCHW", **conv) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        probe = GraphBuilder("probe")   # dy's dims: the forward output's
+        y = probe.conv_fwd(probe.tensor("x", x_dims), probe.tensor("w", w_dims), **conv)
+        dy = b.tensor("dy", y.dims, layout=layout)
+        w = b.tensor("w", w_dims, layout=layout)
+        b.conv_dgrad(dy, w, x_dims=x_dims, name="conv_dgrad", out="dx", **conv)
+    return make
+
+
+def conv_wgrad(x_dims, w_dims, layout="NCHW", **conv) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        probe = GraphBuilder("probe")
+        y = probe.conv_fwd(probe.tensor("x", x_dims), probe.tensor("w", w_dims), **conv)
+        x = b.tensor("x", x_dims, layout=layout)
+        dy = b.tensor("dy", y.dims, layout=layout)
+        b.conv_wgrad(x, dy, w_dims=w_dims, name="conv_wgrad", out="dw", **conv)
+    return make
+
+
+def matmul(a_dims, b_dims, *, transpose_b=False) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        a = b.tensor("a", a_dims)
+        if transpose_b:   # B stored as [..., N, K]: the logical [..., K, N] via strides
+            k, n = b_dims[-2:]
+            stored = [*b_dims[:-2], n, k]
+            from hipdnn_trace.graph.layout import packed_strides
+            s = list(packed_strides(stored))
+            s[-2], s[-1] = s[-1], s[-2]
+            bt = b.tensor("b", b_dims, strides=s)
+        else:
+            bt = b.tensor("b", b_dims)
+        b.matmul(a, bt, name="matmul", out="c")
+    return make
+
+
+def relu_clip(dims, layout="NCHW") -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims, layout=layout)
+        b.pointwise("relu_fwd", x, relu_lower_clip=0.0, relu_upper_clip=6.0, name="relu6", out="y")
+    return make
+
+
+def leaky_relu(dims) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims)
+        b.pointwise("relu_fwd", x, relu_lower_clip=0.0, relu_lower_clip_slope=0.01,
+                    name="leaky_relu", out="y")
+    return make
+
+
+def bias_add(dims, layout="NHWC") -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims, layout=layout)
+        bias = b.tensor("bias", [1, dims[1], *[1] * (len(dims) - 2)])
+        b.pointwise("add", x, bias, name="bias_add", out="y")
+    return make
+
+
+def unary(mode, dims, **opts) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        b.pointwise(mode, b.tensor("x", dims), name=mode, out="y", **opts)
+    return make
+
+
+def per_channel(b: GraphBuilder, name: str, c: int, rank: int):
+    return b.tensor(name, [1, c, *[1] * (rank - 2)], dtype="float")
+
+
+def bn_inference(dims, layout="NCHW") -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims, layout=layout)
+        c, r = dims[1], len(dims)
+        b.batchnorm_inference(x, per_channel(b, "mean", c, r), per_channel(b, "inv_variance", c, r),
+                              per_channel(b, "scale", c, r), per_channel(b, "bias", c, r),
+                              name="batchnorm_inference", out="y")
+    return make
+
+
+def bn_training(dims, layout="NHWC") -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims, layout=layout)
+        c, r = dims[1], len(dims)
+        b.batchnorm(x, per_channel(b, "scale", c, r), per_channel(b, "bias", c, r),
+                    epsilon=1e-5, momentum=0.1,
+                    prev_running_mean=per_channel(b, "running_mean", c, r),
+                    prev_running_variance=per_channel(b, "running_variance", c, r),
+                    name="batchnorm", out="y")
+    return make
+
+
+def bn_backward(dims, layout="NHWC") -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        dy = b.tensor("dy", dims, layout=layout)
+        x = b.tensor("x", dims, layout=layout)
+        c, r = dims[1], len(dims)
+        b.batchnorm_backward(dy, x, per_channel(b, "scale", c, r), mean=per_channel(b, "mean", c, r),
+                             inv_variance=per_channel(b, "inv_variance", c, r), name="batchnorm_backward")
+    return make
+
+
+def layernorm(dims, count=1) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims)
+        norm = [*[1] * (len(dims) - count), *dims[-count:]]
+        b.layernorm(x, b.tensor("scale", norm), b.tensor("bias", norm), epsilon=1e-5,
+                    normalized_dim_count=count, name="layernorm", out="y")
+    return make
+
+
+def rmsnorm(dims) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims)
+        b.rmsnorm(x, b.tensor("scale", [*[1] * (len(dims) - 1), dims[-1]]), epsilon=1e-5,
+                  name="rmsnorm", out="y")
+    return make
+
+
+def reduction(mode, dims, out_dims) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        b.reduction(mode, b.tensor("x", dims), out_dims, name="reduction", out="y")
+    return make
+
+
+def conv_bias_relu(x_dims, w_dims, layout="NHWC", **conv) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", x_dims, layout=layout)
+        w = b.tensor("w", w_dims, layout=layout)
+        bias = b.tensor("bias", [1, w_dims[0], *[1] * (len(x_dims) - 2)])
+        y = b.conv_fwd(x, w, name="conv_fwd", out="conv_out", virtual=True, **conv)
+        z = b.pointwise("add", y, bias, name="bias_add", out="biased", virtual=True)
+        b.pointwise("relu_fwd", z, name="relu", out="y")
+    return make
+
+
+def matmul_bias_gelu(a_dims, b_dims) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        a = b.tensor("a", a_dims)
+        w = b.tensor("b", b_dims)
+        bias = b.tensor("bias", [*[1] * (len(a_dims) - 1), b_dims[-1]])
+        c = b.matmul(a, w, name="matmul", out="matmul_out", virtual=True)
+        z = b.pointwise("add", c, bias, name="bias_add", out="biased", virtual=True)
+        b.pointwise("gelu_fwd", z, name="gelu", out="y")
+    return make
+
+
+SMALL: dict[str, Recipe] = {
+    "conv/conv_fwd_nchw": conv_fwd([2, 8, 12, 12], [16, 8, 3, 3], pad=1),
+    "conv/conv_fwd_nhwc_stride2": conv_fwd([2, 8, 12, 12], [16, 8, 3, 3], "NHWC", pad=1, stride=2),
+    "conv/conv_fwd_grouped_nhwc": conv_fwd([2, 16, 10, 10], [16, 4, 3, 3], "NHWC", pad=1),
+    "conv/conv_fwd_3d_ncdhw": conv_fwd([1, 4, 6, 6, 6], [8, 4, 3, 3, 3], "NCDHW", pad=1),
+    "conv/conv_fwd_asym_pad_dilated": conv_fwd([2, 4, 11, 9], [8, 4, 3, 3], pad=[1, 0],
+                                               post_pad=[2, 1], dilation=[2, 1]),
+    "conv/conv_fwd_1x1_nhwc": conv_fwd([2, 16, 8, 8], [32, 16, 1, 1], "NHWC"),
+    "conv/conv_dgrad_nchw": conv_dgrad([2, 8, 12, 12], [16, 8, 3, 3], pad=1),
+    "conv/conv_dgrad_nhwc_stride2": conv_dgrad([2, 8, 12, 12], [16, 8, 3, 3], "NHWC", pad=1, stride=2),
+    "conv/conv_dgrad_grouped_nhwc": conv_dgrad([2, 16, 10, 10], [16, 4, 3, 3], "NHWC", pad=1),
+    "conv/conv_wgrad_nchw": conv_wgrad([2, 8, 12, 12], [16, 8, 3, 3], pad=1),
+    "conv/conv_wgrad_nhwc_stride2": conv_wgrad([2, 8, 12, 12], [16, 8, 3, 3], "NHWC", pad=1, stride=2),
+    "conv/conv_wgrad_3d_ncdhw": conv_wgrad([1, 4, 6, 6, 6], [8, 4, 3, 3, 3], "NCDHW", pad=1),
+    "matmul/matmul_2d": matmul([64, 96], [96, 128]),
+    "matmul/matmul_batched": matmul([8, 32, 64], [8, 64, 48]),
+    "matmul/matmul_batched_broadcast_bt": matmul([4, 32, 64], [1, 64, 32], transpose_b=True),
+    "pointwise/relu_clip": relu_clip([4, 16, 16, 16]),
+    "pointwise/leaky_relu": leaky_relu([64, 256]),
+    "pointwise/bias_add_broadcast_nhwc": bias_add([4, 16, 16, 16]),
+    "pointwise/gelu": unary("gelu_fwd", [64, 256]),
+    "pointwise/gelu_approx_tanh": unary("gelu_approx_tanh_fwd", [64, 256]),
+    "pointwise/swish": unary("swish_fwd", [64, 256], swish_beta=1.0),
+    "norm/batchnorm_inference_nchw": bn_inference([4, 16, 16, 16]),
+    "norm/batchnorm_training_nhwc": bn_training([4, 16, 16, 16]),
+    "norm/batchnorm_backward_nhwc": bn_backward([4, 16, 16, 16]),
+    "norm/layernorm": layernorm([8, 32, 128]),
+    "norm/rmsnorm": rmsnorm([8, 32, 128]),
+    "reduction/reduce_sum_spatial": reduction("add", [4, 16, 16, 16], [4, 16, 1, 1]),
+    "reduction/reduce_max_rows": reduction("max", [64, 256], [64, 1]),
+    "fused/conv_bias_relu_nhwc": conv_bias_relu([2, 8, 12, 12], [16, 8, 3, 3], pad=1),
+    "fused/matmul_bias_gelu": matmul_bias_gelu([64, 96], [96, 128]),
+}
+
+# ------------------------------------------------------------------- perf set
+
+#: ResNet-50 layers at batch 32 (input dims, weight dims, conv options).
+RESNET50 = {
+    "stem_7x7_s2": ([32, 3, 224, 224], [64, 3, 7, 7], {"pad": 3, "stride": 2}),
+    "res2_1x1_64to256": ([32, 64, 56, 56], [256, 64, 1, 1], {}),
+    "res2_3x3_64": ([32, 64, 56, 56], [64, 64, 3, 3], {"pad": 1}),
+    "res2_1x1_256to64": ([32, 256, 56, 56], [64, 256, 1, 1], {}),
+    "res3_3x3_128_s2": ([32, 128, 56, 56], [128, 128, 3, 3], {"pad": 1, "stride": 2}),
+    "res4_3x3_256": ([32, 256, 14, 14], [256, 256, 3, 3], {"pad": 1}),
+    "res5_1x1_512to2048": ([32, 512, 7, 7], [2048, 512, 1, 1], {}),
+}
+
+PERF: dict[str, Recipe] = {}
+for _layer, (_x, _w, _opts) in RESNET50.items():
+    PERF[f"perf/conv/resnet50_{_layer}_fwd"] = conv_fwd(_x, _w, "NHWC", **_opts)
+    if not _layer.startswith("stem"):   # nothing needs the gradient of the input image
+        PERF[f"perf/conv/resnet50_{_layer}_dgrad"] = conv_dgrad(_x, _w, "NHWC", **_opts)
+    PERF[f"perf/conv/resnet50_{_layer}_wgrad"] = conv_wgrad(_x, _w, "NHWC", **_opts)
+PERF.update({
+    "perf/matmul/gemm_4096x4096x4096": matmul([4096, 4096], [4096, 4096]),
+    "perf/matmul/gemm_8192x8192x1024": matmul([8192, 1024], [1024, 8192]),
+    "perf/matmul/gemm_llm_qkv_8192x12288x4096": matmul([8192, 4096], [4096, 12288]),
+    "perf/matmul/attention_qkt_b4h32s2048d128": matmul([4, 32, 2048, 128], [4, 32, 128, 2048],
+                                                       transpose_b=True),
+    "perf/matmul/attention_pv_b4h32s2048d128": matmul([4, 32, 2048, 2048], [4, 32, 2048, 128]),
+    "perf/fused/resnet50_conv_bias_relu_3x3_64": conv_bias_relu([32, 64, 56, 56], [64, 64, 3, 3], pad=1),
+    "perf/fused/llm_mlp_matmul_bias_gelu_8192x16384x4096": matmul_bias_gelu([8192, 4096], [4096, 16384]),
+    "perf/norm/resnet50_batchnorm_training_64x56x56": bn_training([32, 64, 56, 56]),
+    "perf/norm/resnet50_batchnorm_training_256x56x56": bn_training([32, 256, 56, 56]),
+    "perf/norm/resnet50_batchnorm_backward_256x56x56": bn_backward([32, 256, 56, 56]),
+    "perf/norm/llm_layernorm_8x2048x4096": layernorm([8, 2048, 4096]),
+    "perf/norm/llm_rmsnorm_8x2048x4096": rmsnorm([8, 2048, 4096]),
+})
+
+
+# ------------------------------------------------------------------ output
+
+def graphs() -> Iterator[tuple[str, Graph]]:
+    """(path relative to graphs/, graph) for every sample, small set first."""
+    for recipes, precisions in ((SMALL, ("fp32", "fp16", "bf16")), (PERF, ("fp16", "bf16"))):
+        for stem, make in recipes.items():
+            for p in precisions:
+                name = f"{stem.rsplit('/', 1)[-1]}_{p}"
+                b = _b(name, p)
+                make(b)
+                yield f"{stem}_{p}.json", b.build()
+
+
+_SCALAR_LIST = re.compile(r"\[\s*((?:-?[\d.eE+-]+|true|false|null)(?:,\s*(?:-?[\d.eE+-]+|true|false|null))*)\s*\]")
+
+
+def render(graph: Graph) -> str:
+    """hipDNN JSON, 4-space indent, short lists of numbers on one line (as hipDNN's samples)."""
+    text = json.dumps(graph_to_json(graph), indent=4)
+    return _SCALAR_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]",
+                            text) + "\n"
+
+
+def generate() -> dict[str, str]:
+    return {path: render(g) for path, g in graphs()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    parser.add_argument("--out", type=Path, default=HERE, help="folder to write (default: graphs/)")
+    args = parser.parse_args(argv)
+    files = generate()
+    existing = {str(p.relative_to(args.out)) for p in args.out.rglob("*.json")}
+    stale = sorted(existing - set(files))
+    if args.check:
+        bad = [p for p, text in files.items()
+               if not (args.out / p).is_file() or (args.out / p).read_text() != text]
+        for p in bad + stale:
+            print(f"out of date: {p}", file=sys.stderr)
+        return 1 if bad or stale else 0
+    for p in stale:
+        (args.out / p).unlink()
+    for p, text in files.items():
+        dest = args.out / p
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.is_file() or dest.read_text() != text:
+            dest.write_text(text)
+    print(f"{len(files)} graphs in {args.out} ({len(stale)} stale removed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

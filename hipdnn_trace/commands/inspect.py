@@ -1,0 +1,239 @@
+"""``hipdnn-trace inspect GRAPH...``: what a graph is and who can run it, without running it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from hipdnn_trace import backends
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.graph import ops, sources
+from hipdnn_trace.graph.load import load_bytes
+from hipdnn_trace.graph.model import Graph, Node, Tensor
+
+DESCRIPTION = """\
+For each graph: name, graph_id, data types, ops, every tensor (uid, name, role, dtype,
+dims, strides, layout), analytical FLOPs and minimum bytes moved, and for each backend
+whether it is available here and whether it can run the graph (and why not).
+GRAPH is a file, a folder (searched recursively), a glob or a tarball; mix them freely.
+A graph that fails to load prints one line (file, JSON path, problem) on stderr and the
+others still print; the exit code is then 1.
+"""
+
+EPILOG = """\
+examples:
+  hipdnn-trace inspect graphs/conv/conv_fwd_nchw_fp32.json
+  hipdnn-trace inspect graphs/ --quiet            # one line per graph
+  hipdnn-trace inspect 'graphs/**/*bf16.json' --json > graphs.json
+  hipdnn-trace inspect suite.tar.gz other/        # archives are read in memory
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="shapes, FLOPs, bytes and which backends can run each graph",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("graphs", nargs="+", metavar="GRAPH", help="graph file, folder, glob or tarball")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print one JSON array (machine-readable)")
+    form.add_argument("-q", "--quiet", action="store_true", help="one line per graph")
+    parser.set_defaults(main=main)
+    return parser
+
+
+# ------------------------------------------------------------------ facts
+
+@dataclass(frozen=True)
+class BackendVerdict:
+    name: str
+    available: bool
+    available_reason: str
+    supported: bool | None          # None: could not ask (backend did not load)
+    supported_reason: str
+
+    def text(self) -> str:
+        if not self.available:
+            return f"not available: {self.available_reason}"
+        if self.supported:
+            return "can run"
+        return f"cannot run: {self.supported_reason}"
+
+
+class _Backends:
+    """Each backend loaded and asked whether it is available once per command."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, tuple[Any, bool, str]] = {}
+
+    def _load(self, name: str) -> tuple[Any, bool, str]:
+        if name not in self._state:
+            try:
+                backend = backends.get(name)
+            except UserError as exc:
+                self._state[name] = (None, False, str(exc))
+            except Exception as exc:   # a GPU library that fails to import must not stop inspect
+                self._state[name] = (None, False, _one_line(f"{type(exc).__name__}: {exc}"))
+            else:
+                try:
+                    support = backend.available()
+                    self._state[name] = (backend, bool(support), support.reason)
+                except Exception as exc:
+                    self._state[name] = (backend, False, _one_line(f"{type(exc).__name__}: {exc}"))
+        return self._state[name]
+
+    def verdicts(self, graph: Graph) -> list[BackendVerdict]:
+        out = []
+        for name in backends.names():
+            backend, available, reason = self._load(name)
+            supported: bool | None = None
+            why = ""
+            if backend is not None:
+                try:
+                    support = backend.check(graph)
+                    supported, why = bool(support), support.reason
+                except Exception as exc:
+                    supported, why = False, _one_line(f"{type(exc).__name__}: {exc}")
+            out.append(BackendVerdict(name, available, reason, supported, why))
+        return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def op_label(node: Node) -> str:
+    """``ConvolutionFwd``, ``Pointwise(relu_fwd)``, ``Reduction(add)``."""
+    mode = node.params.get("operation") if node.type == "PointwiseAttributes" else (
+        node.params.get("mode") if node.type == "ReductionAttributes" else None)
+    return f"{node.op}({mode})" if isinstance(mode, str) else node.op
+
+
+def tensor_role(graph: Graph, t: Tensor) -> str:
+    if t.is_value:
+        return "value"
+    if t.uid in graph.produced_uids:
+        return "virtual" if t.virtual else "out"
+    if any(t.uid in n.input_uids() for n in graph.nodes):
+        return "in"
+    return "unused"
+
+
+def describe(graph: Graph, source: str, verdicts: list[BackendVerdict]) -> dict[str, Any]:
+    """Everything inspect shows about one graph, as plain data (the --json form)."""
+    flops = ops.graph_flops(graph)
+    nbytes = ops.graph_bytes(graph)
+    return {
+        "name": graph.name,
+        "source": source,
+        "graph_id": graph.graph_id,
+        "compute_data_type": graph.compute_data_type,
+        "io_data_type": graph.io_data_type,
+        "intermediate_data_type": graph.intermediate_data_type,
+        "ops": [op_label(n) for n in graph.nodes],
+        "nodes": [{"name": n.name, "type": n.type, "op": op_label(n),
+                   "flops": ops.node_flops(n, graph)} for n in graph.nodes],
+        "tensors": [
+            {"uid": t.uid, "name": t.name, "role": tensor_role(graph, t), "data_type": t.data_type,
+             "dims": list(t.dims), "strides": list(t.strides), "layout": t.layout,
+             **({"value": t.value} if t.is_value else {})}
+            for t in graph.tensors
+        ],
+        "flops": flops,
+        "bytes": nbytes,
+        "arithmetic_intensity": flops / nbytes if nbytes else None,
+        "backends": [
+            {"name": v.name, "available": v.available, "available_reason": v.available_reason,
+             "supported": v.supported, "supported_reason": v.supported_reason}
+            for v in verdicts
+        ],
+    }
+
+
+# ---------------------------------------------------------------- output
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def render_text(info: dict[str, Any]) -> str:
+    ai = info["arithmetic_intensity"]
+    lines = [
+        info["name"],
+        f"  source     {info['source']}",
+        f"  graph_id   {info['graph_id']}",
+        f"  types      io {info['io_data_type']}, compute {info['compute_data_type']}, "
+        f"intermediate {info['intermediate_data_type']}",
+        f"  ops        {', '.join(info['ops'])}",
+        f"  cost       {_si(info['flops'], 'FLOP')}, {_si(info['bytes'], 'B')} moved (minimum), "
+        f"{'n/a' if ai is None else f'{ai:.3g}'} FLOP/B",
+        "  tensors",
+    ]
+    rows = [["uid", "name", "role", "dtype", "dims", "strides", "layout"]]
+    for t in info["tensors"]:
+        role = f"value={t['value']}" if t["role"] == "value" else t["role"]
+        rows.append([str(t["uid"]), t["name"], role, t["data_type"], str(t["dims"]),
+                     str(t["strides"]), t["layout"]])
+    lines += ["    " + r for r in _table(rows)]
+    lines.append("  backends")
+    width = max(len(b["name"]) for b in info["backends"]) if info["backends"] else 0
+    for b in info["backends"]:
+        verdict = BackendVerdict(b["name"], b["available"], b["available_reason"], b["supported"],
+                                 b["supported_reason"])
+        lines.append(f"    {b['name'].ljust(width)}  {verdict.text()}")
+    return "\n".join(lines)
+
+
+def render_quiet(info: dict[str, Any]) -> str:
+    runnable = [b["name"] for b in info["backends"] if b["available"] and b["supported"]]
+    return (f"{info['name']}  {info['graph_id']}  {'+'.join(info['ops'])}  {_si(info['flops'], 'FLOP')}  "
+            f"{_si(info['bytes'], 'B')}  runs on: {','.join(runnable) or '-'}  ({info['source']})")
+
+
+def main(args: argparse.Namespace) -> int:
+    graph_sources = sources.expand(args.graphs)
+    if not graph_sources:
+        raise UserError(f"no graph files in {' '.join(args.graphs)}")
+    checker = _Backends()
+    failed = 0
+    infos: list[dict[str, Any]] = []
+    for n, src in enumerate(graph_sources):
+        try:
+            data = src.read()
+        except OSError as exc:
+            print(f"hipdnn-trace inspect: error: {src.name}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            failed += 1
+            continue
+        try:
+            graph = load_bytes(data, src.name)
+        except UserError as exc:
+            print(f"hipdnn-trace inspect: error: {exc}", file=sys.stderr)
+            failed += 1
+            if args.json:
+                infos.append({"source": src.name, "error": str(exc)})
+            continue
+        info = describe(graph, src.name, checker.verdicts(graph))
+        if args.json:
+            infos.append(info)
+        elif args.quiet:
+            print(render_quiet(info))
+        else:
+            print(("\n" if n else "") + render_text(info))
+    if args.json:
+        json.dump(infos, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 1 if failed else 0

@@ -1,0 +1,143 @@
+"""``hipdnn-trace inspect``: per-graph facts, output forms, failures that do not stop it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GRAPHS, as_json, conv_bias_relu, fixture_graph_files
+from hipdnn_trace import backends
+from hipdnn_trace.cli import main
+from hipdnn_trace.graph.build import GraphBuilder
+from hipdnn_trace.graph.load import load_file
+
+CONV_FLOPS = 2 * 2 * 8 * 6 * 6 * 4 * 3 * 3   # N K OH OW C KH KW of conv_bias_relu()
+
+
+@pytest.fixture
+def conv_file(write_json) -> Path:
+    return write_json(as_json(conv_bias_relu()), "conv_bias_relu.json")
+
+
+def test_text_output_lists_everything(conv_file: Path, capsys) -> None:
+    assert main(["inspect", str(conv_file)]) == 0
+    out = capsys.readouterr().out
+    graph_id = load_file(conv_file).graph_id
+    assert out.startswith("conv_bias_relu\n")
+    assert f"graph_id   {graph_id}" in out
+    assert "ConvolutionFwd, Pointwise(add), Pointwise(relu_fwd)" in out
+    assert "io float, compute float, intermediate float" in out
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("    ") and
+            line.split()[0].isdigit()}
+    assert rows["x"][2:4] == ["in", "float"] and rows["conv_y"][2] == "virtual" and rows["out"][2] == "out"
+    assert "[2, 4, 6, 6]" in out and "[144, 36, 6, 1]" in out and "NCHW" in out
+    total = CONV_FLOPS + 2 * (2 * 8 * 6 * 6)   # + one FLOP per element for add and relu
+    assert f"{total / 1e3:.3g} kFLOP" in out
+    assert "reference  can run" in out
+
+
+def test_json_output(conv_file: Path, capsys) -> None:
+    assert main(["inspect", "--json", str(conv_file)]) == 0
+    [info] = json.loads(capsys.readouterr().out)
+    assert info["ops"] == ["ConvolutionFwd", "Pointwise(add)", "Pointwise(relu_fwd)"]
+    assert info["nodes"][0]["flops"] == CONV_FLOPS
+    # bytes: non-virtual tensors only: x, w, bias, out (float32)
+    assert info["bytes"] == 4 * (2 * 4 * 36 + 8 * 4 * 9 + 8 + 2 * 8 * 36)
+    assert info["arithmetic_intensity"] == pytest.approx(info["flops"] / info["bytes"])
+    roles = {t["name"]: t["role"] for t in info["tensors"]}
+    assert roles == {"x": "in", "w": "in", "bias": "in", "conv_y": "virtual", "biased": "virtual", "out": "out"}
+    ref = next(b for b in info["backends"] if b["name"] == "reference")
+    assert ref["available"] and ref["supported"]
+    assert {b["name"] for b in info["backends"]} == set(backends.names())
+
+
+def test_quiet_is_one_line_per_graph(capsys) -> None:
+    folder = GRAPHS / "matmul"
+    expected = len(list(folder.glob("*.json")))
+    assert main(["inspect", "-q", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == expected
+    assert all("Matmul" in line and "runs on: " in line for line in lines)
+
+
+def test_whole_graphs_folder_inspects(capsys) -> None:
+    assert main(["inspect", "--quiet", str(GRAPHS)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and len(out.splitlines()) == len(list(GRAPHS.rglob("*.json")))
+
+
+def test_value_and_unused_tensors(write_json, capsys) -> None:
+    b = GraphBuilder("ln")
+    b.tensor("spare", [3])
+    x = b.tensor("x", [2, 4])
+    b.layernorm(x, b.tensor("g", [1, 4]), epsilon=0.5)
+    path = write_json(as_json(b.build()))
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "value=0.5" in out and " unused " in out
+
+
+def test_a_broken_graph_does_not_stop_the_others(conv_file: Path, write_json, capsys) -> None:
+    broken = write_json(b'{"name": "x", "tensors": [', "broken.json")
+    rc = main(["inspect", "-q", str(broken), str(conv_file)])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert out.startswith("conv_bias_relu ")
+    assert err.count("\n") == 1 and str(broken) in err and "invalid JSON" in err
+
+
+def test_json_output_reports_failures_too(conv_file: Path, write_json, capsys) -> None:
+    broken = write_json({"name": 1}, "bad.json")
+    assert main(["inspect", "--json", str(conv_file), str(broken)]) == 1
+    infos = json.loads(capsys.readouterr().out)
+    assert infos[0]["name"] == "conv_bias_relu"
+    assert infos[1]["source"] == str(broken) and "$.name" in infos[1]["error"]
+
+
+def test_missing_argument_path(tmp_path: Path, capsys) -> None:
+    assert main(["inspect", str(tmp_path / "none.json")]) == 1
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_backend_that_fails_to_import_is_reported_with_stand_in_module(
+        conv_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A stand-in GPU backend module whose import fails (as a missing libamdhip64 would)."""
+    (tmp_path / "standin_gpu_backend.py").write_text(
+        "raise OSError('libamdhip64.so: cannot open shared object file')\n")
+    (tmp_path / "standin_picky_backend.py").write_text(
+        "from hipdnn_trace.backends.base import Support\n"
+        "class Picky:\n"
+        "    name = 'picky'\n"
+        "    def available(self): return Support(True)\n"
+        "    def check(self, graph): return Support(False, 'no convolutions here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(backends.REGISTRY, "standin", "standin_gpu_backend:Backend")
+    monkeypatch.setitem(backends.REGISTRY, "picky", "standin_picky_backend:Picky")
+    monkeypatch.setitem(backends.REGISTRY, "absent", "hipdnn_trace.backends.no_such_module:X")
+    for name in ("standin", "picky", "absent"):
+        backends._instances.pop(name, None)
+    try:
+        assert main(["inspect", str(conv_file)]) == 0
+        out = capsys.readouterr().out
+    finally:
+        for name in ("standin", "picky", "absent"):
+            backends._instances.pop(name, None)
+        sys.modules.pop("standin_gpu_backend", None)
+        sys.modules.pop("standin_picky_backend", None)
+    assert "standin    not available: OSError: libamdhip64.so: cannot open shared object file" in out
+    assert "picky      cannot run: no convolutions here" in out
+    assert "absent     not available: backend 'absent' is not part of this build" in out
+
+
+@pytest.mark.parametrize("path", fixture_graph_files(), ids=lambda p: p.name)
+def test_upstream_fixtures_inspect(path: Path, capsys) -> None:
+    assert main(["inspect", "-q", str(path)]) == 0
+    assert capsys.readouterr().out.count("\n") == 1
+
+
+def test_help_has_examples(capsys) -> None:
+    assert main(["inspect", "--help"]) == 0
+    assert "examples:" in capsys.readouterr().out
