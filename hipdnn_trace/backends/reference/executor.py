@@ -118,8 +118,9 @@ def _bn_train(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | Non
 def _bn_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     if node.inputs.get("peer_stats"):
         raise UnsupportedError("batchnorm backward with peer stats is not supported by the reference")
+    # without saved statistics hipDNN's reference recomputes them with its default epsilon
     return ref.batchnorm_backward(x["dy"], x["x"], x["scale"], mean=x.get("mean"),
-                                  inv_variance=x.get("inv_variance"))
+                                  inv_variance=x.get("inv_variance"), epsilon=1e-5)
 
 
 def _phase(node: Node) -> str:
