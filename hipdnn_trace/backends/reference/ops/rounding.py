@@ -42,6 +42,10 @@ def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
     except ValueError:
         raise UnsupportedError(f"data type {hipdnn_dtype} has no element-wise host form") from None
     arr = np.asarray(values, dtype=np.float64)
+    if hipdnn_dtype == "boolean":   # hipDNN's 8-bit boolean: any non-zero value is true
+        if np.isnan(arr).any():
+            raise UnsupportedError("NaN cannot be stored in a boolean tensor")
+        return arr != 0.0
     if not DTYPES[hipdnn_dtype].is_float:
         return _to_integer(arr, target, hipdnn_dtype)
     with np.errstate(over="ignore", invalid="ignore"):
