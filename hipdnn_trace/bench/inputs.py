@@ -58,7 +58,7 @@ def _seed_for(seed: int, graph_id: str, uid: int) -> np.random.Generator:
 def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, domain: str) -> np.ndarray:
     info = dtypes.lookup(dtype)
     if not info.is_float:
-        lo, hi = (0, 16) if dtype == "uint8" else (-8, 9)
+        lo, hi = {"uint8": (0, 16), "boolean": (0, 2)}.get(dtype, (-8, 9))
         return rng.integers(lo, hi, size=shape).astype(np.float64)
     base = rng.standard_normal(shape) * np.exp2(rng.uniform(-2.0, 2.0, size=shape))
     if domain == "positive":
