@@ -23,6 +23,7 @@ if str(HERE.parent) not in sys.path:   # run as a script from a checkout
     sys.path.insert(0, str(HERE.parent))
 
 from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
+from hipdnn_trace.graph.layout import packed_strides  # noqa: E402
 from hipdnn_trace.graph.model import Graph  # noqa: E402
 from hipdnn_trace.graph.write import graph_to_json  # noqa: E402
 
@@ -76,7 +77,6 @@ def matmul(a_dims, b_dims, *, transpose_b=False) -> Recipe:
         if transpose_b:   # B stored as [..., N, K]: the logical [..., K, N] via strides
             k, n = b_dims[-2:]
             stored = [*b_dims[:-2], n, k]
-            from hipdnn_trace.graph.layout import packed_strides
             s = list(packed_strides(stored))
             s[-2], s[-1] = s[-1], s[-2]
             bt = b.tensor("b", b_dims, strides=s)

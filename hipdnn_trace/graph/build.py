@@ -186,18 +186,17 @@ class GraphBuilder:
 
     # -------------------------------------------------------------- nodes
 
-    def _node(self, kind: str, node_type: str, name: str | None, inputs: dict[str, Any],
-              outputs: dict[str, Any], params: dict[str, Any], compute: str | None) -> str:
-        node_name = name or f"{kind}_{len(self._nodes)}"
+    def _node(self, node_type: str, node_name: str, inputs: dict[str, Any], outputs: dict[str, Any],
+              params: dict[str, Any], compute: str | None) -> None:
         for port, t in inputs.items():
             if isinstance(t, Tensor):
                 self._own(t, f"{node_name} input {port}")
         ins = {p: (t.uid if isinstance(t, Tensor) else t) for p, t in inputs.items()}
         outs = {p: (t.uid if isinstance(t, Tensor) else t) for p, t in outputs.items()}
         self._nodes.append(Node(node_name, node_type, compute or self.compute, ins, outs, params))
-        return node_name
 
     def _name(self, kind: str, name: str | None) -> str:
+        """The node's name: given, or ``<kind>_<index>``."""
         return name or f"{kind}_{len(self._nodes)}"
 
     def _conv_params(self, nsp: int, pad: int | Sequence[int], post_pad: int | Sequence[int] | None,
@@ -229,7 +228,7 @@ class GraphBuilder:
         node = self._name("conv_fwd", name)
         y = self._output(out or f"{node}_y", (x.dims[0], w.dims[0], *spatial), x,
                          dtype=dtype, virtual=virtual, layout=layout)
-        self._node("conv_fwd", "ConvolutionFwdAttributes", node, {"x": x, "w": w}, {"y": y}, p, compute)
+        self._node("ConvolutionFwdAttributes", node, {"x": x, "w": w}, {"y": y}, p, compute)
         return y
 
     def conv_dgrad(self, dy: Tensor, w: Tensor, *, x_dims: Sequence[int], pad: int | Sequence[int] = 0,
@@ -244,7 +243,7 @@ class GraphBuilder:
         p = self._conv_params(len(x_dims) - 2, pad, post_pad, stride, dilation, mode)
         node = self._name("conv_dgrad", name)
         dx = self._output(out or f"{node}_dx", x_dims, dy, dtype=dtype, virtual=virtual, layout=layout)
-        self._node("conv_dgrad", "ConvolutionBwdAttributes", node, {"dy": dy, "w": w}, {"dx": dx}, p, compute)
+        self._node("ConvolutionBwdAttributes", node, {"dy": dy, "w": w}, {"dx": dx}, p, compute)
         return dx
 
     def conv_wgrad(self, x: Tensor, dy: Tensor, *, w_dims: Sequence[int], pad: int | Sequence[int] = 0,
@@ -259,7 +258,7 @@ class GraphBuilder:
         p = self._conv_params(len(x.dims) - 2, pad, post_pad, stride, dilation, mode)
         node = self._name("conv_wgrad", name)
         dw = self._output(out or f"{node}_dw", w_dims, x, dtype=dtype, virtual=virtual, layout=layout)
-        self._node("conv_wgrad", "ConvolutionWrwAttributes", node, {"x": x, "dy": dy}, {"dw": dw}, p, compute)
+        self._node("ConvolutionWrwAttributes", node, {"x": x, "dy": dy}, {"dw": dw}, p, compute)
         return dw
 
     def matmul(self, a: Tensor, b: Tensor, *, name: str | None = None, out: str | None = None,
@@ -277,7 +276,7 @@ class GraphBuilder:
         node = self._name("matmul", name)
         c = self._output(out or f"{node}_c", (*batch, a.dims[-2], b.dims[-1]), None,
                          dtype=dtype, virtual=virtual, layout=layout)
-        self._node("matmul", "MatmulAttributes", node, {"a": a, "b": b}, {"c": c}, {}, compute)
+        self._node("MatmulAttributes", node, {"a": a, "b": b}, {"c": c}, {}, compute)
         return c
 
     def pointwise(self, mode: str, a: Tensor, b: Tensor | None = None, c: Tensor | None = None, *,
@@ -306,7 +305,7 @@ class GraphBuilder:
                   "relu_lower_clip_slope": relu_lower_clip_slope, "axis_tensor_uid": axis,
                   "swish_beta": swish_beta, "elu_alpha": elu_alpha, "softplus_beta": softplus_beta}
         assert set(params) == set(ops.POINTWISE_OPTIONS)
-        self._node(mode, "PointwiseAttributes", node, {"in_0": a, "in_1": b, "in_2": c},
+        self._node("PointwiseAttributes", node, {"in_0": a, "in_1": b, "in_2": c},
                    {"out_0": y}, params, compute)
         return y
 
@@ -327,7 +326,7 @@ class GraphBuilder:
         """y = scale * (x - mean) * inv_variance + bias, per channel (dim 1); no epsilon."""
         node = self._name("batchnorm_inference", name)
         y = self._output(out or f"{node}_y", x.dims, x, dtype=dtype, virtual=virtual, layout=layout)
-        self._node("batchnorm_inference", "BatchnormInferenceAttributes", node,
+        self._node("BatchnormInferenceAttributes", node,
                    {"x": x, "mean": mean, "inv_variance": inv_variance, "scale": scale, "bias": bias},
                    {"y": y}, {}, compute)
         return y
@@ -360,7 +359,7 @@ class GraphBuilder:
         inv_var = self._per_channel(x, f"{node}_inv_variance", sdt) if saved_stats else None
         next_mean = self._per_channel(x, f"{node}_next_running_mean", sdt) if running else None
         next_var = self._per_channel(x, f"{node}_next_running_variance", sdt) if running else None
-        self._node("batchnorm", "BatchnormAttributes", node,
+        self._node("BatchnormAttributes", node,
                    {"x": x, "scale": scale, "bias": bias, "epsilon": eps,
                     "prev_running_mean": prev_running_mean,
                     "prev_running_variance": prev_running_variance, "momentum": mom,
@@ -379,7 +378,7 @@ class GraphBuilder:
         sdt = stats_dtype or scale.data_type
         dscale = self._per_channel(x, f"{node}_dscale", sdt)
         dbias = self._per_channel(x, f"{node}_dbias", sdt)
-        self._node("batchnorm_backward", "BatchnormBackwardAttributes", node,
+        self._node("BatchnormBackwardAttributes", node,
                    {"dy": dy, "x": x, "scale": scale, "mean": mean, "inv_variance": inv_variance,
                     "peer_stats": ()},
                    {"dx": dx, "dscale": dscale, "dbias": dbias}, {}, compute)
@@ -405,7 +404,7 @@ class GraphBuilder:
         sdt = stats_dtype or self.intermediate
         mean = self._stats(x, start, f"{node}_mean", sdt) if phase == "TRAINING" else None
         inv_var = self._stats(x, start, f"{node}_inv_variance", sdt) if phase == "TRAINING" else None
-        self._node("layernorm", "LayernormAttributes", node,
+        self._node("LayernormAttributes", node,
                    {"x": x, "scale": scale, "bias": bias, "epsilon": eps},
                    {"y": y, "mean": mean, "inv_variance": inv_var},
                    {"normalized_dim_count": normalized_dim_count, "forward_phase": phase}, compute)
@@ -437,7 +436,7 @@ class GraphBuilder:
         outputs: dict[str, Any] = {"y": y}
         if inv_rms is not None:
             outputs["inv_rms"] = inv_rms
-        self._node("rmsnorm", "RMSNormAttributes", node, inputs, outputs, {"forward_phase": phase}, compute)
+        self._node("RMSNormAttributes", node, inputs, outputs, {"forward_phase": phase}, compute)
         return RMSNormOutputs(y, inv_rms)
 
     def reduction(self, mode: str, x: Tensor, out_dims: Sequence[int], *, deterministic: bool = False,
@@ -448,7 +447,7 @@ class GraphBuilder:
         (``add``, ``max``, ``avg``, ``norm2``...)."""
         node = self._name("reduction", name)
         y = self._output(out or f"{node}_out", out_dims, x, dtype=dtype, virtual=virtual, layout=layout)
-        self._node("reduction", "ReductionAttributes", node, {"in": x}, {"out": y},
+        self._node("ReductionAttributes", node, {"in": x}, {"out": y},
                    {"mode": mode, "is_deterministic": deterministic}, compute)
         return y
 
