@@ -59,10 +59,14 @@ def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def _dims(x: object, y: object, z: object) -> str | None:
-    if x is None:
-        return None
-    return f"{x}x{1 if y is None else y}x{1 if z is None else z}"
+def _dims(prefix: str) -> pl.Expr:
+    """"64x2x1" from <prefix>_x/_y/_z (missing y, z count as 1); null without x."""
+    x, y, z = (pl.col(f"{prefix}_{axis}") for axis in "xyz")
+    return (
+        pl.when(x.is_not_null())
+        .then(pl.concat_str([x, pl.lit("x"), y.fill_null(1), pl.lit("x"), z.fill_null(1)]))
+        .otherwise(None)
+    )
 
 
 def add_kernels(
@@ -77,41 +81,53 @@ def add_kernels(
     kernel ... in time order. Pass one graph's kernels with that graph's map:
     iteration numbers restart with every graph.
     """
-    frame = _timed_kernels(kernels).sort("device", "stream", "start_ns", "end_ns")
+    frame = (
+        _timed_kernels(kernels)
+        .sort("device", "stream", "start_ns", "end_ns")
+        .with_columns(_dims("grid").alias("_grid"), _dims("block").alias("_block"))
+    )
     written = 0
     for (device, stream), group in frame.group_by(["device", "stream"], maintain_order=True):
         start = group["start_ns"].to_numpy()
         end = group["end_ns"].to_numpy()
         lanes = _lanes(start, end)
-        rows = group.select(
-            "name", "iteration", "correlation_id", "source",
-            "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-        ).rows()  # fmt: skip
-        args = [
-            {
-                "grid": _dims(gx, gy, gz),
-                "block": _dims(bx, by, bz),
-                "correlation_id": corr,
-                "iteration": it,
-                "source": src,
-            }
-            for _, it, corr, src, gx, gy, gz, bx, by, bz in rows
-        ]
-        names = [r[0] or "<unnamed kernel>" for r in rows]
-        flows = [flows_from.get(r[1], 0) if r[1] is not None else 0 for r in rows] if flows_from else None
+        names = group["name"].fill_null("<unnamed kernel>").to_list()
+        columns = {
+            key: (series.to_numpy() if series.null_count() == 0 and series.dtype.is_integer() else series.to_list())
+            for key, series in (
+                ("grid", group["_grid"]),
+                ("block", group["_block"]),
+                ("correlation_id", group["correlation_id"]),
+                ("iteration", group["iteration"]),
+                ("source", group["source"]),
+            )
+        }
+        flows = None
+        if flows_from:
+            known = pl.DataFrame(
+                {"iteration": list(flows_from), "_flow": list(flows_from.values())},
+                schema={"iteration": pl.Int64(), "_flow": pl.UInt64()},
+            )
+            flows = group.select("iteration").join(known, on="iteration", how="left", maintain_order="left")
+            flows = flows["_flow"].fill_null(0).to_numpy()
         for lane in np.unique(lanes).tolist():
-            idx = np.flatnonzero(lanes == lane).tolist()
             name = f"stream {stream}" if lane == 0 else f"stream {stream} (overlap {lane})"
             track = writer.device_track(int(device), int(stream), name)
+            if lane == 0 and lanes.max() == 0:  # the usual case: no overlap, no picking
+                writer.slices(track, names, start, end, flow_ids=flows, args=columns)
+                written += len(names)
+                continue
+            idx = np.flatnonzero(lanes == lane)
+            pick = idx.tolist()
             writer.slices(
                 track,
-                [names[i] for i in idx],
+                [names[i] for i in pick],
                 start[idx],
                 end[idx],
-                flow_ids=[flows[i] for i in idx] if flows else None,
-                args=[args[i] for i in idx],
+                flow_ids=flows[idx] if flows is not None else None,
+                args={k: (v[idx] if isinstance(v, np.ndarray) else [v[i] for i in pick]) for k, v in columns.items()},
             )
-            written += len(idx)
+            written += idx.size
     return written
 
 

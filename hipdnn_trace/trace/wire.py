@@ -110,35 +110,39 @@ def double_counter_value(value: float) -> bytes:
     return _DOUBLE_COUNTER_TAG + _PACK_F64(value)
 
 
-def annotation(name_iid: int, value: object) -> bytes:
-    """One ``debug_annotations`` entry with an interned name.
+def annotation_value(value: object) -> bytes:
+    """The typed value field of a ``DebugAnnotation``.
 
     bool, int, float and str map to their typed fields; anything else (numpy
     scalars included) is converted first, so a slice never fails on its args.
     """
-    body = varint_field(DA_NAME_IID, name_iid)
     if isinstance(value, (bool, np.bool_)):
-        body += varint_field(DA_BOOL, int(bool(value)))
-    elif isinstance(value, (int, np.integer)):
+        return varint_field(DA_BOOL, int(bool(value)))
+    if isinstance(value, (int, np.integer)):
         v = int(value)
         if -(1 << 63) <= v < (1 << 63):
-            body += varint_field(DA_INT, v)
-        elif 0 <= v <= _U64_MAX:
-            body += varint_field(DA_UINT, v)
-        else:
-            body += len_field(DA_STRING, str(v).encode())
-    elif isinstance(value, (float, np.floating)):
-        body += double_field(DA_DOUBLE, float(value))
-    else:
-        body += len_field(DA_STRING, str(value).encode())
-    return len_field(TE_DEBUG_ANNOTATIONS, body)
+            return varint_field(DA_INT, v)
+        if 0 <= v <= _U64_MAX:
+            return varint_field(DA_UINT, v)
+        return len_field(DA_STRING, str(v).encode())
+    if isinstance(value, (float, np.floating)):
+        return double_field(DA_DOUBLE, float(value))
+    return len_field(DA_STRING, str(value).encode())
+
+
+def annotation(name_iid: int, value: object) -> bytes:
+    """One ``debug_annotations`` entry of a TrackEvent, with an interned name."""
+    return len_field(TE_DEBUG_ANNOTATIONS, varint_field(DA_NAME_IID, name_iid) + annotation_value(value))
 
 
 # --- vectorised packet assembly ------------------------------------------------
 
 
-def _varint_len(values: np.ndarray) -> np.ndarray:
-    """Bytes each uint64 needs as a varint (1..10)."""
+def varint_len(values: np.ndarray) -> np.ndarray:
+    """Bytes each value needs as a varint (1..10); negatives as two's complement."""
+    values = np.asarray(values)
+    if values.dtype.kind == "i":
+        values = values.astype(np.int64).view(np.uint64)
     n = np.ones(values.shape, dtype=np.int64)
     for k in range(1, 10):
         n += values >= np.uint64(1 << (7 * k))
@@ -158,6 +162,74 @@ def _put_const(buf: np.ndarray, pos: np.ndarray, const: bytes) -> None:
         buf[pos + k] = byte
 
 
+class Rows:
+    """Many variable-length byte records built column-wise with numpy.
+
+    Each piece adds, to every row where its mask holds, a constant, a varint,
+    a fixed 8-byte value or a row's own bytes. Used for the TrackEvent bodies
+    of bulk slices, where per-row Python encoding dominated the write time.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._pieces: list[tuple[str, object, np.ndarray | None]] = []
+
+    def const(self, data: bytes, mask: np.ndarray | None = None) -> Rows:
+        self._pieces.append(("const", data, mask))
+        return self
+
+    def varint(self, values: np.ndarray, mask: np.ndarray | None = None) -> Rows:
+        self._pieces.append(("varint", np.asarray(values).astype(np.uint64), mask))
+        return self
+
+    def fixed64(self, values: np.ndarray, mask: np.ndarray | None = None) -> Rows:
+        """Little-endian 8-byte values (uint64, int64 or float64 arrays)."""
+        values = np.ascontiguousarray(values)
+        assert values.dtype.itemsize == 8
+        self._pieces.append(("fixed64", values.astype(values.dtype.newbyteorder("<")), mask))
+        return self
+
+    def blobs(self, items: Sequence[bytes]) -> Rows:
+        """Each row's own bytes (b"" to add nothing)."""
+        self._pieces.append(("blobs", items, None))
+        return self
+
+    def build(self) -> list[bytes]:
+        n = self.n
+        lens = []
+        for kind, data, mask in self._pieces:
+            if kind == "const":
+                length = np.full(n, len(data), dtype=np.int64)
+            elif kind == "varint":
+                length = varint_len(data)
+            elif kind == "fixed64":
+                length = np.full(n, 8, dtype=np.int64)
+            else:
+                length = np.fromiter(map(len, data), dtype=np.int64, count=n)
+            lens.append(length if mask is None else np.where(mask, length, 0))
+        row_len = np.sum(lens, axis=0) if lens else np.zeros(n, dtype=np.int64)
+        row_end = np.cumsum(row_len)
+        row_start = row_end - row_len
+        buf = np.empty(int(row_end[-1]) if n else 0, dtype=np.uint8)
+        pos = row_start.copy()
+        for (kind, data, mask), length in zip(self._pieces, lens):
+            rows = np.flatnonzero(mask) if mask is not None else slice(None)
+            p = pos[rows]
+            if kind == "const":
+                _put_const(buf, p, data)
+            elif kind == "varint":
+                _put_varints(buf, p, data[rows], length[rows])
+            elif kind == "fixed64":
+                buf[p[:, None] + np.arange(8)] = data[rows].view(np.uint8).reshape(-1, 8)
+            else:
+                joined = np.frombuffer(b"".join(data), dtype=np.uint8)
+                src_start = np.cumsum(length) - length
+                buf[np.repeat(pos - src_start, length) + np.arange(joined.size)] = joined
+            pos += length
+        data = buf.tobytes()
+        return [data[a:b] for a, b in zip(row_start.tolist(), row_end.tolist())]
+
+
 def assemble(timestamps: np.ndarray, bodies: Sequence[bytes], tail: bytes) -> bytes:
     """Frame track events as ``Trace.packet`` entries, in the given order.
 
@@ -170,10 +242,10 @@ def assemble(timestamps: np.ndarray, bodies: Sequence[bytes], tail: bytes) -> by
         return b""
     ts = np.asarray(timestamps, dtype=np.uint64)
     te_len = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
-    ts_vl = _varint_len(ts)
-    te_vl = _varint_len(te_len.astype(np.uint64))
+    ts_vl = varint_len(ts)
+    te_vl = varint_len(te_len.astype(np.uint64))
     body_len = 1 + ts_vl + 1 + te_vl + te_len + len(tail)
-    body_vl = _varint_len(body_len.astype(np.uint64))
+    body_vl = varint_len(body_len.astype(np.uint64))
     packet_len = 1 + body_vl + body_len
     start = np.cumsum(packet_len) - packet_len
     buf = np.empty(int(packet_len.sum()), dtype=np.uint8)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections import Counter
 from operator import itemgetter
 import os
 import secrets
@@ -52,6 +53,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from hipdnn_trace.device import clock
 from hipdnn_trace.trace import wire
+from hipdnn_trace.trace.reader import repair
 
 ArgValue = str | int | float | bool
 Args = Mapping[str, ArgValue]
@@ -72,6 +74,11 @@ _DOUBLE_COUNTER = wire.tag(wire.TE_DOUBLE_COUNTER_VALUE, wire.I64)
 _PACK_F64 = struct.Struct("<d").pack
 _PACK_U64 = struct.Struct("<Q").pack
 _FLOW = wire.tag(wire.TE_FLOW_IDS, wire.I64)
+_DA = wire.tag(wire.TE_DEBUG_ANNOTATIONS, wire.LEN)
+_DA_DOUBLE = wire.tag(wire.DA_DOUBLE, wire.I64)
+_DA_INT = wire.tag(wire.DA_INT, wire.VARINT)
+_DA_STRING = wire.tag(wire.DA_STRING, wire.LEN)
+_DA_BOOL = wire.tag(wire.DA_BOOL, wire.VARINT)
 # Field numbers: TracePacket.interned_data; InternedData.event_names and
 # .debug_annotation_names (both messages {iid = 1; name = 2}).
 _PACKET_INTERNED_DATA = pb.TracePacket.DESCRIPTOR.fields_by_name["interned_data"].number
@@ -100,15 +107,15 @@ class TraceWriter:
     """Appends packets to a .pftrace file; each :meth:`flush` writes whole packets
     in one write so a killed run leaves a valid prefix.
 
-    ``append=True`` continues an existing file (resume): its last partial packet,
-    if any, is cut off first, then this writer starts a new packet sequence.
-    Declare tracks again in the new writer; equal declarations get equal uuids.
+    ``append=True`` continues an existing file (resume): it is first cut back to
+    its last complete flush (:func:`~hipdnn_trace.trace.reader.repair`), then this
+    writer starts a new packet sequence. Declare tracks again in the new writer;
+    equal declarations get equal uuids, so they are not duplicated.
     ``fsync=True`` makes every flush durable (slower; for crash-prone suites).
+    Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(self, path: Path | str, *, append: bool = False, fsync: bool = False) -> None:
-        from hipdnn_trace.trace.reader import repair  # reader imports nothing from here
-
         self.path = Path(path)
         self._fsync = fsync
         if append and self.path.exists():
@@ -137,6 +144,7 @@ class TraceWriter:
         self._counter_bodies: dict[int, bytes] = {}
 
         self._names_seen_once: set[str] = set()
+        self._arg_heads: dict[str, bytes] = {}
 
         # Pending items in write order: slices, instants and counter values.
         # Instants and counter values have end == start and an empty end body.
@@ -242,13 +250,93 @@ class TraceWriter:
             iid = self._iid(self._event_names, self._new_event_names, name)
         return event_type + self._track_field[track] + _NAME_IID + wire.varint(iid), None
 
+    def _arg_head(self, key: str) -> bytes:
+        """Encoded ``DebugAnnotation.name_iid`` of an argument name (interned)."""
+        head = self._arg_heads.get(key)
+        if head is None:
+            iid = self._iid(self._arg_names, self._new_arg_names, str(key))
+            head = self._arg_heads[key] = wire.varint_field(wire.DA_NAME_IID, iid)
+        return head
+
+    def _arg(self, head: bytes, value: object) -> bytes:
+        """One ``debug_annotations`` entry; fast paths for the common types."""
+        cls = type(value)
+        if cls is float:
+            body = head + _DA_DOUBLE + _PACK_F64(value)
+        elif cls is int and 0 <= value <= _TS_MAX:
+            body = head + _DA_INT + wire.varint(value)
+        elif cls is str:
+            encoded = value.encode()
+            body = head + _DA_STRING + wire.varint(len(encoded)) + encoded
+        else:
+            body = head + wire.annotation_value(value)
+        return _DA + wire.varint(len(body)) + body
+
     def _args(self, args: Args) -> bytes:
-        out = b""
-        for key, value in args.items():
-            if value is None:
-                continue
-            out += wire.annotation(self._iid(self._arg_names, self._new_arg_names, str(key)), value)
-        return out
+        return b"".join(self._arg(self._arg_head(k), v) for k, v in args.items() if v is not None)
+
+    def _name_iids(self, names: Sequence[str]) -> np.ndarray:
+        """Interned id per name, 0 where the name is written inline.
+
+        A name used once so far is written inline; a name used more than once
+        (in this call or before) is interned.
+        """
+        seen_once, interned = self._names_seen_once, self._event_names
+        lookup: dict[str, int] = {}
+        for name, count in Counter(names).items():
+            iid = interned.get(name)
+            if iid is None:
+                if count == 1 and name not in seen_once:
+                    seen_once.add(name)
+                    lookup[name] = 0
+                    continue
+                seen_once.discard(name)
+                iid = self._iid(interned, self._new_event_names, name)
+            lookup[name] = iid
+        return np.fromiter(map(lookup.__getitem__, names), dtype=np.int64, count=len(names))
+
+    def _arg_pieces(self, rows: wire.Rows, key: str, values: Sequence[object] | np.ndarray) -> None:
+        """Add one argument column to bulk slice bodies (None: argument absent)."""
+        head = self._arg_head(key)
+        arr = np.asarray(values) if isinstance(values, np.ndarray) else None
+        if arr is None or arr.dtype.kind not in "fiub":
+            items = arr.tolist() if arr is not None else list(values)
+            present = np.not_equal(np.array(items, dtype=object), None)
+            kinds = set(map(type, items)) - {type(None)}
+            arr = None
+            if kinds == {float} or kinds == {float, int}:
+                arr = np.array([0.0 if v is None else v for v in items], dtype=np.float64)
+            elif kinds == {int}:
+                try:
+                    arr = np.array([0 if v is None else v for v in items], dtype=np.int64)
+                except OverflowError:
+                    arr = None
+            elif kinds == {str}:
+                unique = {v: v.encode() for v in set(items) if v is not None}
+                encoded = [unique.get(v, b"") for v in items]
+                length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+                body = len(head) + 1 + wire.varint_len(length) + length
+                rows.const(_DA, present).varint(body, present).const(head + _DA_STRING, present)
+                rows.varint(length, present).blobs(encoded)
+                return
+            if arr is None:
+                rows.blobs([b"" if v is None else self._arg(head, v) for v in items])
+                return
+        else:
+            present = None
+        if arr.dtype.kind == "f":
+            prefix = _DA + wire.varint(len(head) + 9) + head + _DA_DOUBLE
+            rows.const(prefix, present).fixed64(arr.astype(np.float64), present)
+        elif arr.dtype.kind == "b":
+            prefix = _DA + wire.varint(len(head) + 2) + head + _DA_BOOL
+            rows.const(prefix, present).varint(arr.astype(np.uint64), present)
+        elif arr.dtype.kind == "u" and arr.size and int(arr.max()) > _TS_MAX:
+            rows.blobs([self._arg(head, v) for v in arr.tolist()])
+        else:  # int64, two's complement as protobuf int64
+            as_u64 = arr.astype(np.int64).view(np.uint64)
+            body = len(head) + 1 + wire.varint_len(as_u64)
+            rows.const(_DA, present).varint(body, present).const(head + _DA_INT, present)
+            rows.varint(as_u64, present)
 
     def _bad_times(self, what: str, start: object, end: object) -> ValueError:
         return ValueError(
@@ -312,13 +400,16 @@ class TraceWriter:
         ends_ns: Sequence[int] | np.ndarray,
         *,
         flow_ids: Sequence[int] | np.ndarray | None = None,
-        args: Sequence[Args | None] | None = None,
+        args: Sequence[Args | None] | Mapping[str, Sequence[ArgValue | None] | np.ndarray] | None = None,
     ) -> None:
         """Many slices on one track at once (e.g. every iteration of a run).
 
         Same result as calling :meth:`slice` per element, several times faster.
         ``names`` is one name for all or one per slice; ``flow_ids[i]`` (0 = none)
-        starts or continues a flow at slice i; ``args[i]`` are its arguments.
+        starts or continues a flow at slice i. ``args`` is either one mapping per
+        slice or, faster, columns: ``{"iteration": [...], "kernel_ms": array}``
+        (None in a column: no such argument on that slice; a column mixing int
+        and float is written as float).
         """
         starts = np.asarray(starts_ns, dtype=np.int64).reshape(-1)
         ends = np.asarray(ends_ns, dtype=np.int64).reshape(-1)
@@ -329,34 +420,35 @@ class TraceWriter:
         if bad.size:
             i = int(bad[0])
             raise self._bad_times(f"slices[{i}]", int(starts[i]), int(ends[i]))
+        self._check_track(track)
+        rows = wire.Rows(n)
         if isinstance(names, str):
-            bodies = [self._begin_body(track, names)] * n
+            rows.const(self._begin_body(track, names))
         else:
             if len(names) != n:
                 raise ValueError(f"slices: {n} starts but {len(names)} names")
-            self._check_track(track)
-            cache, seen_once, interned = self._begin_bodies, self._names_seen_once, self._event_names
-            inline = _BEGIN + self._track_field[track] + _NAME
-            bodies = []
-            for name in names:  # _begin_body, inlined for single-use names
-                body = cache.get((track, name))
-                if body is None:
-                    if name in seen_once or name in interned:
-                        body = self._begin_body(track, name)
-                    else:
-                        seen_once.add(name)
-                        encoded = name.encode()
-                        body = inline + wire.varint(len(encoded)) + encoded
-                bodies.append(body)
+            iids = self._name_iids(names)
+            inline = iids == 0
+            rows.const(_BEGIN + self._track_field[track])
+            rows.const(_NAME_IID, ~inline).varint(iids, ~inline)
+            encoded = [name.encode() if i == 0 else b"" for name, i in zip(names, iids.tolist())]
+            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+            rows.const(_NAME, inline).varint(lengths, inline).blobs(encoded)
         if flow_ids is not None:
-            flows = np.asarray(flow_ids, dtype=np.uint64).reshape(-1).tolist()
-            if len(flows) != n:
-                raise ValueError(f"slices: {n} starts but {len(flows)} flow ids")
-            bodies = [b + _FLOW + _PACK_U64(f) if f else b for b, f in zip(bodies, flows)]
-        if args is not None:
+            flows = np.asarray(flow_ids, dtype=np.uint64).reshape(-1)
+            if flows.size != n:
+                raise ValueError(f"slices: {n} starts but {flows.size} flow ids")
+            rows.const(_FLOW, flows != 0).fixed64(flows, flows != 0)
+        if isinstance(args, Mapping):
+            for key, values in args.items():
+                if len(values) != n:
+                    raise ValueError(f"slices: {n} starts but {len(values)} values of arg {key!r}")
+                self._arg_pieces(rows, key, values)
+        elif args is not None:
             if len(args) != n:
                 raise ValueError(f"slices: {n} starts but {len(args)} args")
-            bodies = [b + self._args(a) if a else b for b, a in zip(bodies, args)]
+            rows.blobs([self._args(a) if a else b"" for a in args])
+        bodies = rows.build()
         self._start.extend(starts.tolist())
         self._end.extend(ends.tolist())
         self._body.extend(bodies)

@@ -151,6 +151,48 @@ def test_bulk_slices_and_counters_match_single_calls(tmp_path: Path) -> None:
     assert a.slices.height == 21 and a.slices["depth"].to_list() == [0] + [1] * 20
 
 
+def test_bulk_argument_columns_match_per_slice_arguments(tmp_path: Path) -> None:
+    import numpy as np
+
+    n = 6
+    columns = {
+        "f": np.array([0.5, -1.0, 2.0, 1e300, float("inf"), 0.0]),
+        "i": np.array([0, -1, 127, 128, -(2**63), 2**63 - 1], dtype=np.int64),
+        "u": np.array([0, 1, 2**64 - 1, 5, 6, 7], dtype=np.uint64),
+        "b": np.array([True, False, True, True, False, False]),
+        "s": ["a", None, "", "é" * 70, "x", None],
+        "mixed_num": [1, 2.5, None, 3, 4.0, 5],
+        "ints": [1, None, -3, 2**40, 0, 7],
+        "other": [None, 1, "two", 3.0, True, None],
+    }
+    names = ["k", "k", "iter 2", "k", "iter 4", "k"]  # repeated and single-use names
+    rows = [{k: (v[i].item() if isinstance(v, np.ndarray) else v[i]) for k, v in columns.items()} for i in range(n)]
+    for r in rows:  # a column mixing int and float is a float column
+        r["mixed_num"] = None if r["mixed_num"] is None else float(r["mixed_num"])
+
+    def write(path: Path, bulk: bool) -> None:
+        with TraceWriter(path) as w:
+            th = w.thread_track("h", w.process_track("p", pid=3), tid=3)
+            starts = [10 * i for i in range(n)]
+            if bulk:
+                w.slices(th, names, starts, [s + 5 for s in starts], args=columns)
+            else:
+                for i in range(n):
+                    w.slice(th, names[i], starts[i], starts[i] + 5, args=rows[i])
+
+    write(tmp_path / "bulk.pftrace", bulk=True)
+    write(tmp_path / "single.pftrace", bulk=False)
+    check_trace(tmp_path / "bulk.pftrace")
+    bulk, single = read_trace(tmp_path / "bulk.pftrace"), read_trace(tmp_path / "single.pftrace")
+    assert bulk.slices.equals(single.slices)
+    assert bulk.slices["name"].to_list() == names
+    first = json.loads(bulk.slices["args"][0])
+    assert first == {"f": 0.5, "i": 0, "u": 0, "b": True, "s": "a", "mixed_num": 1.0, "ints": 1}
+    third = json.loads(bulk.slices["args"][2])
+    assert third["u"] == 2**64 - 1 and third["s"] == "" and "mixed_num" not in third
+    assert json.loads(bulk.slices["args"][4])["i"] == -(2**63)
+
+
 def test_a_large_run_keeps_every_slice(tmp_path: Path) -> None:
     n = 20_000
     path = tmp_path / "big.pftrace"
