@@ -162,8 +162,10 @@ def _annotation_value(a: pb.DebugAnnotation) -> object:
 def read_trace(path: Path | str) -> TraceContents:
     """Decode a .pftrace written by :class:`~hipdnn_trace.trace.writer.TraceWriter`.
 
-    Tolerates a truncated last packet (``truncated=True``). Raises
-    :class:`~hipdnn_trace.errors.UserError` for a missing or non-Perfetto file.
+    Tolerates a run killed mid-write: a partial last packet is ignored and an
+    unfinished last flush is read as far as it goes; both set ``truncated``.
+    Raises :class:`~hipdnn_trace.errors.UserError` for a missing or
+    non-Perfetto file.
     """
     path = Path(path)
     trace, truncated, valid_bytes = _parse(path)
@@ -183,7 +185,7 @@ def read_trace(path: Path | str) -> TraceContents:
         schema=COUNTERS_SCHEMA,
     )
     return TraceContents(
-        tracks=pl.DataFrame(list(tracks.values()), schema=TRACKS_SCHEMA) if tracks else pl.DataFrame(schema=TRACKS_SCHEMA),
+        tracks=pl.DataFrame(list(tracks.values()) or None, schema=TRACKS_SCHEMA),
         slices=slices,
         counters=counters,
         flows=flows,

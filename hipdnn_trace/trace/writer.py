@@ -301,7 +301,7 @@ class TraceWriter:
         arr = np.asarray(values) if isinstance(values, np.ndarray) else None
         if arr is None or arr.dtype.kind not in "fiub":
             items = arr.tolist() if arr is not None else list(values)
-            present = np.not_equal(np.array(items, dtype=object), None)
+            present = np.array([v is not None for v in items], dtype=bool)
             kinds = set(map(type, items)) - {type(None)}
             arr = None
             if kinds == {float} or kinds == {float, int}:
