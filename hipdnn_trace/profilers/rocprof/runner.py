@@ -149,16 +149,21 @@ def map_to_main(counters: pl.DataFrame, pass_kernels: pl.DataFrame, main_kernels
         "dispatch_id", "device", *_LABELS, "_ord", pl.col("name").alias("_pname"))
     m = _ordinals(main_kernels).select(
         *_LABELS, "_ord", pl.col("name").alias("_mname"), pl.col("dispatch_id").alias("_mdisp"),
-        pl.col("correlation_id").alias("_mcorr"), pl.col("device").alias("_mdev"))
+        pl.col("correlation_id").alias("_mcorr"), pl.col("device").alias("_mdev"),
+        pl.col("start_ns").alias("_mstart"), pl.col("end_ns").alias("_mend"))
     pairs = p.join(m, on=[*_LABELS, "_ord"], how="left", nulls_equal=True).filter(pl.col("_pname") == pl.col("_mname"))
-    out = counters.join(pairs.select("dispatch_id", "device", "_mdisp", "_mcorr", "_mdev"),
+    out = counters.join(pairs.select("dispatch_id", "device", "_mdisp", "_mcorr", "_mdev", "_mstart", "_mend"),
                         on=["dispatch_id", "device"], how="left", nulls_equal=True)
     lost = out.filter(pl.col("_mdisp").is_null()).select("dispatch_id").n_unique()
+    mapped = pl.col("_mdisp").is_not_null()
+    # Times move to pass 0's timeline (the run's trace); a pass's own times mean nothing there.
     out = out.with_columns(
         pl.coalesce("_mdisp", "dispatch_id").alias("dispatch_id"),
-        pl.when(pl.col("_mdisp").is_not_null()).then(pl.col("_mcorr")).otherwise(pl.col("correlation_id")).alias("correlation_id"),
+        pl.when(mapped).then(pl.col("_mcorr")).otherwise(pl.col("correlation_id")).alias("correlation_id"),
         pl.coalesce("_mdev", "device").alias("device"),
-    ).drop("_mdisp", "_mcorr", "_mdev")
+        pl.when(mapped).then(pl.col("_mstart")).otherwise(None).alias("start_ns"),
+        pl.when(mapped).then(pl.col("_mend")).otherwise(None).alias("end_ns"),
+    ).drop("_mdisp", "_mcorr", "_mdev", "_mstart", "_mend")
     return out, lost
 
 
@@ -171,7 +176,7 @@ class _AmdProfiler:
         self._exe: str | None = None
         self._version: str | None = None
         self._arch: str | None = None
-        self._plan: list[tuple[str, ...]] | None = None
+        self._plans: dict[str | None, list[tuple[str, ...]]] = {}
         self._profile: Profile | None = None
 
     # --- planning -----------------------------------------------------------
@@ -183,18 +188,18 @@ class _AmdProfiler:
 
     def plan(self, args: argparse.Namespace) -> list[tuple[str, ...]]:
         """Counter groups of passes 1..N (empty without --profile-set)."""
-        if self._plan is None:
-            spec = getattr(args, "profile_set", None)
-            if not spec:
-                self._plan = []
+        spec = getattr(args, "profile_set", None) or None
+        if spec not in self._plans:
+            if spec is None:
+                self._plans[spec] = []
             else:
                 arch = self._arch_of(args)
                 if arch is None:
                     raise UserError("--profile-set: cannot tell the GPU architecture "
                                     "(no rocm_agent_enumerator/rocminfo; set HIPDNN_TRACE_GPU_ARCH=gfx942)")
                 self._profile = profile_for_arch(arch)
-                self._plan = cmdline.split_passes(requested_counters(self._profile, spec), self._profile)
-        return self._plan
+                self._plans[spec] = cmdline.split_passes(requested_counters(self._profile, spec), self._profile)
+        return self._plans[spec]
 
     def passes(self, args: argparse.Namespace) -> int:
         return 1 + len(self.plan(args))
