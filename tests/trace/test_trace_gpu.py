@@ -7,7 +7,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from perfetto_rules import check_trace
 
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS, frame
@@ -45,7 +44,7 @@ def _write(path: Path, kernels: pl.DataFrame, counters: pl.DataFrame | None = No
     return n_k, n_c
 
 
-def test_kernels_go_on_stream_tracks_with_args_and_flows(tmp_path: Path) -> None:
+def test_kernels_go_on_stream_tracks_with_args_and_flows(check_trace, tmp_path: Path) -> None:
     path = tmp_path / "t.pftrace"
     written, _ = _write(path, _kernels())
     assert written == 7  # the ncu row without start/end is skipped
@@ -68,7 +67,7 @@ def test_kernels_go_on_stream_tracks_with_args_and_flows(tmp_path: Path) -> None
     assert tracks.height == 1  # one group for both streams
 
 
-def test_overlapping_kernels_of_a_stream_go_to_a_sibling_track(tmp_path: Path) -> None:
+def test_overlapping_kernels_of_a_stream_go_to_a_sibling_track(check_trace, tmp_path: Path) -> None:
     k = frame([dict(name="a", start_ns=100, end_ns=200, stream=0, device=0),
                dict(name="b", start_ns=150, end_ns=250, stream=0, device=0),  # starts before a ends
                dict(name="c", start_ns=250, end_ns=300, stream=0, device=0)], KERNELS)
@@ -83,7 +82,7 @@ def test_overlapping_kernels_of_a_stream_go_to_a_sibling_track(tmp_path: Path) -
     assert s.sort("name")["dur_ns"].to_list() == [100, 100, 50]
 
 
-def test_counters_join_kernels_and_step_to_zero_between_them(tmp_path: Path) -> None:
+def test_counters_join_kernels_and_step_to_zero_between_them(check_trace, tmp_path: Path) -> None:
     kernels = _kernels()
     counters = frame(
         [dict(run_id="r", graph="g", config="c", correlation_id=10 * i, kernel="gemm", counter="VALUBusy",

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from perfetto_rules import check_trace
 
 from hipdnn_trace.trace import TraceWriter, read_trace
 
@@ -32,7 +31,9 @@ def _forest(rng: random.Random, lo: int, hi: int, depth: int, out: list[tuple[in
 
 @settings(max_examples=60, deadline=None)
 @given(rng=st.randoms(use_true_random=False), bulk=st.booleans())
-def test_depth_matches_the_forest_for_any_write_order(tmp_path_factory, rng: random.Random, bulk: bool) -> None:
+def test_depth_matches_the_forest_for_any_write_order(
+    check_trace, tmp_path_factory, rng: random.Random, bulk: bool
+) -> None:
     expected: list[tuple[int, int, int]] = []
     _forest(rng, 0, 60, 0, expected)
     written = expected[:]

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from perfetto_rules import check_trace
 
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.trace import TraceWriter, read_trace, repair
@@ -27,7 +26,7 @@ def _suite(path: Path, graphs: list[str], *, append: bool = False, t0: int = 100
             _graph(w, host, g, t0 + 1000 * k)
 
 
-def test_every_cut_point_reads_as_whole_packets_and_repairs(tmp_path: Path) -> None:
+def test_every_cut_point_reads_as_whole_packets_and_repairs(check_trace, tmp_path: Path) -> None:
     path = tmp_path / "t.pftrace"
     _suite(path, ["a", "b"])
     data = path.read_bytes()
@@ -53,7 +52,7 @@ def test_every_cut_point_reads_as_whole_packets_and_repairs(tmp_path: Path) -> N
         check_trace(part)  # BEGIN/END balanced again: no slice left open
 
 
-def test_killed_mid_write_keeps_finished_graphs(tmp_path: Path) -> None:
+def test_killed_mid_write_keeps_finished_graphs(check_trace, tmp_path: Path) -> None:
     path = tmp_path / "t.pftrace"
     _suite(path, ["a"])
     size_after_a = path.stat().st_size
@@ -73,7 +72,7 @@ def test_killed_mid_write_keeps_finished_graphs(tmp_path: Path) -> None:
     assert not t.truncated and t.slices.height == 6
 
 
-def test_append_continues_the_file_with_a_new_sequence(tmp_path: Path) -> None:
+def test_append_continues_the_file_with_a_new_sequence(check_trace, tmp_path: Path) -> None:
     path = tmp_path / "t.pftrace"
     _suite(path, ["a", "b"])
     path.write_bytes(path.read_bytes()[:-2])  # killed during the last flush

@@ -8,7 +8,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-from perfetto_rules import check_trace
 
 from hipdnn_trace.trace import TraceWriter, read_trace
 
@@ -49,7 +48,7 @@ def _write_run(path: Path, *, iterations_first: bool) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("iterations_first", [False, True])
-def test_run_trace_reads_back_with_nesting_and_flows(tmp_path: Path, iterations_first: bool) -> None:
+def test_run_trace_reads_back_with_nesting_and_flows(check_trace, tmp_path: Path, iterations_first: bool) -> None:
     path = tmp_path / "trace.pftrace"
     flows = _write_run(path, iterations_first=iterations_first)
     check_trace(path)
@@ -98,7 +97,7 @@ def test_run_trace_reads_back_with_nesting_and_flows(tmp_path: Path, iterations_
     assert tracks.filter(pl.col("name") == "iteration ms")["unit"].to_list() == ["ms"]
 
 
-def test_events_written_by_hand_encoding_parse_as_protos(tmp_path: Path) -> None:
+def test_events_written_by_hand_encoding_parse_as_protos(check_trace, tmp_path: Path) -> None:
     """The hot-path byte encoder and the protobuf library agree field by field."""
     path = tmp_path / "t.pftrace"
     with TraceWriter(path) as w:
@@ -151,7 +150,7 @@ def test_bulk_slices_and_counters_match_single_calls(tmp_path: Path) -> None:
     assert a.slices.height == 21 and a.slices["depth"].to_list() == [0] + [1] * 20
 
 
-def test_bulk_argument_columns_match_per_slice_arguments(tmp_path: Path) -> None:
+def test_bulk_argument_columns_match_per_slice_arguments(check_trace, tmp_path: Path) -> None:
     import numpy as np
 
     n = 6
@@ -225,7 +224,7 @@ def test_bad_calls_raise_value_error(tmp_path: Path, call) -> None:
             call(w, track)
 
 
-def test_empty_writer_leaves_a_valid_empty_trace(tmp_path: Path) -> None:
+def test_empty_writer_leaves_a_valid_empty_trace(check_trace, tmp_path: Path) -> None:
     path = tmp_path / "t.pftrace"
     TraceWriter(path).close()
     check_trace(path)

@@ -1,4 +1,4 @@
-"""Structural checks of a .pftrace against the Perfetto TrackEvent rules, using the protos only.
+"""Fixture ``check_trace``: structural checks of a .pftrace against the Perfetto TrackEvent rules, using the protos only.
 
 trace_processor (the reference importer) downloads a binary and cannot run
 offline, so these checks encode the rules from perfetto.dev "Writing TrackEvent
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -78,3 +79,9 @@ def check_trace(path: Path) -> pb.Trace:
             assert depth[track] >= 0, f"packet {index}: END without an open slice"
     assert all(d == 0 for d in depth.values()), "slices left open"
     return trace
+
+
+@pytest.fixture(name="check_trace", scope="session")
+def check_trace_fixture():
+    """``check_trace(path)``: assert the Perfetto rules, return the parsed trace."""
+    return check_trace
