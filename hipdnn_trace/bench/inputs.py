@@ -85,7 +85,14 @@ def make_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
 
 
 def scalar_value(tensor: Tensor) -> float:
-    """The value of a pass-by-value scalar tensor (epsilon, momentum...)."""
+    """The value of a pass-by-value scalar tensor (epsilon, momentum...).
+
+    hipDNN stores ``Float8Value`` as the raw 8-bit pattern of the tensor's fp8 type;
+    every other kind is the number itself.
+    """
+    if tensor.value_type == "Float8Value":
+        fp8 = dtypes.numpy_dtype(tensor.data_type if tensor.data_type.startswith("fp8") else "fp8_e4m3")
+        return float(np.array([int(tensor.value)], dtype=np.uint8).view(fp8)[0])  # type: ignore[arg-type]
     return float(tensor.value)  # type: ignore[arg-type]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from hipdnn_trace.backends.reference import ops as ref
+from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import dtypes, ops
 from hipdnn_trace.graph.load import execution_order
@@ -209,7 +210,7 @@ def evaluate(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation:
     """Run every node; inputs are logical arrays keyed by uid, in their tensors' dtypes."""
     stored: dict[int, np.ndarray] = dict(inputs)
     for t in graph.value_tensors:
-        stored[t.uid] = np.full(t.dims, t.value, dtype=np.float64)
+        stored[t.uid] = np.full(t.dims, scalar_value(t), dtype=np.float64)
     exact: dict[int, np.ndarray] = {}
     for index in execution_order(graph):
         node = graph.nodes[index]
