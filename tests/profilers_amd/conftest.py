@@ -22,10 +22,3 @@ def upstream() -> Path:
     if not ROCPROF_FIXTURES.is_dir():
         pytest.skip("upstream rocprof fixtures (../shared/fixtures/rocprof) not present")
     return ROCPROF_FIXTURES.resolve()
-
-
-def upstream_file(root: Path, rel: str) -> Path:
-    path = root / rel
-    if not path.is_file():
-        pytest.skip(f"upstream fixture {rel} not present")
-    return path

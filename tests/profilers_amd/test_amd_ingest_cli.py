@@ -14,7 +14,7 @@ from hipdnn_trace.profilers.ingest import ingest
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS
 from hipdnn_trace.trace.reader import read_trace
 
-from test_amd_parsers_own import make_rocpd
+from amd_fixtures import make_rocpd
 
 
 def run(*argv: str) -> int:
