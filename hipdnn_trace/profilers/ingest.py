@@ -225,7 +225,7 @@ def _join(out: dict[str, pl.DataFrame]) -> None:
     out["counters"] = pl.concat([via_kernel, direct], how="vertical_relaxed")
 
 
-def _gpu_facts(agents: pl.DataFrame) -> tuple[str | None, str | None, dict[str, float]]:
+def gpu_facts(agents: pl.DataFrame) -> tuple[str | None, str | None, dict[str, float]]:
     """(arch, product, constants) of the profiled GPU when the captures agree on one arch."""
     gpus = agents.filter(pl.col("type").str.to_uppercase() == "GPU") if agents.height else agents
     archs = sorted({normalize_arch(a) for a in gpus["arch"].to_list() if a}) if gpus.height else []
@@ -253,7 +253,7 @@ def ingest(
     ) if any(c["markers"].height for c in loaded) else pl.DataFrame(schema={**MARKERS, "capture": pl.String})
     wide = derived_metrics.wide_counters(frames["counters"], frames["kernels"])
     metrics, graphs = pl.DataFrame(), pl.DataFrame()
-    found_arch, product, consts = _gpu_facts(frames["agents"])
+    found_arch, product, consts = gpu_facts(frames["agents"])
     use_arch = normalize_arch(arch) or found_arch
     if wide.height:
         if use_arch is None:

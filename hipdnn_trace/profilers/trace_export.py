@@ -77,7 +77,10 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
         lanes = _nest_lanes(start, end)
         for lane in sorted(set(lanes)):
             idx = [i for i, l in enumerate(lanes) if l == lane]
-            track = writer.thread_track(f"roctx tid {tid}" + (f" ({lane})" if lane else ""), proc, tid=int(tid) * 100 + lane)
+            # Ranges that do not nest (process ranges, several threads' ranges under tid 0) go
+            # to extra tracks; only those get a synthetic tid.
+            track = writer.thread_track(f"roctx tid {tid}" + (f" ({lane})" if lane else ""), proc,
+                                        tid=int(tid) if lane == 0 else int(tid) * 1000 + lane)
             writer.slices(track, [names[i] for i in idx], np.array([start[i] for i in idx]), np.array([end[i] for i in idx]))
             written += len(idx)
     return written

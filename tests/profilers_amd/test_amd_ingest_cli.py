@@ -139,3 +139,12 @@ def test_rocprof_compute_workload_gets_verdicts(upstream, tmp_path):
     assert gemm["gpu"] == "MI300X" and gemm["peak_class"] == "bf16_matrix" and gemm["verdict"] in (
         "memory-bound", "compute-bound", "latency-bound")
     assert 0 < gemm["tflops"] < 1307.4 and 0 < gemm["dram_gbps"] < 5300
+
+
+def test_csv_and_rocpd_of_one_run_are_read_once(data, tmp_path):
+    capture = tmp_path / "capture"
+    shutil.copytree(data / "v7_harness", capture)
+    make_rocpd(capture / "hipdnn_trace_results.db")
+    result = ingest([capture])
+    assert result.kernels.height == 10 and result.kernels["source"].unique().to_list() == ["rocprofv3"]
+    assert any("database used for markers only" in n for n in result.notes)

@@ -34,7 +34,7 @@ import polars as pl
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.base import Collected
-from hipdnn_trace.profilers.ingest import Ingested, ingest, write_frame
+from hipdnn_trace.profilers.ingest import Ingested, gpu_facts, ingest, write_frame
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.profilers.rocprof import argv as cmdline
 from hipdnn_trace.profilers.rocprof.markers_join import PREFIX, join_iterations
@@ -260,10 +260,9 @@ class _AmdProfiler:
 
     def _derive(self, run_dir: Path, kernels: pl.DataFrame, counters: pl.DataFrame, main: Ingested,
                 notes: list[str]) -> dict[str, Any]:
-        from hipdnn_trace.profilers.ingest import _gpu_facts
         from hipdnn_trace.results.rundir import load_run
 
-        arch, product, consts = _gpu_facts(main.agents)
+        arch, product, consts = gpu_facts(main.agents)
         arch = arch or self._arch
         if arch is None:
             notes.append("derived metrics skipped: GPU architecture unknown")
