@@ -2,13 +2,17 @@
 
 A graph that fails (bad file, unsupported op, backend error) is one row with its
 status and message; the suite continues. Results are written after every graph,
-so an interrupted suite keeps every finished graph.
+so an interrupted suite keeps every finished graph. Each graph runs through a
+*runner*: in this process (the default, with unexpected exceptions recorded as
+errors) or in a child process per graph (:mod:`hipdnn_trace.bench.isolation`),
+which also survives segfaults, aborts, hangs and the out-of-memory killer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph
@@ -18,6 +22,13 @@ from hipdnn_trace.markers import Markers
 
 # exit codes (docs/cli.md)
 EXIT_OK, EXIT_ERROR, EXIT_MISMATCH = 0, 1, 2
+
+
+class GraphRunner(Protocol):
+    """Runs one graph on every configuration: :func:`run_in_process` or an isolating runner."""
+
+    def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
+                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun: ...
 
 
 @dataclass
@@ -38,11 +49,31 @@ class SuiteOutcome:
         """1 if anything errored or nothing ran, else 2 on a validation mismatch, else 0."""
         statuses = [ERROR for g in self.runs if g.graph is None]
         statuses += [c.status for g in self.runs for c in g.configs]
-        if ERROR in statuses or not any(s in (OK, FAILED) for s in statuses):
-            return EXIT_ERROR
-        if FAILED in statuses:
-            return EXIT_MISMATCH
-        return EXIT_OK
+        return exit_code_for(statuses)
+
+
+def exit_code_for(statuses: Iterable[str | None]) -> int:
+    """The suite's exit code from the status of every summary row (also of a resumed run)."""
+    seen = list(statuses)
+    if ERROR in seen or not any(s in (OK, FAILED) for s in seen):
+        return EXIT_ERROR
+    if FAILED in seen:
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def run_in_process(source: GraphSource, configs: Sequence[Config], settings: RunSettings, markers: Markers,
+                   *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
+    """:func:`run_graph` here; an exception it lets through (a bug, MemoryError while
+    making inputs) becomes this graph's error row instead of ending the suite."""
+    try:
+        return run_graph(source, configs, settings, markers, on_iteration=on_iteration)
+    except Exception as exc:   # noqa: BLE001 - recorded, the suite goes on
+        from hipdnn_trace.bench.isolation import failure_run
+
+        text = " ".join(str(exc).split())
+        what = "out of memory (MemoryError" if isinstance(exc, MemoryError) else f"unexpected error ({type(exc).__name__}"
+        return failure_run(source, configs, f"{what}: {text})")
 
 
 def run_suite(
@@ -51,12 +82,15 @@ def run_suite(
     settings: RunSettings,
     markers: Markers,
     callbacks: SuiteCallbacks,
+    *,
+    runner: GraphRunner | None = None,
 ) -> SuiteOutcome:
+    run_one = runner or run_in_process
     outcome = SuiteOutcome()
     for index, source in enumerate(sources, 1):
         if callbacks.before_graph:
             callbacks.before_graph(index, source)
-        g = run_graph(source, configs, settings, markers, on_iteration=callbacks.on_iteration)
+        g = run_one(source, configs, settings, markers, on_iteration=callbacks.on_iteration)
         if callbacks.after_graph:
             callbacks.after_graph(index, g)
         g.drop_arrays()

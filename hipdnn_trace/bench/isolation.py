@@ -1,0 +1,458 @@
+"""Run one graph in a child process, so a crash, hang or out-of-memory costs one row.
+
+Vendor libraries segfault, abort and hang. With ``--isolate`` each graph runs
+:func:`~hipdnn_trace.bench.graph_run.run_graph` in a fresh child process; the
+child validates there (so no tensors cross the process boundary) and sends the
+:class:`GraphRun` back. If it dies instead, the parent records every
+configuration as ``error`` with what killed it (signal name, out-of-memory,
+timeout), the last phase it reported and the tail of its output, and the suite
+goes on. Children come from :mod:`hipdnn_trace.bench.forkserver` (a clean
+process that forks one per graph in milliseconds).
+
+Phases come from the markers the harness already sets (``graph <id> <config>``,
+``init``, ``warmup``, ``execute``): the child wraps its markers and reports each
+phase over a pipe, so the parent knows where a child was when it died.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from hipdnn_trace import backends
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.forkserver import ForkServer, ForkServerError
+from hipdnn_trace.bench.graph_run import RunSettings, run_graph
+from hipdnn_trace.bench.loop import Phase
+from hipdnn_trace.bench.records import ERROR, ConfigRun, GraphRun
+from hipdnn_trace.device.clock import now_ns
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.graph.sources import GraphSource
+from hipdnn_trace.markers import Markers
+from hipdnn_trace.markers import select as select_markers
+
+#: Default --graph-timeout: generous for one graph on a GPU, short enough to catch a hang.
+DEFAULT_TIMEOUT_S = 600.0
+#: How much of a child's stderr (and stdout) is kept for the record.
+STDERR_TAIL_BYTES = 4096
+#: At most one iteration report per this many seconds (the pipe is not a profiler).
+ITERATION_REPORT_S = 0.2
+#: After a child died of a signal that usually comes from outside (SIGTERM, SIGINT,
+#: SIGHUP), wait this long for the same signal to reach us before recording a crash.
+OUTSIDE_SIGNAL_GRACE_S = 1.0
+_OUTSIDE_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+#: A child that sent its result but does not exit (a library stuck in teardown) is
+#: killed after this long; its result stands.
+RESULT_EXIT_GRACE_S = 10.0
+#: Imported once by the fork server, before any fork (no device context is created).
+HARNESS_MODULES = ("hipdnn_trace.bench.isolation", "hipdnn_trace.bench.graph_run")
+_CHILD = "hipdnn_trace.bench.isolation:child_main"
+_FRAME = re.compile(r'File "(.*?)", line (\d+) in (\S+)')
+
+
+# --------------------------------------------------------------------- records
+
+def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
+                graph: Graph | None = None, data: bytes | None = None,
+                info: dict[str, Any] | None = None, span: tuple[int, int] | None = None) -> GraphRun:
+    """The record of a graph whose run died: every configuration ``error`` with ``message``.
+
+    The graph is loaded (cheaply, in this process) when possible so the rows carry
+    its name and graph_id, which resume and merge key on.
+    """
+    from hipdnn_trace.graph.load import load_bytes
+
+    run = GraphRun(source=source.name, name=Path(source.name).stem)
+    if graph is None:
+        try:
+            graph = load_bytes(data if data is not None else source.read(), source.name)
+        except (UserError, OSError):
+            graph = None
+    if graph is None:
+        run.status, run.error = ERROR, message
+    else:
+        run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.name
+        for cfg in configs:
+            run.configs.append(ConfigRun(config=cfg, status=ERROR, error=message, info=dict(info or {})))
+    if span is not None:
+        run.phases.append(Phase("child process (failed)", span[0], span[1]))
+    return run
+
+
+# ----------------------------------------------------------------------- child
+
+@dataclass
+class _Job:
+    """Everything a child needs (pickled): the graph's bytes, not a way to read them."""
+
+    source_name: str
+    data: bytes
+    path: Path | None
+    configs: list[Config]
+    settings: RunSettings
+    markers_kind: str
+    vendor: str | None
+    registry: dict[str, str]           # backends the configs use (tests and plugins register their own)
+
+
+class _ReportingMarkers(Markers):
+    """The real markers, plus a message to the parent at every phase boundary."""
+
+    def __init__(self, inner: Markers, send: Callable[[str, Any], None]) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self._send = send
+        self._stack: list[str] = []
+        self.config = ""
+
+    def _phase(self, text: str) -> None:
+        self._send("phase", f"{self.config}: {text}" if self.config else text)
+
+    def push(self, name: str) -> None:
+        self.inner.push(name)
+        self._stack.append(name)
+        if name.startswith("graph ") and len(self._stack) == 1:
+            self.config = name.split(" ", 2)[2] if name.count(" ") >= 2 else name
+            self._phase("prepare")
+        else:
+            self._phase(name)
+
+    def pop(self) -> None:
+        self.inner.pop()
+        name = self._stack.pop() if self._stack else ""
+        after = {"init": "bind", "warmup": "execute", "execute": "fetch"}.get(name)
+        if after:
+            self._phase(after)
+        elif not self._stack:
+            self.config = ""
+            self._phase("validate")
+
+    def mark(self, name: str) -> None:
+        self.inner.mark(name)
+
+    def prepare_iterations(self, count: int) -> None:
+        self.inner.prepare_iterations(count)
+
+    def push_iteration(self, i: int) -> None:
+        self.inner.push_iteration(i)   # inside the loop: no reporting here
+
+    def pause(self) -> None:
+        self.inner.pause()
+
+    def resume(self) -> None:
+        self.inner.resume()
+
+
+def child_main(payload: bytes, fds: list[int]) -> int:
+    """Entry point of the child (called by the fork server): run the graph, send the record."""
+    status_fd, output_fd = fds
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.close(output_fd)
+    faulthandler.enable()   # a crash prints the Python stack into the output tail
+    status = Connection(status_fd, readable=False)
+
+    def send(kind: str, value: Any) -> None:
+        try:
+            status.send((kind, value))
+        except OSError:
+            os._exit(1)   # the parent is gone
+
+    last = [0.0]
+
+    def on_iteration(i: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= ITERATION_REPORT_S:
+            last[0] = now
+            send("iter", i)
+
+    send("phase", "load, inputs and reference")
+    try:
+        job: _Job = pickle.loads(payload)
+        backends.REGISTRY.update(job.registry)
+        markers = _ReportingMarkers(select_markers(job.markers_kind, vendor=job.vendor), send)
+        source = GraphSource(job.source_name, lambda: job.data, job.path)
+        run = run_graph(source, job.configs, job.settings, markers, on_iteration=on_iteration)
+        run.drop_arrays()
+        send("phase", "send result")
+        status.send_bytes(b"R" + _pickle_run(run))
+        return 0
+    except MemoryError as exc:
+        send("failed", f"out of memory (MemoryError: {' '.join(str(exc).split())})")
+    except Exception as exc:   # noqa: BLE001 - reported, with its traceback in the output tail
+        import traceback
+
+        traceback.print_exc()
+        send("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 1
+
+
+def _pickle_run(run: GraphRun) -> bytes:
+    try:
+        return pickle.dumps(run, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        for c in run.configs:   # an exotic object in session info: keep its text
+            c.info = {k: v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
+                      for k, v in c.info.items()}
+        return pickle.dumps(run, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# ---------------------------------------------------------------------- parent
+
+def _oom_kills() -> int | None:
+    """The kernel's out-of-memory kill count for this process's cgroup (v2 or v1)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events")
+        elif "memory" in controllers.split(","):
+            candidates.append(Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control")
+    for path in candidates:
+        try:
+            for row in path.read_text().splitlines():
+                key, _, value = row.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _tail_line(tail: bytes, limit: int = 300) -> str:
+    """A child's last words as one line: what the library printed last, then where
+    Python was when the process died (faulthandler's innermost frame)."""
+    text = tail.decode("utf-8", "replace")
+    before, fatal, after = text.partition("Fatal Python error:")
+    parts = [ln.strip() for ln in before.splitlines()
+             if ln.strip() and not ln.startswith("Extension modules:")][-2:]
+    if fatal:
+        rest = after.splitlines()
+        where = next((m for ln in rest if (m := _FRAME.search(ln))), None)
+        parts.append(f"{fatal} {rest[0].strip() if rest else ''}".strip()
+                     + (f" in {Path(where[1]).name}:{where[2]} {where[3]}" if where else ""))
+    joined = " | ".join(parts)
+    return joined if len(joined) <= limit else "..." + joined[-limit:]
+
+
+def _death(exitcode: int | None, oom_before: int | None) -> str:
+    """What killed the child, in words."""
+    if exitcode is None:
+        return "child process vanished"
+    if exitcode < 0:
+        sig = signal.Signals(-exitcode)
+        if sig == signal.SIGKILL:
+            after = _oom_kills()
+            if oom_before is not None and after is not None and after > oom_before:
+                return "killed by the kernel's out-of-memory killer (SIGKILL)"
+            return "killed by SIGKILL (out of memory? the kernel's OOM killer sends it; see dmesg)"
+        return f"crashed with {sig.name} ({signal.strsignal(sig) or sig.name})"
+    return f"child process exited with status {exitcode} without a result"
+
+
+class IsolatedRunner:
+    """Callable like :func:`run_graph`; runs each graph in a fresh child process.
+
+    Use as a context manager (or call :meth:`close`): it owns the fork server.
+    """
+
+    def __init__(self, timeout_s: float | None = DEFAULT_TIMEOUT_S, *, tail_bytes: int = STDERR_TAIL_BYTES) -> None:
+        self.timeout_s = timeout_s or None
+        self.tail_bytes = tail_bytes
+        self.server = ForkServer(HARNESS_MODULES)
+
+    def __enter__(self) -> IsolatedRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+    def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
+                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
+        try:
+            data = source.read()
+        except OSError:
+            return run_graph(source, configs, settings, markers)   # records the read error itself
+        registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
+        vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
+        job = _Job(source.name, data, source.path, list(configs), settings, markers.kind,
+                   next(iter(vendors)) if len(vendors) == 1 else None, registry)
+        try:
+            payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise UserError(f"--isolate: cannot hand this run's settings to a child process "
+                            f"({' '.join(str(exc).split())}); use --no-isolate") from None
+        # the server imports the backends' modules once, before it forks anything
+        wanted = [spec.partition(":")[0] for spec in registry.values()]
+        self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
+        return self._run(payload, source, configs, data, on_iteration)
+
+    def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config], data: bytes,
+             on_iteration: Callable[[int], None] | None) -> GraphRun:
+        status_r, status_w = os.pipe()
+        output_r, output_w = os.pipe()
+        status = Connection(status_r, writable=False)
+        output = Connection(output_r, writable=False)
+        oom_before = _oom_kills()
+        t0 = now_ns()
+        try:
+            try:
+                pid = self.server.launch(_CHILD, payload, [status_w, output_w])
+            finally:
+                os.close(status_w)
+                os.close(output_w)
+            watch = _Watch(pid, self.server, status, output, self.timeout_s, self.tail_bytes, on_iteration)
+            outcome = watch.wait()
+        except ForkServerError as exc:
+            outcome = _Outcome(failed=f"child process lost ({exc})")
+        finally:
+            status.close()
+            output.close()
+        span = (t0, now_ns())
+        if outcome.result is not None:
+            return outcome.result
+        if outcome.failed is not None:
+            what = outcome.failed
+        elif outcome.timed_out:
+            what = f"timed out after {self.timeout_s:g} s (killed)"
+        else:
+            code = outcome.exitcode
+            if code is not None and code < 0 and signal.Signals(-code) in _OUTSIDE_SIGNALS:
+                time.sleep(OUTSIDE_SIGNAL_GRACE_S)   # our own interrupt usually follows: let it win
+            what = _death(code, oom_before)
+        tail_text = outcome.tail.decode("utf-8", "replace")
+        tail_line = _tail_line(outcome.tail)
+        message = f"{what} during {outcome.phase}" + (f"; output: {tail_line}" if tail_line else "")
+        info = {"isolation": {"exitcode": outcome.exitcode, "phase": outcome.phase,
+                              "timed_out": outcome.timed_out, "output_tail": tail_text}}
+        run = failure_run(source, configs, message, data=data, info=info, span=span)
+        if tail_text.strip():
+            run.notes.append("child output (tail):\n" + tail_text.rstrip())
+        return run
+
+
+def _kill_session(pid: int) -> None:
+    """SIGKILL the child's whole session (it called setsid)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            return
+
+
+@dataclass
+class _Outcome:
+    result: GraphRun | None = None
+    failed: str | None = None
+    timed_out: bool = False
+    exitcode: int | None = None
+    phase: str = "start"
+    tail: bytes = b""
+
+
+class _Watch:
+    """Follow one child: phases, iteration counts, output tail, result, deadline, exit."""
+
+    def __init__(self, pid: int, server: ForkServer, status: Connection, output: Connection,
+                 timeout_s: float | None, tail_bytes: int, on_iteration: Callable[[int], None] | None) -> None:
+        self.pid, self.server, self.status, self.output = pid, server, status, output
+        self.deadline = None if not timeout_s else time.monotonic() + timeout_s
+        self.tail_bytes = tail_bytes
+        self.on_iteration = on_iteration
+        self.out = _Outcome()
+        self.tail = bytearray()
+        self.open: list[Any] = [status, output]
+
+    def _read_status(self) -> None:
+        try:
+            raw = self.status.recv_bytes()
+        except (EOFError, OSError):
+            self.open.remove(self.status)
+            return
+        if raw[:1] == b"R":
+            self.out.result = pickle.loads(raw[1:])
+            grace = time.monotonic() + RESULT_EXIT_GRACE_S
+            self.deadline = grace if self.deadline is None else min(self.deadline, grace)
+            return
+        kind, value = pickle.loads(raw)
+        if kind == "phase":
+            self.out.phase = value
+        elif kind == "iter":
+            base = self.out.phase.split(", iteration")[0]
+            self.out.phase = f"{base}, iteration {value}"
+            if self.on_iteration is not None:
+                self.on_iteration(int(value))
+        elif kind == "failed":
+            self.out.failed = str(value)
+
+    def _read_output(self) -> None:
+        try:
+            chunk = os.read(self.output.fileno(), 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.open.remove(self.output)
+            return
+        self.tail += chunk
+        if len(self.tail) > self.tail_bytes:
+            del self.tail[:len(self.tail) - self.tail_bytes]
+
+    def _drain(self) -> None:
+        """After exit: whatever is still buffered in the pipes (never waits for more)."""
+        for conn, read in ((self.status, self._read_status), (self.output, self._read_output)):
+            while conn in self.open and conn.poll(0):
+                read()
+
+    def wait(self) -> _Outcome:
+        try:
+            while True:
+                timeout = 1.0
+                if self.deadline is not None:
+                    timeout = min(timeout, self.deadline - time.monotonic())
+                    if timeout <= 0:
+                        self._drain()
+                        _kill_session(self.pid)
+                        self.out.timed_out = self.out.result is None
+                        break
+                ready = wait([*self.open, self.server], timeout)
+                if self.status in ready:
+                    self._read_status()
+                if self.output in ready:
+                    self._read_output()
+                if self.server in ready:
+                    break
+        except BaseException:
+            _kill_session(self.pid)   # interrupted: take the child down with us
+            try:
+                self.server.exit_code()
+            except ForkServerError:
+                pass
+            raise
+        self.out.exitcode = self.server.exit_code()
+        self._drain()
+        self.out.tail = bytes(self.tail)
+        return self.out
