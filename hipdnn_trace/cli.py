@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +28,35 @@ examples:
   hipdnn-trace compare runs/A runs/B             # significance-tested A/B of two runs
   hipdnn-trace <command> --help                  # options of one command
 """
+
+
+#: Out-of-tree backends: ``name=module:Class[,name=module:Class...]`` (docs/reliability.md).
+EXTRA_BACKENDS_ENV = "HIPDNN_TRACE_EXTRA_BACKENDS"
+_EXTRA_BACKEND = re.compile(r"^([A-Za-z0-9_]+)=([A-Za-z_][\w.]*):([A-Za-z_]\w*)$")
+
+
+def register_extra_backends(value: str | None = None) -> list[str]:
+    """Add the backends named in $HIPDNN_TRACE_EXTRA_BACKENDS to the registry.
+
+    The one extension point for executors that live outside this package (a
+    vendor's own backend, the test suite's fault-injecting one). They are
+    imported only when used, like the built-in ones; isolated child processes
+    receive the registry entries they need from the parent.
+    """
+    from hipdnn_trace import backends
+
+    text = os.environ.get(EXTRA_BACKENDS_ENV, "") if value is None else value
+    added = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        m = _EXTRA_BACKEND.match(item)
+        if not m:
+            raise UserError(f"{EXTRA_BACKENDS_ENV}: {item!r} is not name=module:Class")
+        name, module, cls = m.groups()
+        if name in backends.REGISTRY and backends.REGISTRY[name] != f"{module}:{cls}":
+            raise UserError(f"{EXTRA_BACKENDS_ENV}: backend {name!r} already exists")
+        backends.REGISTRY[name] = f"{module}:{cls}"
+        added.append(name)
+    return added
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        register_extra_backends()
+    except UserError as exc:
+        print(f"hipdnn-trace: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -12,11 +13,15 @@ import numpy as np
 
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
+from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.graph_run import RunSettings
+from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
+from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import OK, GraphRun
-from hipdnn_trace.bench.suite import SuiteCallbacks, run_suite
+from hipdnn_trace.bench.shard import ShardSpec
+from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.console import Progress, Reporter
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand
@@ -24,7 +29,7 @@ from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
 from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import FORMATS, RunWriter
+from hipdnn_trace.results.rundir import FORMATS, RunWriter, check_resumable, load_run
 
 EXAMPLES = """\
 examples:
@@ -36,9 +41,13 @@ examples:
   hipdnn-trace run g.json --backend hipdnn --APath /opt/a/plugins --BPath /opt/b/plugins
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
+  hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
+  hipdnn-trace run suite/ --backend hipdnn --resume runs/20260101-120000-ab12cd
+  hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
 
 exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing ran),
-            2 validation mismatch
+            2 validation mismatch, 130/143 interrupted by SIGINT/SIGTERM (files complete;
+            finish with --resume)
 """
 
 
@@ -68,6 +77,23 @@ def _formats(text: str) -> list[str]:
     if bad or not items:
         raise argparse.ArgumentTypeError(f"formats are {', '.join(FORMATS)}; got {text!r}")
     return items
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no limit), got {value:g}")
+    return value
+
+
+def _shard(text: str) -> ShardSpec:
+    try:
+        return ShardSpec.parse(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(sub: Any) -> None:
@@ -108,6 +134,19 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--device", type=_positive_int, default=0, help="GPU index (default 0)")
     t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default="auto",
                    help="profiler markers around phases (default: what is importable)")
+    r = p.add_argument_group("reliability and scale-out (docs/reliability.md)")
+    r.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                   help="run each graph in a child process: a crash, hang or out-of-memory becomes one "
+                        "error row (default: on for suites of more than one graph on a GPU backend)")
+    r.add_argument("--graph-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help=f"kill a graph's child process after this long (implies --isolate; default "
+                        f"{DEFAULT_TIMEOUT_S:g} when isolating, 0: no limit)")
+    r.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="finish an interrupted run: skip graphs already recorded in RUN_DIR, append the "
+                        "rest (same graphs and flags as the interrupted run)")
+    r.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="run only slice I of N of the suite (0-based; the slice depends on the graphs, "
+                        "not on file order); combine the N runs with 'hipdnn-trace merge'")
     pr = p.add_argument_group("profiling")
     pr.add_argument("--profile", choices=("none", *PROFILERS), default="none",
                     help="cupti: kernel trace in-process; ncu / rocprofv3 / rocprof: re-run under the tool")
@@ -182,6 +221,47 @@ def _run_argv() -> list[str]:
     return argv[argv.index("run") + 1:] if "run" in argv else argv
 
 
+def _isolation(args: argparse.Namespace, configs: list, suite_size: int, profiling: bool) -> float | None:
+    """None: run graphs in this process; else the per-graph timeout (0: none) for isolated runs."""
+    isolate = args.isolate
+    if isolate is None:
+        gpu = any(c.backend != "reference" for c in configs)
+        isolate = (suite_size > 1 and gpu and not profiling) or args.graph_timeout is not None
+    if not isolate:
+        if args.graph_timeout is not None:
+            raise UserError("--graph-timeout needs --isolate (only a child process can be stopped when it hangs)")
+        return None
+    return DEFAULT_TIMEOUT_S if args.graph_timeout is None else args.graph_timeout
+
+
+def _select(args: argparse.Namespace, sources: list) -> tuple[list, dict[str, Any] | None, dict[str, str | None]]:
+    """(sources to run, shard block for run.json, source -> graph_id of each) after --shard."""
+    if args.shard is None and args.resume is None:
+        return sources, None, {}
+    keys = [sharding.source_key(s) for s in sources]
+    shard_meta = None
+    if args.shard is not None:
+        positions = sharding.select(keys, args.shard)
+        shard_meta = {"index": args.shard.index, "count": args.shard.count, "suite_size": len(sources),
+                      "positions": positions}
+        sources, keys = [sources[i] for i in positions], [keys[i] for i in positions]
+    return sources, shard_meta, {k.name: k.graph_id for k in keys}
+
+
+def _finished(folder: Path, graph_ids: dict[str, str | None]) -> set[str]:
+    """Sources already recorded in the run being resumed; UserError if one changed since."""
+    summary = load_run(folder).summary
+    done: set[str] = set()
+    for row in summary.select("source", "graph_id").unique(maintain_order=True).iter_rows():
+        source, graph_id = row
+        if source in graph_ids:
+            if graph_id != graph_ids[source]:
+                raise UserError(f"--resume {folder}: {source} changed since the interrupted run "
+                                f"(graph_id {graph_id} then, {graph_ids[source]} now)")
+            done.add(source)
+    return done
+
+
 def main(args: argparse.Namespace) -> int:
     hooks: list = []
     if args.profile != "none" and not args.profile_child:
@@ -204,10 +284,19 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--golden {args.golden}: not a folder")
     for cfg in configs:
         backends.get(cfg.backend)   # unknown/unbuilt backends fail before any work
-    run_id = args.run_id or new_run_id()
-    folder = args.out / run_id
-    if folder.exists() and any(folder.iterdir()):
-        raise UserError(f"{folder} already exists; choose another --run-id or --out")
+    timeout = _isolation(args, configs, len(sources), profiling=bool(hooks) or bool(args.profile_child))
+    suite_size = len(sources)
+    sources, shard_meta, graph_ids = _select(args, sources)
+    if args.resume is not None:
+        if args.run_id:
+            raise UserError("--resume continues RUN_DIR; --run-id does not apply")
+        folder = args.resume
+        run_id = str(load_run(folder).meta.get("run_id") or folder.name)
+    else:
+        run_id = args.run_id or new_run_id()
+        folder = args.out / run_id
+        if folder.exists() and any(folder.iterdir()):
+            raise UserError(f"{folder} already exists; choose another --run-id or --out, or --resume it")
     loop = LoopSettings(warmup=args.warmup, iters=max(1, args.iters), min_time_ms=args.min_time_ms,
                         max_rel_ci=args.max_rel_ci, max_iters=args.max_iters)
     options = _options(args)
@@ -224,40 +313,76 @@ def main(args: argparse.Namespace) -> int:
     meta = run_metadata(run_id=run_id, argv=sys.argv if sys.argv else [], timing=timing, seed=args.seed,
                         configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
                                   "plugin_path": c.plugin_path} for c in configs],
-                        extra={"graphs": [s.name for s in sources]})
+                        extra={"graphs": [s.name for s in sources], "shard": shard_meta,
+                               "validation": {"against": args.validate,
+                                              "golden": None if args.golden is None else str(args.golden),
+                                              "atol": args.atol, "rtol": args.rtol},
+                               "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None}})
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())
         except Exception:   # noqa: BLE001 - a version probe never stops a run
             pass
-    writer = RunWriter(folder, meta, formats=args.format, trace=args.trace)
+    notes = [f"skipping folders named 'perf' on the CPU reference (--include-perf runs them)"] if skip else []
+    if shard_meta is not None:
+        notes.append(f"shard {args.shard}: {len(sources)} of the suite's {suite_size} graph(s)")
+    if args.resume is not None:
+        meta = check_resumable(load_run(folder).meta, meta)
+        done = _finished(folder, graph_ids)
+        sources = [s for s in sources if s.name not in done]
+        notes.append(f"resuming {folder}: {len(done)} graph(s) already recorded, {len(sources)} to run")
+    if timeout is not None:
+        notes.append("each graph runs in a child process" + (f" (killed after {timeout:g} s)" if timeout else ""))
+    with InterruptGuard() as guard:
+        writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=args.resume is not None)
+        return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes)
+
+
+def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSettings, markers: Any,
+         writer: RunWriter, guard: InterruptGuard, timeout: float | None, notes: list[str]) -> int:
+    folder = writer.folder
     reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1)
     progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress))
     reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=args.warmup,
-                    iters=args.iters, folder=str(folder),
-                    notes=[f"skipping folders named 'perf' on the CPU reference (--include-perf runs them)"]
-                    if skip else [])
+                    iters=args.iters, folder=str(folder), notes=notes)
 
     def after(index: int, g: GraphRun) -> None:
-        progress.clear()
-        writer.add_graph(g)
-        reporter.graph(index, len(sources), g)
-        if settings.ab:
-            line = _ab_line(g)
-            if line:
-                reporter.ab(line)
+        with guard.protect():
+            progress.clear()
+            writer.add_graph(g)
+            reporter.graph(index, len(sources), g)
+            if settings.ab:
+                line = _ab_line(g)
+                if line:
+                    reporter.ab(line)
 
+    runner = IsolatedRunner(timeout) if timeout is not None else None
     started = time.monotonic()
-    status = "interrupted"
+    status, interrupted, outcome = "error", None, None
     try:
         outcome = run_suite(sources, configs, settings, markers, SuiteCallbacks(
             before_graph=lambda i, s: progress.graph(i - 1, s.name),
             after_graph=after,
             on_iteration=progress.iteration,
-        ))
+        ), runner=runner)
         status = "complete"
+    except Interrupted as exc:
+        status, interrupted = "interrupted", exc
+    except KeyboardInterrupt:
+        status, interrupted = "interrupted", Interrupted(signal.SIGINT)
     finally:
-        progress.clear()
-        writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
-    reporter.final(outcome.runs, str(folder), time.monotonic() - started)
-    return outcome.exit_code
+        with guard.protect(raise_pending=False):
+            progress.clear()
+            if runner is not None:
+                runner.close()
+            writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
+    if interrupted is not None:
+        done = writer.frame("summary").get_column("source").n_unique()
+        print(f"hipdnn-trace run: interrupted by {signal.Signals(interrupted.signum).name}; "
+              f"{done} graph(s) recorded in {folder} (finish with --resume {folder})", file=sys.stderr)
+        return interrupted.exit_code
+    reporter.final(outcome.runs if outcome else [], str(folder), time.monotonic() - started)
+    statuses = writer.frame("summary").get_column("status").to_list()
+    if not statuses and args.shard is not None:
+        return 0   # more shards than graphs: an empty slice is not a failure
+    return exit_code_for(statuses)

@@ -5,6 +5,11 @@ mismatches.csv, iterations.parquet (and the big frames in every format asked for
 kernels/counters when a profiler ran, and trace.pftrace. After each graph every
 table is rewritten atomically (temp file + rename) and the trace appended, so a
 run killed at any point leaves complete, valid files for every finished graph.
+
+``summary.csv`` is written last: a graph is *finished* once its summary rows are
+there. A run killed between two renames may leave rows of the next graph in the
+other tables; ``RunWriter(resume=True)`` drops those (they are re-run), so a
+resumed run holds exactly what an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -54,11 +59,12 @@ class RunWriter:
         folder.mkdir(parents=True, exist_ok=True)
         self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
         if resume:
-            existing = load_run(folder)
+            existing = finished_part(load_run(folder))
             for name in self.frames:
                 df = getattr(existing, name)
                 if df.height:
                     self.frames[name].append(df)
+            self.formats = tuple(dict.fromkeys([*self.formats, *written_formats(folder)]))
         self.timeline = None
         if trace:
             from hipdnn_trace.results.timeline import Timeline
@@ -83,9 +89,9 @@ class RunWriter:
                 df = getattr(c, name)
                 if isinstance(df, pl.DataFrame) and df.height:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
-        if self.timeline is not None:
-            self.timeline.add_graph(g)
         self.write_tables()
+        if self.timeline is not None:   # after the tables: a trace never shows an unfinished graph
+            self.timeline.add_graph(g)
 
     def add_frame(self, name: str, df: pl.DataFrame) -> None:
         """Frames made after the fact (a parsed external profiler run)."""
@@ -98,9 +104,6 @@ class RunWriter:
         return pl.concat(parts, how="diagonal_relaxed")
 
     def write_tables(self) -> None:
-        summary = self.frame("summary")
-        _write_frame(self.folder / "summary.csv", summary, "csv")
-        _write_frame(self.folder / "summary.json", summary, "json")
         _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")
         _write_frame(self.folder / "mismatches.csv", self.frame("mismatches"), "csv")
         for name in BIG_FRAMES:
@@ -109,6 +112,9 @@ class RunWriter:
                 continue
             for fmt in self.formats:
                 _write_frame(self.folder / f"{name}.{fmt}", df, fmt)
+        summary = self.frame("summary")
+        _write_frame(self.folder / "summary.json", summary, "json")
+        _write_frame(self.folder / "summary.csv", summary, "csv")   # last: the commit point
 
     def finish(self, status: str, **extra: Any) -> None:
         self.meta["status"] = status
@@ -121,6 +127,74 @@ class RunWriter:
     def update_meta(self, **extra: Any) -> None:
         self.meta.update(extra)
         write_json(self.folder / "run.json", self.meta)
+
+
+#: run.json blocks that must match for a resumed run to equal an uninterrupted one.
+RESUME_MUST_MATCH = ("timing", "configs", "seed", "validation", "shard", "graphs")
+
+
+def _first_difference(old: Any, new: Any, where: str) -> str | None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in dict.fromkeys([*old, *new]):
+            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            found = _first_difference(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    if old != new:
+        show = (lambda v: f"{len(v)} items" if isinstance(v, list) and len(v) > 3 else repr(v))
+        return f"{where}: {show(old)} then, {show(new)} now"
+    return None
+
+
+def check_resumable(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json for resuming the run ``old`` with settings ``new``; UserError when they differ.
+
+    Keeps the run's identity (run_id, created, argv) and adds a ``resumed`` entry.
+    """
+    for key in RESUME_MUST_MATCH:
+        if key == "graphs" and old.get("shard") != new.get("shard"):
+            continue   # reported as the shard difference
+        found = _first_difference(old.get(key), new.get(key), key)
+        if found:
+            raise UserError(f"--resume: not the same run ({found}); resume with the flags and graphs "
+                            f"of the interrupted run")
+    meta = dict(new)
+    for key in ("run_id", "created", "argv"):
+        if key in old:
+            meta[key] = old[key]
+    meta["resumed"] = [*old.get("resumed", []), {
+        "at": new.get("created"), "argv": new.get("argv"), "previous_status": old.get("status"),
+        "host": (new.get("machine") or {}).get("host")}]
+    meta["status"] = "running"
+    return meta
+
+
+def written_formats(folder: Path) -> list[str]:
+    """Formats the big frames of an existing run directory were written in."""
+    return [fmt for fmt in FORMATS if (folder / f"iterations.{fmt}").exists()]
+
+
+def finished_part(run: Run) -> Run:
+    """``run`` without rows of graphs whose summary rows never made it to disk."""
+    s = run.summary
+    sources = set(s.get_column("source").drop_nulls().to_list())
+    pairs = s.filter(pl.col("graph_id").is_not_null()).select("graph_id", "config").unique()
+
+    def keep(df: pl.DataFrame, by_source: bool) -> pl.DataFrame:
+        if not df.height:
+            return df
+        if by_source:
+            df = df.filter(pl.col("source").is_in(sources))
+        return df.join(pairs, on=["graph_id", "config"], how="semi", maintain_order="left")
+
+    return Run(run.path, run.meta, s, keep(run.iterations, True), keep(run.validation, False),
+               keep(run.mismatches, False), keep(run.kernels, False), keep(run.counters, False))
 
 
 @dataclass
