@@ -138,6 +138,4 @@ def _append_tracks(trace_path: Path, run_id: str, kernels: pl.DataFrame, counter
         for (graph_id, config), part in kernels.group_by(["graph_id", "config"], maintain_order=True):
             timeline.add_kernels(part, graph_id, config)
         if counters.height:
-            add_counters(writer, counters.join(
-                kernels.select("correlation_id", "start_ns", "end_ns").unique("correlation_id"),
-                on="correlation_id", how="left") if "start_ns" not in counters.columns else counters)
+            add_counters(writer, counters, kernels)

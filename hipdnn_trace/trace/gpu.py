@@ -151,7 +151,7 @@ def add_counters(writer: TraceWriter, counters: pl.DataFrame, kernels: pl.DataFr
     timed = _join_key(_timed_kernels(kernels)).select(*_JOIN, "device", "start_ns", "end_ns")
     timed = timed.unique(subset=_JOIN, keep="first", maintain_order=True)
     placed = (
-        _join_key(conform(counters, COUNTERS))
+        _join_key(conform(counters, COUNTERS).select(list(COUNTERS)))   # profiler extras (own times) dropped
         .filter(pl.col("counter").is_not_null() & pl.col("value").is_not_null())
         .join(timed, on=_JOIN, how="inner")
         .sort("device", "counter", "start_ns", "end_ns")
