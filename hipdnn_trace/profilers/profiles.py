@@ -11,6 +11,7 @@ preset counter without a block, a formula naming an undeclared counter or an unk
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -32,11 +33,18 @@ class ProfileError(UserError):
 
 
 def profiles_dir() -> Path:
-    """``$HIPDNN_TRACE_PROFILES`` or the ``profiles/`` folder at the repository root."""
+    """Where the counter profiles live.
+
+    ``$HIPDNN_TRACE_PROFILES`` wins; then ``profiles/`` of a source checkout (editable
+    installs); then the copy a wheel installs under ``<prefix>/share/hipdnn-trace/profiles``.
+    """
     env = os.environ.get("HIPDNN_TRACE_PROFILES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "profiles"
+    checkout = Path(__file__).resolve().parents[2] / "profiles"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "hipdnn-trace" / "profiles"
 
 
 @dataclass(frozen=True)
