@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.compare import FASTER, SLOWER, VERDICTS, compare_runs
-from hipdnn_trace.compare.loading import LoadedRun
+from hipdnn_trace.results.rundir import Run
 from hipdnn_trace.results import schemas
 
 TIMING = {"timer": "synthetic", "cache": "warm", "clock_control": None,
@@ -52,7 +52,7 @@ class NoiseModel:
         self.iters = rng.choice(iters, n_graphs)
         self.drift = drift
 
-    def draw_run(self, run_id: str, slowdown: float = 1.0) -> LoadedRun:
+    def draw_run(self, run_id: str, slowdown: float = 1.0) -> Run:
         rows: dict[str, list[Any]] = {c: [] for c in ("graph", "graph_id", "iteration", "kernel_ms")}
         for g, (median, cv, n) in enumerate(zip(self.medians, self.cv, self.iters)):
             offset = np.exp(self.rng.normal(0.0, self.drift))  # run-to-run, per graph
@@ -72,13 +72,10 @@ class NoiseModel:
             pl.lit(run_id).alias("run_id"), pl.lit("synthetic").alias("config"),
             pl.lit("timed").alias("phase"), pl.lit("default").alias("engine"),
         )
-        return LoadedRun(
-            path=Path(run_id),
-            meta={"run_id": run_id, "status": "complete", "timing": TIMING},
-            summary=schemas.empty(schemas.SUMMARY),
-            iterations=schemas.conform(iterations, schemas.ITERATIONS),
-            validation=schemas.empty(schemas.VALIDATION),
-        )
+        frames = {name: schemas.empty(schema) for name, schema in schemas.FRAMES.items()}
+        frames["iterations"] = schemas.conform(iterations, schemas.ITERATIONS)
+        return Run(path=Path(run_id), meta={"run_id": run_id, "status": "complete",
+                                            "timing": TIMING}, **frames)
 
 
 def tally(tables: list[pl.DataFrame]) -> dict[str, Any]:
@@ -123,7 +120,7 @@ def harness(args: argparse.Namespace) -> dict[str, Any]:
         dirs = []
         for name in ("A", "B"):
             out = Path(tmp) / name
-            code = cli(["run", args.harness, "--out", str(out), *extra])
+            code = cli(["run", args.harness, "--out", str(out), "--quiet", *extra])
             if code not in (0, 2):
                 raise SystemExit(f"hipdnn-trace run exited {code}")
             found = sorted(p.parent for p in out.glob("*/run.json"))

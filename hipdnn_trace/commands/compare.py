@@ -12,9 +12,9 @@ from hipdnn_trace.compare.matching import MODES
 from hipdnn_trace.errors import UserError
 
 DESCRIPTION = """\
-Compare run B against run A graph by graph: ratio of medians (B/A) with a bootstrap
-95% CI from the raw samples, a Mann-Whitney U p-value (Holm-adjusted across the suite)
-and a verdict:
+Compare run B against run A graph by graph: ratio of medians (B/A) with a 95% CI
+(bootstrap of the raw samples, widened by the run-to-run drift the suite shows), a
+Mann-Whitney U p-value (Holm-adjusted across the suite) and a verdict:
   SLOWER / FASTER  p(Holm) < alpha and the whole CI beyond 1+t (or below 1/(1+t))
   SAME             the whole CI inside [1/(1+t), 1+t]
   INCONCLUSIVE     anything else (need more samples, or a change near t)
@@ -51,6 +51,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
                         help=f"bootstrap replicates per row (default {N_BOOT})")
+    parser.add_argument("--drift", default="auto", metavar="auto|off|FRACTION",
+                        help="run-to-run noise per graph that widens each CI: estimated from "
+                             "the suite (auto, needs 10+ rows), none (off), or given, e.g. "
+                             "0.02 from an A/A calibration")
+    parser.add_argument("--relative", action="store_true",
+                        help="judge each graph against the suite's centre instead of 1: for "
+                             "machines whose overall speed moves between runs (a suite-wide "
+                             "change then shows only in the geomean)")
     parser.set_defaults(main=main)
     return parser
 
@@ -73,6 +81,8 @@ def main(args: argparse.Namespace) -> int:
         allow_mismatch=args.allow_mismatch,
         seed=args.seed,
         n_boot=args.bootstrap,
+        drift=args.drift,
+        relative=args.relative,
     )
     if args.csv:
         _write(args.csv, render.to_csv(comparison))

@@ -39,6 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
                         help=f"bootstrap replicates per row (default {N_BOOT})")
+    parser.add_argument("--drift", default="auto", metavar="auto|off|FRACTION",
+                        help="as in compare")
+    parser.add_argument("--relative", action="store_true", help="as in compare")
     parser.set_defaults(main=main)
     return parser
 
@@ -49,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
     options = {}
     if args.run_b is not None:
         options = dict(by=args.by, threshold=args.threshold, alpha=args.alpha,
-                       allow_mismatch=args.allow_mismatch, seed=args.seed, n_boot=args.bootstrap)
+                       allow_mismatch=args.allow_mismatch, seed=args.seed, n_boot=args.bootstrap,
+                       drift=args.drift, relative=args.relative)
     html_path, md_path = write_report(args.run, args.run_b, output=args.output, top=args.top,
                                       **options)
     print(f"wrote {html_path}")

@@ -20,9 +20,18 @@ from hipdnn_trace.compare.verdict import (
     MIN_SAMPLES,
     SLOWER,
     VERDICTS,
+    band,
     decide,
 )
 from hipdnn_trace.errors import UserError
+
+
+def fmt_change(ratio: float) -> str:
+    """Ratio B/A in words, e.g. ``B 3.1% slower``."""
+    if math.isnan(ratio):
+        return "no rows tested"
+    pct = (ratio - 1.0) * 100.0
+    return f"B {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}"
 
 #: Bootstrap replicates per row; 2000 keeps the 2.5% / 97.5% percentiles stable to
 #: well under the threshold's resolution while a 500-row suite stays a few seconds.
@@ -43,8 +52,10 @@ TABLE_SCHEMA: dict[str, pl.DataType] = {
     "median_a": pl.Float64(),
     "median_b": pl.Float64(),
     "ratio": pl.Float64(),       # median_b / median_a (> 1: B slower)
-    "ci_low": pl.Float64(),
+    "ci_low": pl.Float64(),      # 95% CI of the ratio: sampling (bootstrap) and drift
     "ci_high": pl.Float64(),
+    "boot_low": pl.Float64(),    # 95% CI from the bootstrap alone (within-run noise)
+    "boot_high": pl.Float64(),
     "p_value": pl.Float64(),     # two-sided Mann-Whitney U
     "p_holm": pl.Float64(),      # Holm-adjusted across the suite
     "verdict": pl.String(),
@@ -60,6 +71,24 @@ UNMATCHED_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),
     "n": pl.Int64(),
 }
+
+
+Z95 = 1.959963984540054
+
+
+def _parse_drift(drift: float | str) -> float | None:
+    """``"auto"`` -> None (estimate), ``"off"`` -> 0, else a non-negative fraction."""
+    if drift == "auto":
+        return None
+    if drift == "off":
+        return 0.0
+    try:
+        value = float(drift)
+    except (TypeError, ValueError):
+        raise UserError(f"--drift must be auto, off or a fraction like 0.02, got {drift!r}") from None
+    if not 0 <= value < 1:
+        raise UserError(f"--drift must be in [0, 1), got {value}")
+    return value
 
 
 class TimingMismatchError(UserError):
@@ -147,15 +176,102 @@ def _test_pairs(
         if not notes:
             estimate = stats.median_ratio(a, b, n_boot=n_boot, rng=rng)
             row.update(
-                ci_low=estimate.ci_low,
-                ci_high=estimate.ci_high,
+                boot_low=estimate.ci_low,
+                boot_high=estimate.ci_high,
                 p_value=stats.mann_whitney_u(a, b).p_value,
             )
             row["_boot"] = len(boots)
+            row["_samples"] = (a, b)
             boots.append(estimate.log_boot)
         row["note"] = "; ".join(notes) or None
         rows.append(row)
     return rows, boots
+
+
+@dataclass
+class _Judged:
+    geomean: float
+    geomean_ci: tuple[float, float]
+    drift: float
+    relative_to: float | None
+    notes: list[str]
+
+
+def _judge(
+    rows: list[dict[str, Any]],
+    boots: list[np.ndarray],
+    *,
+    threshold: float,
+    alpha: float,
+    fixed_drift: float | None,
+    relative: bool,
+    n_boot: int,
+) -> _Judged:
+    """Drift, Holm, widened CIs and verdicts for the tested rows (in place), and the geomean."""
+    notes: list[str] = []
+    tested = [r for r in rows if "_boot" in r]
+    log_ratios = np.array([math.log(r["ratio"]) for r in tested])
+    sampling_se = np.array(
+        [(math.log(r["boot_high"]) - math.log(r["boot_low"])) / (2 * Z95) for r in tested]
+    )
+    centre, tau = stats.suite_noise(log_ratios, sampling_se)
+    if fixed_drift is not None:
+        tau = fixed_drift
+    relative_to = None
+    if relative:
+        if len(tested) < stats.MIN_DRIFT_ROWS:
+            raise UserError(
+                f"--relative needs at least {stats.MIN_DRIFT_ROWS} tested graphs to find the "
+                f"suite's centre; this comparison has {len(tested)}"
+            )
+        relative_to = math.exp(centre)
+        notes.append(
+            f"ratios are relative to the suite's centre ({relative_to:.3f}): each verdict says "
+            "how a graph moved against the rest; the geomean is absolute"
+        )
+        for row in tested:
+            a, b = row["_samples"]
+            row["p_value"] = stats.mann_whitney_u(a, b / relative_to).p_value
+            for name in ("ratio", "boot_low", "boot_high"):
+                row[name] /= relative_to
+    if Z95 * tau >= math.log1p(threshold):
+        source = "estimated from the suite" if fixed_drift is None else "given"
+        notes.append(
+            f"run-to-run drift of {tau:.1%} per graph ({source}) is as large as the "
+            f"{threshold:.0%} threshold: only much larger changes get a verdict. More "
+            "iterations do not shrink drift; a quieter machine (or runs made back to back) does"
+        )
+    p_raw = np.array(
+        [math.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float
+    )
+    for row, p in zip(rows, stats.holm(p_raw)):
+        row["p_holm"] = None if math.isnan(p) else float(p)
+        if "_boot" in row:
+            low, high = stats.widen_log_interval(
+                math.log(row["ratio"]), math.log(row["boot_low"]), math.log(row["boot_high"]), tau
+            )
+            row["ci_low"], row["ci_high"] = math.exp(low), math.exp(high)
+        row["verdict"] = decide(
+            row.get("ci_low"), row.get("ci_high"), row["p_holm"], threshold=threshold, alpha=alpha
+        )
+    geo, geo_lo, geo_hi = stats.geomean_ratio(
+        log_ratios,
+        np.array([boots[r["_boot"]] for r in tested]) if tested else np.zeros((0, n_boot)),
+    )
+    if tested and tau > 0:  # independent per-graph drift averages down as 1/sqrt(rows)
+        low, high = stats.widen_log_interval(
+            math.log(geo), math.log(geo_lo), math.log(geo_hi), tau / math.sqrt(len(tested))
+        )
+        geo_lo, geo_hi = math.exp(low), math.exp(high)
+    lower, upper = band(threshold)
+    if tested and not relative and (geo_lo > upper or geo_hi < lower):
+        notes.append(
+            f"the whole suite moved ({fmt_change(geo)} geomean, CI beyond the "
+            f"{threshold:.0%} band): if B did not change every graph, the machine differed "
+            "between the runs (load, clocks, thermals); run back to back on an idle machine, "
+            "or judge graphs against each other with --relative"
+        )
+    return _Judged(geo, (geo_lo, geo_hi), tau, relative_to, notes)
 
 
 def compare_runs(
@@ -168,9 +284,16 @@ def compare_runs(
     allow_mismatch: bool = False,
     seed: int = 0,
     n_boot: int = N_BOOT,
+    drift: float | str = "auto",
+    relative: bool = False,
 ) -> Comparison:
     """Compare run B against run A (run directories, files in them, or loaded runs).
 
+    ``drift`` is the run-to-run sd of log(B/A) per graph that widens every CI:
+    ``"auto"`` estimates it from the suite (0 below 10 rows), ``"off"`` is 0, a number
+    sets it (e.g. from an A/A calibration of the machine). ``relative`` judges each
+    graph against the suite's centre instead of 1, for machines whose overall speed
+    moves between runs (a suite-wide change then shows only in the geomean).
     Raises :class:`TimingMismatchError` when the runs were timed differently (timer,
     cache mode, clock control, ...) unless ``allow_mismatch``.
     """
@@ -180,6 +303,7 @@ def compare_runs(
         raise UserError(f"--alpha must be in (0, 1), got {alpha}")
     if n_boot < 100:
         raise UserError(f"--bootstrap must be >= 100, got {n_boot}")
+    fixed_drift = _parse_drift(drift)
     run_a, run_b = load_input(a), load_input(b)
     label_a, label_b = run_label(run_a), run_label(run_b)
     differences = method_differences(run_a.meta, run_b.meta)
@@ -196,24 +320,9 @@ def compare_runs(
     notes.extend(matched.notes)
     rows, boots = _test_pairs(matched.pairs, n_boot=n_boot, seed=seed)
 
-    p_raw = np.array(
-        [math.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float
-    )
-    p_adj = stats.holm(p_raw)
-    tested_log_ratios, tested_boot = [], []
-    for row, p in zip(rows, p_adj):
-        row["p_holm"] = None if math.isnan(p) else float(p)
-        row["verdict"] = decide(
-            row.get("ci_low"), row.get("ci_high"), row["p_holm"], threshold=threshold, alpha=alpha
-        )
-        index = row.pop("_boot", None)
-        if index is not None:
-            tested_log_ratios.append(math.log(row["ratio"]))
-            tested_boot.append(boots[index])
-    geo, geo_lo, geo_hi = stats.geomean_ratio(
-        np.array(tested_log_ratios),
-        np.array(tested_boot) if tested_boot else np.zeros((0, n_boot)),
-    )
+    judged = _judge(rows, boots, threshold=threshold, alpha=alpha, fixed_drift=fixed_drift,
+                    relative=relative, n_boot=n_boot)
+    notes.extend(judged.notes)
     table = pl.DataFrame(
         {name: [r.get(name) for r in rows] for name in TABLE_SCHEMA}, schema=TABLE_SCHEMA
     )
@@ -230,8 +339,8 @@ def compare_runs(
     )
     return Comparison(
         table=table,
-        geomean=geo,
-        geomean_ci=(geo_lo, geo_hi),
+        geomean=judged.geomean,
+        geomean_ci=judged.geomean_ci,
         validation_changes=changes,
         unmatched=unmatched,
         label_a=label_a,
@@ -244,7 +353,10 @@ def compare_runs(
             "n_boot": n_boot,
             "min_samples": MIN_SAMPLES,
             "test": "Mann-Whitney U (two-sided), Holm-adjusted",
-            "ci": "percentile bootstrap of median(B)/median(A), 95%",
+            "ci": "percentile bootstrap of median(B)/median(A), 95%, widened by drift",
+            "drift": judged.drift,
+            "drift_source": "estimated from the suite" if fixed_drift is None else "given",
+            "relative_to": judged.relative_to,
         },
         method_differences=differences,
         notes=notes,

@@ -2,13 +2,12 @@
 
 ``compare`` and ``report`` accept a run directory, any file inside one (run.json,
 summary.json, iterations.parquet, ...), or a bare ``iterations.parquet`` written
-elsewhere (then there is no run.json, so the timing method is unknown).
+elsewhere (then there is no run.json, so the timing method is unknown). Run
+directories are read by ``hipdnn_trace.results.rundir.load_run``.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -17,79 +16,19 @@ import polars as pl
 
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
+from hipdnn_trace.results.rundir import Run, load_run
 
-#: Files a run directory may hold; naming any of them means "this run".
-RUN_FILES = {
-    "run.json",
-    "summary.csv",
-    "summary.json",
-    "iterations.parquet",
-    "validation.csv",
-    "kernels.parquet",
-    "counters.parquet",
-    "trace.pftrace",
-}
-
-
-@dataclass
-class LoadedRun:
-    """The frames of one run; same fields as ``hipdnn_trace.results.rundir.Run``."""
-
-    path: Path
-    meta: dict[str, Any]
-    summary: pl.DataFrame
-    iterations: pl.DataFrame
-    validation: pl.DataFrame
-    kernels: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.KERNELS))
-    counters: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.COUNTERS))
-
-
-def _read_frame(path: Path, schema: schemas.Schema) -> pl.DataFrame:
-    if not path.exists():
-        return schemas.empty(schema)
+def _load_bare_iterations(path: Path) -> Run:
+    """A lone iterations file: raw samples without run.json (timing method unknown)."""
     try:
-        if path.suffix == ".parquet":
-            df = pl.read_parquet(path)
-        else:
-            present = pl.read_csv(path, n_rows=0).columns
-            overrides = {c: t for c, t in schema.items() if c in present}
-            df = pl.read_csv(path, schema_overrides=overrides)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from exc
-    return schemas.conform(df, schema)
-
-
-def _load_run_directory(path: Path) -> LoadedRun:
-    """Stand-in for ``hipdnn_trace.results.rundir.load_run`` (same files, same frames)."""
-    meta_path = path / "run.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{meta_path}: cannot read: {exc}") from exc
-    if not isinstance(meta, dict):
-        raise UserError(f"{meta_path}: expected a JSON object")
-    return LoadedRun(
-        path=path,
-        meta=meta,
-        summary=_read_frame(path / "summary.csv", schemas.SUMMARY),
-        iterations=_read_frame(path / "iterations.parquet", schemas.ITERATIONS),
-        validation=_read_frame(path / "validation.csv", schemas.VALIDATION),
-        kernels=_read_frame(path / "kernels.parquet", schemas.KERNELS),
-        counters=_read_frame(path / "counters.parquet", schemas.COUNTERS),
-    )
-
-
-def _load_bare_iterations(path: Path) -> LoadedRun:
-    iterations = _read_frame(path, schemas.ITERATIONS)
+        iterations = pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for corrupt files
+        raise UserError(f"{path}: cannot read ({' '.join(str(exc).split())[:200]})") from None
+    iterations = schemas.conform(iterations, schemas.ITERATIONS)
     run_ids = iterations["run_id"].drop_nulls().unique().to_list()
     meta: dict[str, Any] = {"run_id": run_ids[0] if len(run_ids) == 1 else path.stem}
-    return LoadedRun(
-        path=path,
-        meta=meta,
-        summary=schemas.empty(schemas.SUMMARY),
-        iterations=iterations,
-        validation=schemas.empty(schemas.VALIDATION),
-    )
+    empty = {name: schemas.empty(schema) for name, schema in schemas.FRAMES.items()}
+    return Run(path=path, meta=meta, **{**empty, "iterations": iterations})
 
 
 def load_input(source: Any) -> Any:
@@ -106,7 +45,7 @@ def load_input(source: Any) -> Any:
     if not path.exists():
         raise UserError(f"{path}: no such run directory or file")
     if path.is_file():
-        if path.name in RUN_FILES and (path.parent / "run.json").exists():
+        if (path.parent / "run.json").exists():  # any file of a run names that run
             path = path.parent
         elif path.suffix == ".parquet":
             return _load_bare_iterations(path)
@@ -117,7 +56,7 @@ def load_input(source: Any) -> Any:
             )
     if not (path / "run.json").exists():
         raise UserError(f"{path}: not a run directory (no run.json)")
-    return _load_run_directory(path)
+    return load_run(path)
 
 
 def run_label(run: Any) -> str:

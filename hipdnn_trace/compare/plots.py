@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -21,11 +22,15 @@ VERDICT_COLORS = {"SLOWER": "#c0392b", "FASTER": "#27ae60", "SAME": "#7f8c8d",
                   "INCONCLUSIVE": "#e0a800"}
 DPI = 100
 
+#: boxplot's ``vert=False`` became ``orientation="horizontal"`` in matplotlib 3.10.
+_MPL = tuple(int(p) for p in matplotlib.__version__.split(".")[:2] if p.isdigit())
+HORIZONTAL = {"orientation": "horizontal"} if _MPL >= (3, 10) else {"vert": False}
+
 
 def _png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
 
 
@@ -48,7 +53,7 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
     if not items:
         return None
     two = any(d.b is not None for d in items)
-    fig = Figure(figsize=(9, 0.5 + 0.45 * len(items) * (1.6 if two else 1.0)))
+    fig = Figure(figsize=(9, 0.5 + 0.45 * len(items) * (1.6 if two else 1.0)), layout="constrained")
     ax = fig.add_subplot()
     ticks, names = [], []
     for row, d in enumerate(reversed(items)):
@@ -59,7 +64,7 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
             series.append((d.b, y - 0.4, COLOR_B))
         for values, pos, color in series:
             if len(values):
-                box = ax.boxplot(values / reference, positions=[pos], orientation="horizontal",
+                box = ax.boxplot(values / reference, positions=[pos], **HORIZONTAL,
                                  widths=0.6, patch_artist=True, showfliers=True,
                                  flierprops={"markersize": 2, "markeredgecolor": color},
                                  medianprops={"color": "black"})
@@ -98,7 +103,7 @@ def time_series(panels: Sequence[tuple[str, Series, Series | None]],
         return None
     columns = min(columns, len(panels))
     rows = math.ceil(len(panels) / columns)
-    fig = Figure(figsize=(4.2 * columns, 2.6 * rows))
+    fig = Figure(figsize=(4.2 * columns, 2.6 * rows), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False)
     any_flag = False
     for ax, (title, a, b) in zip(axes.flat, panels):
@@ -129,9 +134,7 @@ def time_series(panels: Sequence[tuple[str, Series, Series | None]],
         handles.append(Line2D([], [], marker="x", color="#c0392b", linestyle=""))
         names.append("SM clock < 90% of max")
     if len(names) > 1:
-        fig.legend(handles, names, loc="upper center", ncols=len(names), fontsize=8,
-                   bbox_to_anchor=(0.5, 1.02))
-    fig.tight_layout()
+        fig.legend(handles, names, loc="outside upper center", ncols=len(names), fontsize=8)
     return _png(fig)
 
 
@@ -145,7 +148,7 @@ def ratio_bars(names: Sequence[str], ratios: Sequence[float], lows: Sequence[flo
         rows.insert(0, ("geomean (all tested rows)", *geomean, "GEOMEAN"))
     if not rows:
         return None
-    fig = Figure(figsize=(9, 0.6 + 0.32 * len(rows)))
+    fig = Figure(figsize=(9, 0.6 + 0.32 * len(rows)), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(rows))[::-1]
     change = np.array([(r[1] - 1) * 100 for r in rows])
@@ -169,34 +172,41 @@ def ratio_bars(names: Sequence[str], ratios: Sequence[float], lows: Sequence[flo
     return _png(fig)
 
 
-def roofline(points: Sequence[tuple[str, float, float]], peak_tflops: float | None,
+def roofline(points: Sequence[tuple[str, str, float, float]], peak_tflops: float | None,
              peak_gbps: float | None) -> bytes | None:
-    """TFLOPS against arithmetic intensity (FLOP/byte), one colour per group.
+    """TFLOPS against arithmetic intensity (FLOP/byte): colour per config, marker per run.
 
-    ``points`` are (group, intensity, tflops); the roof is drawn when the GPU's peak
-    compute and bandwidth are known.
+    ``points`` are (run tag, config, intensity, tflops); run "A" is drawn hollow so B's
+    points stay visible on top. The roof is drawn when the GPU's peaks are known.
     """
-    points = [p for p in points if p[1] and p[2] and p[1] > 0 and p[2] > 0]
+    points = [p for p in points if p[2] and p[3] and p[2] > 0 and p[3] > 0]
     if not points:
         return None
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    groups = sorted({p[0] for p in points})
-    palette = [COLOR_B, COLOR_A, "#e67e22", "#8e44ad", "#16a085", "#c0392b"]
-    for i, group in enumerate(groups):
-        xs = [p[1] for p in points if p[0] == group]
-        ys = [p[2] for p in points if p[0] == group]
-        ax.scatter(xs, ys, s=14, color=palette[i % len(palette)], label=group, alpha=0.8)
+    configs = sorted({p[1] for p in points})
+    palette = [COLOR_B, "#e67e22", "#8e44ad", "#16a085", "#c0392b", "#34495e"]
+    for run in sorted({p[0] for p in points}):
+        for i, config in enumerate(configs):
+            chosen = [p for p in points if p[0] == run and p[1] == config]
+            if not chosen:
+                continue
+            color = palette[i % len(palette)]
+            hollow = run == "A"
+            ax.scatter([p[2] for p in chosen], [p[3] for p in chosen], s=22, alpha=0.85,
+                       facecolors="none" if hollow else color, edgecolors=color,
+                       label=f"{run}: {config}" if run else config)
     ax.set_xscale("log")
     ax.set_yscale("log")
     if peak_tflops and peak_gbps:
-        xs = np.array([p[1] for p in points])
+        xs = np.array([p[2] for p in points])
         grid = np.logspace(np.log10(xs.min() / 4), np.log10(xs.max() * 4), 200)
         ax.plot(grid, np.minimum(peak_tflops, peak_gbps * grid / 1e3), color="black",
                 linewidth=1, label="roofline")
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from hipdnn_trace.compare.comparison import Comparison
+from hipdnn_trace.compare.comparison import Comparison, fmt_change
 from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
 
 #: Console order: what needs attention first.
@@ -33,14 +33,6 @@ def fmt_p(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
     return "<1e-4" if value < 1e-4 else f"{value:.2g}"
-
-
-def fmt_change(ratio: float) -> str:
-    """Ratio B/A in words, e.g. ``B 3.1% slower``."""
-    if math.isnan(ratio):
-        return "no rows tested"
-    pct = (ratio - 1.0) * 100.0
-    return f"B {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}"
 
 
 def display_order(table: pl.DataFrame) -> pl.DataFrame:
@@ -74,7 +66,9 @@ def console(comparison: Comparison, top: int = 5) -> str:
     s = c.settings
     out = [
         f"A = {c.label_a}   B = {c.label_b}   (by {s['by']}, threshold {s['threshold']:.0%}, "
-        f"alpha {s['alpha']}, Holm over {int(c.table['p_holm'].is_not_null().sum())} rows)",
+        f"alpha {s['alpha']}, Holm over {int(c.table['p_holm'].is_not_null().sum())} rows, "
+        f"drift {s['drift']:.1%} {'estimated' if s['drift_source'].startswith('estimated') else 'given'}"
+        + (f", relative to the suite's centre {s['relative_to']:.3f})" if s.get("relative_to") else ")"),
         "",
     ]
     header = ["graph", "config", "engine", "n_a", "n_b", "median A ms", "median B ms",

@@ -125,7 +125,8 @@ def verdict_section(c: Comparison, top: int) -> Section:
     paragraphs = [
         f"B = {c.label_b} against A = {c.label_a}, paired by {s['by']}; threshold "
         f"{s['threshold']:.0%}, alpha {s['alpha']} (Holm-adjusted Mann-Whitney U), "
-        f"ratio of medians with a {s['n_boot']}-replicate bootstrap 95% CI (seed {s['seed']}).",
+        f"ratio of medians with a {s['n_boot']}-replicate bootstrap 95% CI (seed {s['seed']}), "
+        f"widened by a run-to-run drift of {s['drift']:.1%} per graph ({s['drift_source']}).",
         f"Verdicts: {counts}.",
     ]
     if not math.isnan(c.geomean):
@@ -282,8 +283,7 @@ def throughput_section(runs: list[Any]) -> Section | None:
             pl.col("flops").is_not_null() & pl.col("bytes").is_not_null()
             & pl.col("tflops").is_not_null() & (pl.col("bytes") > 0))
         for r in frame.iter_rows(named=True):
-            group = f"{tag}: {r['config']}" if tag else str(r["config"])
-            points.append((group, r["flops"] / r["bytes"], r["tflops"]))
+            points.append((tag, str(r["config"]), r["flops"] / r["bytes"], r["tflops"]))
     counters = [r for r in runs if r.counters.height]
     if not points and not counters:
         return None

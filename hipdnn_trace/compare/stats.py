@@ -164,6 +164,113 @@ def median_ratio(
     return RatioEstimate(ratio, float(math.exp(lo)), float(math.exp(hi)), log_boot)
 
 
+#: Fewest tested rows from which the run-to-run drift is estimated; below it, 0.
+MIN_DRIFT_ROWS = 10
+
+
+def _normal_quantile(p: float) -> float:
+    """Inverse standard normal CDF by bisection on math.erf (no scipy)."""
+    low, high = -10.0, 10.0
+    for _ in range(80):
+        mid = (low + high) / 2.0
+        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
+#: Rows whose standardised deviation exceeds this are set aside as probable real
+#: changes while the drift is estimated from the rest.
+DRIFT_TRIM = 2.5
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    order = np.argsort(values)
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, cumulative[-1] / 2.0)])
+
+
+def _drift_for_target(deviation: np.ndarray, variance: np.ndarray, target: float) -> float:
+    """Smallest tau with weighted-median(|z|) <= target, z = deviation / sqrt(variance + tau^2).
+
+    Weights 1 / (variance + tau^2): a row whose own noise dwarfs any drift says nothing
+    about the drift, and must not pull the median of |z| down.
+    """
+
+    def median_z(tau: float) -> float:
+        total = variance + tau**2 + 1e-300
+        return _weighted_median(deviation / np.sqrt(total), 1.0 / total)
+
+    if median_z(0.0) <= target:
+        return 0.0
+    low, high = 0.0, float(deviation.max()) / target + 1e-12
+    for _ in range(60):  # median_z falls as tau grows
+        mid = (low + high) / 2.0
+        low, high = (mid, high) if median_z(mid) > target else (low, mid)
+    return high
+
+
+def suite_noise(log_ratios: np.ndarray, sampling_se: np.ndarray) -> tuple[float, float]:
+    """(centre, tau) of a suite's log ratios: where the unchanged graphs sit, and the
+    run-to-run drift, the sd of log(B/A) per graph that the within-run samples miss.
+
+    Two runs of the same code differ graph by graph (clocks, thermals, neighbours,
+    memory placement) by more than each run's own samples suggest. Across a suite,
+    that shows as log ratios scattered wider than their bootstrap standard errors:
+    tau is the extra sd that makes ``z = (log_ratio - centre) / sqrt(se^2 + tau^2)``
+    standard normal, judged by the median of |z| (a robust Paule-Mandel estimator;
+    the median is weighted by 1 / (se^2 + tau^2), so rows too noisy to show any drift
+    do not dilute it).
+
+    Real changes must not count as drift, or a regression of part of the suite would
+    hide itself. So after a first estimate from every row, rows with |z| > 2.5 are set
+    aside as probable changes and centre and tau are re-estimated from the rest (the
+    target is then the median |z| of a normal truncated at 2.5, so trimming does not
+    shrink tau), until the rows kept stop changing. Starting from the all-rows
+    estimate errs on the side of a larger tau (fewer false verdicts): when a large
+    share of the suite really changed, tau grows and those rows turn INCONCLUSIVE
+    rather than hiding the change completely (the geomean still shows it).
+    Returns (0, 0) for fewer than ``MIN_DRIFT_ROWS`` rows: no estimate is possible.
+    """
+    log_ratios = np.asarray(log_ratios, dtype=float)
+    variance = np.asarray(sampling_se, dtype=float) ** 2
+    if len(log_ratios) < MIN_DRIFT_ROWS:
+        return 0.0, 0.0
+    kept_mass = math.erf(DRIFT_TRIM / math.sqrt(2.0))  # P(|Z| <= trim)
+    trimmed_target = _normal_quantile(0.5 + kept_mass / 4.0)  # median |Z| given |Z| <= trim
+    centre = _weighted_median(log_ratios, 1.0 / (variance + 1e-300))
+    tau = _drift_for_target(np.abs(log_ratios - centre), variance, _normal_quantile(0.75))
+    keep = np.ones(len(log_ratios), dtype=bool)
+    for _ in range(100):
+        z = np.abs(log_ratios - centre) / np.sqrt(variance + tau**2 + 1e-300)
+        new_keep = z <= DRIFT_TRIM
+        if new_keep.sum() < MIN_DRIFT_ROWS or (new_keep == keep).all():
+            break
+        keep = new_keep
+        centre = _weighted_median(log_ratios[keep], 1.0 / (variance[keep] + tau**2 + 1e-300))
+        tau = _drift_for_target(np.abs(log_ratios[keep] - centre), variance[keep], trimmed_target)
+    return centre, tau
+
+
+def suite_drift(log_ratios: np.ndarray, sampling_se: np.ndarray) -> float:
+    """The drift tau of :func:`suite_noise` alone."""
+    return suite_noise(log_ratios, sampling_se)[1]
+
+
+def widen_log_interval(
+    log_ratio: float, log_low: float, log_high: float, drift: float, z: float = 1.959963984540054
+) -> tuple[float, float]:
+    """A CI (log scale) widened by drift: each side's half-width h becomes sqrt(h^2 + (z*drift)^2).
+
+    Adding variances side by side keeps the bootstrap's asymmetry.
+    """
+    extra = (z * drift) ** 2
+    low = log_ratio - math.sqrt((log_ratio - log_low) ** 2 + extra)
+    high = log_ratio + math.sqrt((log_high - log_ratio) ** 2 + extra)
+    return low, high
+
+
 def geomean_ratio(
     log_ratios: np.ndarray, log_boot: np.ndarray, confidence: float = 0.95
 ) -> tuple[float, float, float]:

@@ -129,3 +129,38 @@ def test_geomean_of_known_ratios() -> None:
     assert point == pytest.approx(1.0)
     assert lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
     assert all(math.isnan(v) for v in stats.geomean_ratio(np.array([]), np.zeros((0, 5))))
+
+
+def test_drift_needs_ten_rows() -> None:
+    assert stats.suite_drift(np.array([0.5] * 9), np.full(9, 0.01)) == 0.0
+
+
+def test_drift_is_zero_when_the_scatter_is_explained_by_sampling() -> None:
+    rng = np.random.default_rng(0)
+    se = rng.uniform(0.005, 0.05, 400)
+    assert stats.suite_drift(rng.normal(0, se), se) < 0.004
+
+
+@pytest.mark.parametrize("tau", [0.01, 0.03, 0.08])
+def test_drift_recovers_the_extra_scatter(tau: float) -> None:
+    rng = np.random.default_rng(int(tau * 1000))
+    se = rng.uniform(0.002, 0.04, 400)  # rows of very different noise
+    log_ratios = 0.02 + rng.normal(0, np.sqrt(se**2 + tau**2))  # plus a common shift
+    assert stats.suite_drift(log_ratios, se) == pytest.approx(tau, rel=0.25)
+
+
+def test_drift_ignores_a_fifth_of_the_suite_really_changing() -> None:
+    rng = np.random.default_rng(5)
+    se = np.full(200, 0.005)
+    log_ratios = rng.normal(0, np.sqrt(se**2 + 0.01**2))
+    log_ratios[:40] += np.log(1.15)  # 20% of graphs got 15% slower
+    assert stats.suite_drift(log_ratios, se) == pytest.approx(0.01, rel=0.3)
+
+
+def test_widen_log_interval_adds_variances_per_side() -> None:
+    low, high = stats.widen_log_interval(0.0, -0.03, 0.01, drift=0.0)
+    assert (low, high) == pytest.approx((-0.03, 0.01))
+    z = 1.959963984540054
+    low, high = stats.widen_log_interval(0.1, 0.07, 0.14, drift=0.02)
+    assert 0.1 - low == pytest.approx(math.hypot(0.03, z * 0.02))
+    assert high - 0.1 == pytest.approx(math.hypot(0.04, z * 0.02))

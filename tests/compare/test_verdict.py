@@ -101,3 +101,44 @@ def test_holm_turns_a_lone_significance_into_inconclusive_in_a_large_suite(
     assert suite_row["p_value"] == pytest.approx(alone_row["p_value"])
     assert suite_row["p_holm"] >= 0.05
     assert suite_row["verdict"] != SLOWER
+
+
+def _drifting_suite(make_run, rng, drift: float, n_graphs: int = 40):
+    """Two runs of the same code whose graphs each drift by a per-run offset."""
+    a, b = {}, {}
+    for i in range(n_graphs):
+        base = 1.0 + i * 0.1
+        a[f"g{i}"] = base * np.exp(rng.normal(0, drift) + rng.normal(0, 0.01, 100))
+        b[f"g{i}"] = base * np.exp(rng.normal(0, drift) + rng.normal(0, 0.01, 100))
+    return make_run("A", a), make_run("B", b)
+
+
+def test_drift_widens_intervals_and_avoids_false_verdicts(make_run) -> None:
+    a, b = _drifting_suite(make_run, np.random.default_rng(2), drift=0.03)
+    off = compare_runs(a, b, drift="off")
+    auto = compare_runs(a, b)
+    false_off = off.counts[SLOWER] + off.counts[FASTER]
+    false_auto = auto.counts[SLOWER] + auto.counts[FASTER]
+    assert false_off >= 4  # tight within-run CIs alone: drift reads as change
+    assert false_auto <= 1
+    assert auto.settings["drift"] == pytest.approx(0.03 * math.sqrt(2), rel=0.3)
+    row = auto.table.row(0, named=True)
+    assert row["ci_low"] < row["boot_low"] and row["ci_high"] > row["boot_high"]
+
+
+def test_given_drift_is_used_as_is(make_run, timings) -> None:
+    a = make_run("A", {"g": timings(1.0, 0.01, 100)})
+    b = make_run("B", {"g": timings(1.1, 0.01, 100)})
+    assert compare_runs(a, b).table["verdict"][0] == SLOWER  # one row: no drift estimate
+    result = compare_runs(a, b, drift=0.05)
+    assert result.settings["drift"] == 0.05
+    assert result.table["verdict"][0] == INCONCLUSIVE
+    assert any("as large as the 5% threshold" in n for n in result.notes)
+
+
+def test_whole_suite_shift_is_noted(make_run, timings) -> None:
+    a = make_run("A", {f"g{i}": timings(1.0 + i, 0.01, 60) for i in range(12)})
+    b = make_run("B", {f"g{i}": timings((1.0 + i) * 1.2, 0.01, 60) for i in range(12)})
+    result = compare_runs(a, b)
+    assert result.counts[SLOWER] == 12
+    assert any("the whole suite moved (B 20" in n for n in result.notes)

@@ -1,0 +1,228 @@
+"""Open the report in a real headless Chromium and check it loads cleanly.
+
+Chromium is driven over its DevTools protocol on a pipe (``--remote-debugging-pipe``:
+JSON messages separated by NUL on fds 3 and 4), so the test sees what a user's browser
+would: script errors, failed or network requests, broken images, and a screenshot.
+Skips when no Chromium is installed (Debian: ``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import io
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hipdnn_trace.cli import main
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
+                 if p), None)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-extensions", "--hide-scrollbars", "--remote-debugging-pipe"]
+
+PLACE_FDS_AND_EXEC = (
+    "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
+    "os.execv(sys.argv[3], sys.argv[3:])"
+)
+
+
+class DevTools:
+    """The smallest DevTools client: send a command, wait for its reply, keep the events."""
+
+    def __init__(self, user_data: Path) -> None:
+        self.log_path = user_data.with_name("chromium.log")
+        self._log = self.log_path.open("wb")
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+        for_child = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_child_r, from_child_w)]
+        os.close(to_child_r)
+        os.close(from_child_w)
+        to_child_r, from_child_w = for_child  # >= 10, so the shell's 3< and 4> cannot clash
+        # Chromium reads commands on fd 3 and answers on fd 4; a tiny exec wrapper puts them
+        # there (dash cannot redirect fds above 9, and Popen would close 3 and 4 itself).
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", PLACE_FDS_AND_EXEC, str(to_child_r), str(from_child_w),
+             CHROMIUM, *FLAGS, f"--user-data-dir={user_data}", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log,
+            pass_fds=(to_child_r, from_child_w),
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._from_child], [], [], left)[0]:
+                raise TimeoutError("chromium did not answer in time")
+            chunk = os.read(self._from_child, 1 << 20)
+            if not chunk:
+                raise RuntimeError(f"chromium closed the DevTools pipe: {self.log_tail()}")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def send(self, method: str, session: str | None = None, timeout: float = 30,
+             **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        request: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            request["sessionId"] = session
+        try:
+            os.write(self._to_child, json.dumps(request).encode() + b"\0")
+        except BrokenPipeError:
+            self._proc.wait(timeout=10)
+            raise RuntimeError(f"chromium exited {self._proc.returncode}: {self.log_tail()}")
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._read_message(deadline)
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def wait_for(self, method: str, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        for event in self.events:
+            if event.get("method") == method:
+                return event
+        while True:
+            message = self._read_message(deadline)
+            self.events.append(message)
+            if message.get("method") == method:
+                return message
+
+    def log_tail(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-2000:]
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=5)
+        except Exception:  # noqa: BLE001 - it may be gone already
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        os.close(self._to_child)
+        os.close(self._from_child)
+        self._log.close()
+
+
+def open_in_chromium(html: Path, tmp: Path) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
+    """Load ``html``; return page facts (from JS after load), a full-page PNG, all events."""
+    browser = DevTools(tmp / "chromium-profile")
+    try:
+        target = next(t for t in browser.send("Target.getTargets")["targetInfos"]
+                      if t["type"] == "page")
+        session = browser.send("Target.attachToTarget", targetId=target["targetId"],
+                               flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            browser.send(f"{domain}.enable", session)
+        browser.send("Emulation.setDeviceMetricsOverride", session, width=1280, height=900,
+                     deviceScaleFactor=1, mobile=False)
+        browser.send("Page.navigate", session, url=html.resolve().as_uri())
+        browser.wait_for("Page.loadEventFired")
+        facts = browser.send("Runtime.evaluate", session, returnByValue=True, expression="""
+            JSON.stringify({
+              title: document.title,
+              sections: [...document.querySelectorAll('section')].map(s => s.id),
+              images: [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]),
+              tables: document.querySelectorAll('table').length,
+              scripts: document.scripts.length,
+              height: document.documentElement.scrollHeight,
+            })""")["result"]["value"]
+        shot = browser.send("Page.captureScreenshot", session, format="png",
+                            captureBeyondViewport=True)["data"]
+        return json.loads(facts), base64.b64decode(shot), browser.events
+    finally:
+        browser.close()
+
+
+def _errors(events: list[dict[str, Any]]) -> list[str]:
+    found = []
+    for e in events:
+        method, params = e.get("method"), e.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            found.append(f"exception: {params['exceptionDetails'].get('text')}")
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            found.append(f"console: {params.get('args')}")
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            found.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+        elif method == "Network.loadingFailed":
+            found.append(f"load failed: {params.get('errorText')}")
+    return found
+
+
+def _requested_urls(events: list[dict[str, Any]]) -> list[str]:
+    return [e["params"]["request"]["url"] for e in events
+            if e.get("method") == "Network.requestWillBeSent"]
+
+
+@pytest.fixture
+def ab_report(make_run, timings, tmp_path: Path) -> Path:
+    names = [f"graph_{i:02d}" for i in range(8)]
+    a = make_run("base", {n: timings(0.2 + i, 0.04, 40) for i, n in enumerate(names)},
+                 warmup={n: [5.0, 3.0] for n in names},
+                 validation=[{"graph": n, "passed": True, "max_rel": 1e-6} for n in names])
+    b = make_run("head", {n: timings((0.2 + i) * (1.2 if i == 2 else 1.0), 0.04, 40)
+                          for i, n in enumerate(names)},
+                 warmup={n: [5.0, 3.0] for n in names},
+                 clock_flags={names[0]: [False] * 30 + [True] * 10},
+                 validation=[{"graph": n, "passed": n != names[5], "max_rel": 1e-6}
+                             for n in names])
+    out = tmp_path / "report" / "ab.html"
+    assert main(["report", str(a), str(b), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_ab_report_renders_in_headless_chromium(ab_report: Path, tmp_path: Path) -> None:
+    facts, png, events = open_in_chromium(ab_report, tmp_path)
+    assert _errors(events) == []
+    assert [u for u in _requested_urls(events) if not u.startswith(("file:", "data:"))] == []
+    assert facts["title"] == "hipdnn-trace: head vs base"
+    assert facts["sections"] == ["runs", "verdicts", "summary", "distributions", "iterations",
+                                 "throughput", "validation"]
+    assert facts["scripts"] == 0
+    assert len(facts["images"]) == 4  # A/B bars, distributions, time series, throughput
+    assert all(complete and width > 100 and height > 100
+               for complete, width, height in facts["images"])
+    from matplotlib.image import imread
+
+    pixels = imread(io.BytesIO(png), format="png")
+    assert pixels.shape[1] == 1280 and pixels.shape[0] == facts["height"]
+    not_white = (pixels[..., :3] < 0.9).any(axis=-1)
+    assert not_white.mean() > 0.02  # text, tables and figures were painted
+    rgb = (pixels[..., :3] * 255).astype(np.int64)
+    colours = np.unique(rgb[..., 0] * 65536 + rgb[..., 1] * 256 + rgb[..., 2])
+    assert len(colours) > 50  # and in colour (figures, highlighted rows)
+    (tmp_path / "report" / "ab.png").write_bytes(png)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_broken_image_is_caught_by_the_browser_check(ab_report: Path, tmp_path: Path) -> None:
+    """The check above can fail: a truncated embedded image shows up as broken."""
+    html = ab_report.read_text()
+    start = html.index("data:image/png;base64,") + len("data:image/png;base64,")
+    broken = ab_report.with_name("broken.html")
+    broken.write_text(html[:start] + "AAAA" + html[start + 4000:])
+    facts, _, _ = open_in_chromium(broken, tmp_path)
+    assert not all(complete and width > 0 for complete, width, _ in facts["images"])
