@@ -113,13 +113,15 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def harness(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the suite twice, back to back, and judge B against A (absolute and relative)."""
     from hipdnn_trace.cli import main as cli
 
     extra = shlex.split(args.run_args)
     with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.keep) if args.keep else Path(tmp)
         dirs = []
         for name in ("A", "B"):
-            out = Path(tmp) / name
+            out = root / name
             code = cli(["run", args.harness, "--out", str(out), "--quiet", *extra])
             if code not in (0, 2):
                 raise SystemExit(f"hipdnn-trace run exited {code}")
@@ -127,15 +129,21 @@ def harness(args: argparse.Namespace) -> dict[str, Any]:
             if len(found) != 1:
                 raise SystemExit(f"expected one run directory under {out}, found {len(found)}")
             dirs.append(found[0])
-        comparison = compare_runs(dirs[0], dirs[1], threshold=args.threshold, seed=args.seed)
+        absolute = compare_runs(dirs[0], dirs[1], threshold=args.threshold, seed=args.seed)
+        relative = compare_runs(dirs[0], dirs[1], threshold=args.threshold, seed=args.seed,
+                                relative=True)
     return {
         "source": "harness",
         "graphs": args.harness,
         "run_args": extra,
+        "runs": [str(d) for d in dirs] if args.keep else None,
         "threshold": args.threshold,
-        "aa": tally([comparison.table]),
-        "geomean": comparison.geomean,
-        "geomean_ci": list(comparison.geomean_ci),
+        "aa": tally([absolute.table]),
+        "aa_relative": tally([relative.table]),
+        "drift": absolute.settings["drift"],
+        "geomean": absolute.geomean,
+        "geomean_ci": list(absolute.geomean_ci),
+        "notes": absolute.notes,
     }
 
 
@@ -152,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the result here")
+    parser.add_argument("--keep", metavar="DIR", help="harness: keep the two runs under DIR")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = harness(args) if args.harness else synthetic(args)
@@ -159,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     aa = result["aa"]
     print(f"A/A ({result['source']}): {aa['rows']} rows, verdicts {aa['counts']}, "
           f"false-verdict rate {aa['false_verdict_rate']:.2%} (must be <= 5%)")
+    if "aa_relative" in result:
+        rel = result["aa_relative"]
+        print(f"  --relative: verdicts {rel['counts']}, false-verdict rate "
+              f"{rel['false_verdict_rate']:.2%}; geomean B/A {result['geomean']:.3f}, "
+              f"drift {result['drift']:.1%}")
     if "shift_10pct_n_ge_50" in result:
         power = result["shift_10pct_n_ge_50"]
         print(f"10% slowdown, n >= 50: {power['rows']} rows, SLOWER {power['slower_rate']:.1%}")
