@@ -18,11 +18,18 @@ counter collection (which serialises dispatches) never touches the timings. Pass
 
 ``--profile-set`` takes preset names of profiles/<arch>.toml (``roofline``,
 ``basic,memory``) or counter names, comma separated.
+
+Counter passes run with ``--selected-regions`` where the installed rocprofv3 has it
+(its ``--help`` says so): the harness then calls ``roctxProfilerResume``/``Pause``
+around each timed loop (``HIPDNN_TRACE_ROCTX_REGIONS=1``, see markers_roctx.py), so
+newer rocprofv3 (whose counter context pauses with the rest) counts only timed
+dispatches. Pass 0 never pauses: its trace must keep every phase.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import subprocess
@@ -32,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.markers_roctx import REGIONS_ENV
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.base import Collected
 from hipdnn_trace.profilers.ingest import Ingested, gpu_facts, ingest, write_frame
@@ -59,6 +67,22 @@ def detect_gpu_arch(device: int = 0) -> str | None:
         if len(gpus) > device:
             return gpus[device]
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def tool_has_option(exe: str, option: str) -> bool:
+    """Whether ``exe --help`` lists ``option`` (rocprofv3 grew --selected-regions after 6.3)."""
+    try:
+        proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in proc.stdout + proc.stderr
+
+
+def with_option(argv: list[str], option: str) -> list[str]:
+    """``option`` added to the tool's own options (before ``--`` and the application)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:cut], option, *argv[cut:]]
 
 
 def requested_counters(profile: Profile, spec: str | None) -> list[str]:
@@ -178,6 +202,7 @@ class _AmdProfiler:
         self._arch: str | None = None
         self._plans: dict[str | None, list[tuple[str, ...]]] = {}
         self._profile: Profile | None = None
+        self._scoped: set[int] = set()      # passes run with --selected-regions
 
     # --- planning -----------------------------------------------------------
 
@@ -205,7 +230,8 @@ class _AmdProfiler:
         return 1 + len(self.plan(args))
 
     def env(self, pass_index: int) -> dict[str, str]:
-        return {}
+        """Scoped passes: the child's roctx markers pause/resume around each timed loop."""
+        return {REGIONS_ENV: "1"} if pass_index in self._scoped else {}
 
     def timing_meta(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"profiler": self.name, "counter_passes": len(self.plan(args)),
@@ -305,6 +331,9 @@ class Rocprofv3Profiler(_AmdProfiler):
             formats=cmdline.default_formats(self._version), exe=self._exe or "rocprofv3",
         )
         cmd.write_files()
+        if counters and self._exe and tool_has_option(self._exe, "--selected-regions"):
+            self._scoped.add(pass_index)
+            return with_option(cmd.argv, "--selected-regions")
         return cmd.argv
 
 
