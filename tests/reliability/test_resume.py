@@ -1,0 +1,185 @@
+"""Killed runs: SIGKILL, SIGTERM and SIGINT leave complete, valid files, and --resume
+finishes the run with the same rows and validation as an uninterrupted run (timings
+aside). The suites run the faulty test backend (a stand-in for a GPU library) in
+``hipdnn-trace`` subprocesses that the tests signal."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from hipdnn_trace.cli import main as cli_main
+from hipdnn_trace.results.rundir import load_run
+from hipdnn_trace.trace import read_trace
+
+from reliability_helpers import assert_same_results, cli, write_graphs
+
+TIMING = ["-w", "1", "-i", "3"]
+
+
+def _wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _graphs_recorded(folder: Path) -> int:
+    try:
+        return load_run(folder).summary.get_column("source").n_unique()
+    except Exception:   # noqa: BLE001 - not written yet
+        return 0
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("suite")
+    write_graphs(folder, ["abort__a", "nan__b", "slow__0", "slow__1", "slow__2", "slow__3", "slow__4",
+                          "unwritten__c", "slow__5"])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(suite, tmp_path_factory) -> tuple[Path, int]:
+    out = tmp_path_factory.mktemp("runs")
+    code, _, err = _finish(cli("run", str(suite), "--backend", "faulty", *TIMING, "--out", str(out),
+                               "--run-id", "whole", "-q", cwd=out))
+    assert code == 1, err   # the aborting graph is an error row
+    return out / "whole", code
+
+
+def test_sigkill_mid_suite_then_resume_equals_uninterrupted(suite, uninterrupted, tmp_path):
+    folder = tmp_path / "killed"
+    proc = cli("run", str(suite), "--backend", "faulty", *TIMING, "--out", str(tmp_path), "--run-id", "killed",
+               "-q", cwd=tmp_path)
+    _wait_for(lambda: _graphs_recorded(folder) >= 4, what="four graphs recorded")
+    server = _children(proc.pid)
+    graph_children = [c for s in server for c in _children(s)]
+    proc.send_signal(signal.SIGKILL)
+    assert _finish(proc)[0] == -signal.SIGKILL
+    # nothing it started survives it: fork server and graph child follow it down
+    _wait_for(lambda: not any(_alive(p) for p in server + graph_children), timeout=10, what="orphans to exit")
+
+    meta = json.loads((folder / "run.json").read_text())
+    assert meta["status"] == "running"
+    partial = load_run(folder)               # every file is whole
+    done = partial.summary.get_column("source").n_unique()
+    assert 4 <= done < 9
+    read_trace(folder / "trace.pftrace")
+
+    code, out, err = _finish(cli("run", str(suite), "--backend", "faulty", *TIMING, "--resume", str(folder),
+                                 cwd=tmp_path))
+    assert code == uninterrupted[1], err
+    assert f"{done} graph(s) already recorded, {9 - done} to run" in out
+    meta = json.loads((folder / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["run_id"] == "killed"
+    assert [r["previous_status"] for r in meta["resumed"]] == ["running"]
+    assert_same_results(uninterrupted[0], folder)
+
+
+@pytest.mark.parametrize("sig, isolate", [(signal.SIGTERM, "--isolate"), (signal.SIGINT, "--no-isolate")])
+def test_sigterm_and_sigint_mark_the_run_interrupted(faulty, tmp_path, sig, isolate):
+    graphs = tmp_path / "g"
+    write_graphs(graphs, [f"slow__{i}" for i in range(6)])
+    folder = tmp_path / "r"
+    args = ("run", str(graphs), "--backend", "faulty", "-w", "1", "-i", "4", isolate, "--out", str(tmp_path))
+    proc = cli(*args, "--run-id", "r", "-q", cwd=tmp_path)
+    _wait_for(lambda: _graphs_recorded(folder) >= 2, what="two graphs recorded")
+    proc.send_signal(sig)
+    code, _, err = _finish(proc)
+    assert code == 128 + sig, err
+    assert f"interrupted by {signal.Signals(sig).name}" in err and "--resume" in err
+    assert "Traceback" not in err
+    assert json.loads((folder / "run.json").read_text())["status"] == "interrupted"
+    run = load_run(folder)
+    done = run.summary.height
+    assert 2 <= done < 6
+    # finished graphs are whole in every table; the interrupted one is nowhere
+    assert run.iterations.get_column("source").n_unique() == done == run.validation.height
+    assert not read_trace(folder / "trace.pftrace").truncated
+
+    code, _, err = _finish(cli(*args[:-2], "--resume", str(folder), "-q", cwd=tmp_path))
+    assert code == 0, err
+    whole = tmp_path / "whole"
+    assert cli_main([*args[:-2], "--out", str(tmp_path), "--run-id", "whole", "-q"]) == 0
+    assert_same_results(whole, folder)
+
+
+def test_resume_refusals_are_one_line_errors(faulty, tmp_path, capsys):
+    graphs = tmp_path / "g"
+    write_graphs(graphs, ["ok__a", "ok__b"])
+    base = ["run", str(graphs), "--backend", "faulty", "--no-isolate", "-w", "1", "-i", "2", "-q"]
+    assert cli_main([*base, "--out", str(tmp_path), "--run-id", "r"]) == 0
+    folder = str(tmp_path / "r")
+    capsys.readouterr()
+    assert cli_main([*base, "-i", "3", "--resume", folder]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "hipdnn-trace run: error: --resume: not the same run (timing.iters: 2 then, 3 now); "
+        "resume with the flags and graphs of the interrupted run")
+    assert cli_main(["run", str(graphs / "ok__a.json"), *base[2:], "--resume", folder]) == 1
+    assert "not the same run (graphs: " in capsys.readouterr().err
+    (graphs / "ok__b.json").write_text((graphs / "ok__a.json").read_text())
+    assert cli_main([*base, "--resume", folder]) == 1
+    assert "changed since the interrupted run" in capsys.readouterr().err
+    assert cli_main([*base, "--resume", folder, "--run-id", "x"]) == 1
+    assert "--run-id does not apply" in capsys.readouterr().err
+    assert cli_main([*base, "--resume", str(tmp_path / "nothing")]) == 1
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_resume_reruns_a_graph_whose_summary_never_landed(faulty, tmp_path):
+    """A kill between renames: the last graph is in every table but summary.csv.
+    Resume drops its stray rows, runs it again, and repairs a torn trace tail.
+    (The real writer appends the trace after summary.csv, so this hand-made state
+    also has the graph in its trace, once more than a real kill would leave.)"""
+    graphs = tmp_path / "g"
+    write_graphs(graphs, ["ok__a", "nan__b", "ok__c"])
+    base = ["run", str(graphs), "--backend", "faulty", "--no-isolate", "-w", "1", "-i", "2", "-q"]
+    assert cli_main([*base, "--out", str(tmp_path), "--run-id", "whole"]) == 2
+    assert cli_main([*base, "--out", str(tmp_path), "--run-id", "torn"]) == 2
+    folder = tmp_path / "torn"
+    summary = pl.read_csv(folder / "summary.csv", infer_schema_length=None)
+    summary.filter(pl.col("graph") != "ok__c").write_csv(folder / "summary.csv")
+    meta = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**meta, "status": "running"}))
+    with open(folder / "trace.pftrace", "ab") as fh:
+        fh.write(b"\x0a\xff\xff\x03partial")     # a packet cut short by the kill
+    assert cli_main([*base, "--resume", str(folder)]) == 2
+    assert_same_results(tmp_path / "whole", folder, trace=False)
+    assert not read_trace(folder / "trace.pftrace").truncated
+    run = load_run(folder)
+    assert run.iterations.filter(pl.col("graph") == "ok__c").height == 3   # once, not twice
