@@ -55,7 +55,7 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
     two = any(d.b is not None for d in items)
     fig = Figure(figsize=(9, 0.5 + 0.45 * len(items) * (1.6 if two else 1.0)), layout="constrained")
     ax = fig.add_subplot()
-    ticks, names = [], []
+    ticks, names, placed = [], [], []
     for row, d in enumerate(reversed(items)):
         reference = float(np.median(d.a)) if len(d.a) else float(np.median(d.b))
         y = row * (2.2 if two else 1.0)
@@ -64,7 +64,9 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
             series.append((d.b, y - 0.4, COLOR_B))
         for values, pos, color in series:
             if len(values):
-                box = ax.boxplot(values / reference, positions=[pos], **HORIZONTAL,
+                relative = values / reference
+                placed.append((relative, pos))
+                box = ax.boxplot(relative, positions=[pos], **HORIZONTAL,
                                  widths=0.6, patch_artist=True, showfliers=True,
                                  flierprops={"markersize": 2, "markeredgecolor": color},
                                  medianprops={"color": "black"})
@@ -73,6 +75,13 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
                     patch.set_alpha(0.6)
         ticks.append(y)
         names.append(f"{d.label}  ({reference:.4g} ms)")
+    low, high = _whisker_span([values for values, _ in placed])
+    ax.set_xlim(low, high)
+    for values, pos in placed:  # outliers off the axis: count them at the edge
+        beyond = int((values > high).sum())
+        if beyond:
+            ax.annotate(f"+{beyond} >", (high, pos), xytext=(-2, 0), textcoords="offset points",
+                        ha="right", va="center", fontsize=7, color="#c0392b")
     ax.set_yticks(ticks, names, fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.5, linestyle=":")
     ax.set_xlabel(f"kernel time / median of {labels[0]}")
@@ -84,6 +93,32 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
                   loc="lower right", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
+
+
+def _plain_log_ticks(axis: object) -> None:
+    """Log axis ticks at 1-2-5 steps written as plain numbers (0.5, 1, 2), not 10^x."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # type: ignore[attr-defined]
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # type: ignore[attr-defined]
+    axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
+
+
+def _whisker_span(groups: Sequence[np.ndarray]) -> tuple[float, float]:
+    """An x range covering every box's whiskers (1.5 IQR), padded; far outliers fall off.
+
+    CPU and shared-GPU timings carry rare spikes of 10-50x the median; scaling the axis
+    to them would flatten every box into a line.
+    """
+    lows, highs = [], []
+    for values in groups:
+        q1, q3 = np.percentile(values, [25, 75])
+        reach = 1.5 * (q3 - q1)
+        lows.append(values[values >= q1 - reach].min())
+        highs.append(values[values <= q3 + reach].max())
+    low, high = min(lows), max(highs)
+    pad = 0.08 * max(high - low, 0.02)
+    return low - pad, high + pad
 
 
 @dataclass
@@ -120,6 +155,10 @@ def time_series(panels: Sequence[tuple[str, Series, Series | None]],
                 any_flag = True
                 ax.plot(x[series.flagged], series.values[series.flagged], "x", color="#c0392b",
                         markersize=5)
+        shown = np.concatenate([x.values for x in (a, b) if x is not None and len(x.values)])
+        if shown.min() > 0 and shown.max() / np.median(shown) > 10:
+            ax.set_yscale("log")  # spikes of 10x+ would flatten the rest into a line
+            _plain_log_ticks(ax.yaxis)
         ax.set_title(title, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.set_xlabel("iteration (warmup shaded)", fontsize=7)
@@ -161,8 +200,10 @@ def ratio_bars(names: Sequence[str], ratios: Sequence[float], lows: Sequence[flo
     ax.axvspan((1 / (1 + threshold) - 1) * 100, threshold * 100, color="#bbbbbb", alpha=0.3,
                linewidth=0)
     ax.axvline(0, color="black", linewidth=0.6)
+    span = max(float(np.abs(change).max()), threshold * 100) * 1.6
+    ax.set_xlim(max(float(low.min()), -span) - 2, min(float(high.max()), span) + 2)
     ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
-    ax.set_xlabel("change of median kernel time B vs A, % (95% CI; > 0: B slower)")
+    ax.set_xlabel("change of median kernel time B vs A, % (95% CI, clipped; > 0: B slower)")
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
@@ -203,12 +244,8 @@ def roofline(points: Sequence[tuple[str, str, float, float]], peak_tflops: float
         grid = np.logspace(np.log10(xs.min() / 4), np.log10(xs.max() * 4), 200)
         ax.plot(grid, np.minimum(peak_tflops, peak_gbps * grid / 1e3), color="black",
                 linewidth=1, label="roofline")
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(NullFormatter())
+        _plain_log_ticks(axis)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOPS")
     ax.grid(alpha=0.3, which="both")

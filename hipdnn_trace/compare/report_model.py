@@ -59,6 +59,12 @@ def _num(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def _short(value: Any, limit: int = 120) -> str:
+    """Cell text, long messages cut (the run directory has them whole)."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _unit_name(graph: Any, config: Any, engine: Any = None) -> str:
     name = f"{graph} ({config})"
     return f"{name} [{engine}]" if engine not in (None, "", "default") else name
@@ -182,9 +188,9 @@ def summary_section(runs: list[Any]) -> Section:
     blocks: list[Table | Image] = []
     for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
         frame = run.summary.sort(["graph", "config", "engine"], nulls_last=True)
-        present = [(h, c) for h, c in SUMMARY_COLUMNS
-                   if c in frame.columns and frame[c].null_count() < frame.height]
-        rows = [[_num(r[c]) if isinstance(r[c], float) else ("" if r[c] is None else str(r[c]))
+        present = [(h, c) for h, c in SUMMARY_COLUMNS if c in frame.columns
+                   and frame[c].cast(pl.String).fill_null("").ne("").any()]
+        rows = [[_num(r[c]) if isinstance(r[c], float) else _short(r[c])
                  for _, c in present] for r in frame.iter_rows(named=True)]
         classes = ["failed" if r["status"] not in (None, "ok") else ""
                    for r in frame.iter_rows(named=True)]
@@ -337,7 +343,7 @@ def validation_section(runs: list[Any], comparison: Comparison | None) -> Sectio
               r["against"] or "", r["dtype"] or "", _num(r["max_abs"]), _num(r["max_rel"]),
               f"{_num(r['mismatches'])} / {_num(r['total'])}",
               "yes" if r["passed"] else "no" if r["passed"] is not None else "-",
-              r["message"] or ""] for r in frame.iter_rows(named=True)],
+              _short(r["message"])] for r in frame.iter_rows(named=True)],
             f"Output checks of {run_label(run)}, failures first",
             ["failed" if r["passed"] is False else "" for r in frame.iter_rows(named=True)]))
     else:
