@@ -1,0 +1,362 @@
+"""The ``cudnn`` backend: a hipDNN graph run through NVIDIA's cuDNN frontend (Python).
+
+``cudnn_graph.plan`` decides what the graph becomes; this module replays that plan
+on a ``cudnn.pygraph``, lists and builds execution plans (engines), and runs them on
+device buffers from cuda-bindings (no framework needed) with the cuDNN handle bound
+to the session's own stream. Timing, L2 flush, staged timing and CUDA-graph replay
+come from :mod:`hipdnn_trace.device.cuda`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace.backends import cudnn_graph
+from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
+from hipdnn_trace.backends.cudnn_graph import EnumValue, OutputDecl, Plan, TensorDecl
+from hipdnn_trace.device import cuda
+from hipdnn_trace.errors import ToolMissingError, UnsupportedError
+from hipdnn_trace.graph import layout
+from hipdnn_trace.graph.dtypes import numpy_dtype
+from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.validate.poison import POISON_BYTE
+
+#: Numerical notes that mean "not IEEE fp32 math" for fp32 operands (TF32 and friends).
+FP32_UNSAFE_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
+HEURISTICS = ("A", "FALLBACK")
+
+
+def _cudnn() -> Any:
+    try:
+        import cudnn
+    except ImportError as exc:
+        raise ToolMissingError(f"the cudnn backend needs nvidia-cudnn-frontend ({exc})") from None
+    return cudnn
+
+
+def _enum(cudnn: Any, value: EnumValue) -> Any:
+    family = getattr(cudnn, value.family, None)
+    if family is None:
+        family = getattr(getattr(cudnn, "_pybind_module", None), value.family, None)
+    member = getattr(family, value.member, None) if family is not None else None
+    if member is None:
+        raise UnsupportedError(f"this cuDNN frontend has no {value.family}.{value.member}")
+    return member
+
+
+def _plain(value: Any) -> Any:
+    """Knob keys/values as JSON-friendly names and ints."""
+    name = getattr(value, "name", None)
+    if name is not None:
+        return str(name)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class BuiltGraph:
+    """A plan replayed on a cudnn.pygraph, with its execution-plan list created."""
+
+    def __init__(self, plan: Plan, handle: Any) -> None:
+        cudnn = _cudnn()
+        self.plan = plan
+        dt = cudnn.data_type
+        kwargs = {k: getattr(dt, v) for k, v in (("io_data_type", plan.io),
+                                                  ("intermediate_data_type", plan.intermediate),
+                                                  ("compute_data_type", plan.compute)) if v}
+        g = cudnn.pygraph(handle=handle, **kwargs)
+        made: dict[str, Any] = {}
+        for t in plan.inputs:
+            made[t.key] = g.tensor(name=t.name, dim=list(t.dims), stride=list(t.strides),
+                                   data_type=getattr(dt, t.dtype), is_pass_by_value=t.is_scalar, uid=t.uid)
+        for op in plan.ops:
+            kw: dict[str, Any] = {k: made[v] for k, v in op.tensors.items() if v is not None}
+            kw.update({k: _enum(cudnn, v) if isinstance(v, EnumValue) else v for k, v in op.attrs.items()})
+            if op.compute:
+                kw["compute_data_type"] = getattr(dt, op.compute)
+            try:
+                result = getattr(g, op.method)(name=op.name, **kw)
+            except (TypeError, AttributeError) as exc:
+                raise UnsupportedError(f"cuDNN frontend rejected {op.method} for {op.node!r}: {exc}") from None
+            results = list(result) if isinstance(result, (list, tuple)) else [result]
+            for key, tensor in zip(op.outputs, results):
+                if key is None or tensor is None:
+                    continue
+                decl = plan.output(key)
+                tensor.set_dim(list(decl.dims)).set_stride(list(decl.strides)).set_data_type(getattr(dt, decl.dtype))
+                if not decl.virtual:
+                    tensor.set_output(True).set_uid(decl.uid)
+                made[key] = tensor
+        self.graph = g
+        try:
+            g.validate()
+            g.build_operation_graph()
+            g.create_execution_plans([getattr(cudnn.heur_mode, h) for h in HEURISTICS])
+            if plan.fp32_math:
+                g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in FP32_UNSAFE_NOTES])
+            g.check_support()
+        except Exception as exc:   # cudnnGraphNotSupportedError and friends: the graph is not expressible
+            raise UnsupportedError(f"cuDNN: {' '.join(str(exc).split())[:400]}") from None
+
+    def count(self) -> int:
+        return int(self.graph.get_execution_plan_count())
+
+    def describe(self, index: int) -> tuple[str, int | None, dict[str, Any]]:
+        g = self.graph
+        name = str(g.get_plan_name_at_index(index))
+        try:
+            engine_id, knobs = g.get_engine_and_knobs_at_index(index)
+            knobs = {_plain(k): _plain(v) for k, v in dict(knobs or {}).items()}
+        except Exception:  # noqa: BLE001 - a delegating entry has no (id, knobs)
+            engine_id, knobs = None, {}
+        return name, engine_id, knobs
+
+    def build(self, index: int) -> Engine:
+        """Build plan ``index`` and select it; raises when it cannot be built."""
+        name, engine_id, knobs = self.describe(index)
+        self.graph.build_plan_at_index(index)
+        workspace = int(self.graph.get_workspace_size_plan_at_index(index))
+        detail = f"engine_id={engine_id}" if engine_id is not None else ""
+        return Engine(index=index, name=name, knobs={"engine_id": engine_id, **knobs}, workspace_bytes=workspace,
+                      detail=detail)
+
+    def candidates(self) -> tuple[list[Engine], list[str]]:
+        """Every plan that builds (one Engine each) and why the others did not."""
+        engines, skipped = [], []
+        for index in range(self.count()):
+            try:
+                engines.append(self.build(index))
+            except Exception as exc:  # noqa: BLE001 - a plan that does not build is not a candidate
+                skipped.append(f"{index}: {' '.join(str(exc).split())[:160]}")
+        return engines, skipped
+
+    def select(self, engine: Engine | None) -> Engine:
+        """Build the requested plan (matched by name, else engine id + knobs) or the first that builds."""
+        count = self.count()
+        if engine is None:
+            errors = []
+            for index in range(count):
+                try:
+                    return self.build(index)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(str(exc))
+            raise UnsupportedError(f"cuDNN: none of {count} plans builds ({'; '.join(errors)[:300]})")
+        for index in range(count):
+            if self.describe(index)[0] == engine.name:
+                return self.build(index)
+        engine_id = engine.knobs.get("engine_id") if engine.knobs else None
+        if engine_id is None:
+            raise UnsupportedError(f"cuDNN: plan {engine.name!r} is not among this graph's plans")
+        cudnn = _cudnn()
+        knobs = {getattr(cudnn.knob_type, k): int(v) for k, v in engine.knobs.items() if k != "engine_id"}
+        self.graph.create_execution_plan(int(engine_id), knobs)
+        return self.build(self.count() - 1)
+
+
+class CudnnSession:
+    """Device buffers, a stream and a built plan for one graph."""
+
+    def __init__(self, graph: Graph, plan: Plan, engine: Engine | None, options: RunOptions) -> None:
+        cudnn = _cudnn()
+        self.graph = graph
+        self.plan = plan
+        self.options = options
+        self._buffers: dict[str, cuda.DeviceBuffer] = {}
+        self._host_scalars: dict[str, np.ndarray] = {}
+        self._cuda_graph: cuda.CudaGraph | None = None
+        self._flush: cuda.L2Flush | None = None
+        self.workspace: cuda.DeviceBuffer | None = None
+        cuda.set_device(options.device)
+        self.stream = cuda.Stream()
+        self.handle = cudnn.create_handle()
+        cudnn.set_stream(self.handle, self.stream.handle)
+        try:
+            self.built = BuiltGraph(plan, self.handle)
+            self.engine = self.built.select(engine)
+            self._allocate()
+            self.timer = cuda.make_timer(self.stream.handle, options.timing)
+            if options.cache == "cold":
+                self._flush = cuda.L2Flush(options.device)
+        except BaseException:
+            self.close()
+            raise
+
+    # ----------------------------------------------------------------- buffers
+
+    def _nbytes(self, decl: TensorDecl | OutputDecl) -> int:
+        if decl.hipdnn_uid is not None and decl.hipdnn_uid in self.graph.by_uid:
+            t = self.graph.by_uid[decl.hipdnn_uid]
+            return t.storage_elements * numpy_dtype(t.data_type).itemsize
+        return layout.storage_elements(decl.dims, decl.strides) * 4   # synthesized: float32
+
+    def _allocate(self) -> None:
+        for decl in self.plan.buffers:
+            self._buffers[decl.key] = cuda.DeviceBuffer(self._nbytes(decl))
+            if isinstance(decl, TensorDecl) and decl.fill is not None:
+                count = layout.storage_elements(decl.dims, decl.strides)
+                dtype = numpy_dtype({v: k for k, v in cudnn_graph.DTYPES.items()}[decl.dtype])
+                self._buffers[decl.key].upload(np.full(count, decl.fill, dtype=dtype))
+        for decl in self.plan.inputs:
+            if decl.is_scalar:
+                value = 0.0 if decl.by_value is None else decl.by_value
+                kind = np.int64 if decl.dtype == "INT64" else np.int32 if decl.dtype == "INT32" else np.float32
+                self._host_scalars[decl.key] = np.array([value], dtype=kind)
+        self.workspace = cuda.DeviceBuffer(self.engine.workspace_bytes or 0)
+        self.variant_pack = {decl.uid: self._buffers[decl.key].ptr for decl in self.plan.buffers}
+        self.variant_pack.update({d.uid: int(self._host_scalars[d.key].ctypes.data)
+                                  for d in self.plan.inputs if d.is_scalar})
+
+    def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
+        for decl in self.plan.inputs:
+            if decl.hipdnn_uid is None or decl.fill is not None:
+                continue
+            t = self.graph.by_uid[decl.hipdnn_uid]
+            if decl.by_value_from_input:
+                self._host_scalars[decl.key][0] = float(np.asarray(tensors[t.uid], dtype=np.float64).reshape(-1)[0])
+                continue
+            if decl.is_scalar:
+                continue
+            array = np.asarray(tensors[t.uid]).astype(numpy_dtype(t.data_type), copy=False)
+            self._buffers[decl.key].upload(layout.pack(array, t.strides))
+        for decl in self.plan.outputs:
+            if not decl.virtual:
+                self._buffers[decl.key].fill(POISON_BYTE, self.stream.handle)
+        self.stream.synchronize()
+        if self.options.cuda_graph and self._cuda_graph is None:
+            self._cuda_graph = cuda.CudaGraph(self.stream.handle, self._enqueue)
+
+    # ----------------------------------------------------------------- running
+
+    def _enqueue(self) -> None:
+        self.built.graph.execute(self.variant_pack, self.workspace.ptr if self.workspace else 0, handle=self.handle)
+
+    def execute(self) -> None:
+        if self._cuda_graph is not None:
+            self._cuda_graph.launch()
+        else:
+            self._enqueue()
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def prepare_iteration(self) -> None:
+        if self._flush is not None:
+            self._flush.flush(self.stream.handle)
+
+    def fetch(self, uids: Iterable[int]) -> dict[int, np.ndarray]:
+        self.stream.synchronize()
+        by_uid = {d.hipdnn_uid: d for d in self.plan.outputs if d.hipdnn_uid is not None and not d.virtual}
+        out = {}
+        for uid in uids:
+            t = self.graph.by_uid[uid]
+            dtype = numpy_dtype(t.data_type)
+            flat = self._buffers[by_uid[uid].key].download(dtype, t.storage_elements)
+            out[uid] = np.array(layout.view(flat, t.dims, t.strides))
+        return out
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**cuda.timer_info(self.timer), "device": cuda.device_info(self.options.device).name,
+                               "plan": self.engine.name, "plan_index": self.engine.index,
+                               "engine_id": (self.engine.knobs or {}).get("engine_id"),
+                               "workspace_bytes": self.engine.workspace_bytes, "cache": self.options.cache,
+                               "cuda_graph": self._cuda_graph is not None, "stream": "own non-blocking stream"}
+        if self._cuda_graph is not None:
+            out["cuda_graph_nodes"] = self._cuda_graph.nodes
+        if self._flush is not None:
+            out["l2_flush"] = self._flush.info()
+        if self.plan.fp32_math:
+            out["fp32_math"] = ("fp32 conv/matmul: engines with numerical notes " + ", ".join(FP32_UNSAFE_NOTES)
+                                + " deselected (no TF32)")
+        if self.plan.notes:
+            out["translation"] = list(self.plan.notes)
+        return out
+
+    def close(self) -> None:
+        cudnn = _cudnn()
+        for closer in (self._cuda_graph, self._flush, getattr(self, "timer", None)):
+            if closer is not None:
+                closer.close()
+        self._cuda_graph = self._flush = None
+        for buf in self._buffers.values():
+            buf.free()
+        self._buffers.clear()
+        if self.workspace is not None:
+            self.workspace.free()
+            self.workspace = None
+        if getattr(self, "built", None) is not None:
+            self.built = None
+        if self.handle is not None:
+            cudnn.destroy_handle(self.handle)
+            self.handle = None
+        self.stream.destroy()
+
+
+class CudnnBackend:
+    name = "cudnn"
+    vendor = "nvidia"
+
+    def __init__(self) -> None:
+        self._listing: dict[tuple[str, int], tuple[list[Engine], list[str]]] = {}
+
+    def available(self) -> Support:
+        try:
+            _cudnn()
+        except ToolMissingError as exc:
+            return Support(False, str(exc))
+        if cuda.device_count() < 1:
+            return Support(False, "no CUDA device visible")
+        return SUPPORTED
+
+    def check(self, graph: Graph) -> Support:
+        try:
+            cudnn_graph.plan(graph)
+        except UnsupportedError as exc:
+            return Support(False, str(exc))
+        return SUPPORTED
+
+    def _plan(self, graph: Graph) -> Plan:
+        return cudnn_graph.plan(graph)
+
+    def engines(self, graph: Graph, options: RunOptions) -> list[Engine]:
+        """Every execution plan of heuristics A + FALLBACK that builds, in heuristic order."""
+        key = (graph.graph_id, options.device)
+        if key not in self._listing:
+            cudnn = _cudnn()
+            cuda.set_device(options.device)
+            handle = cudnn.create_handle()
+            try:
+                self._listing[key] = BuiltGraph(self._plan(graph), handle).candidates()
+            finally:
+                cudnn.destroy_handle(handle)
+        return list(self._listing[key][0])
+
+    def skipped_plans(self, graph: Graph, device: int = 0) -> list[str]:
+        return list(self._listing.get((graph.graph_id, device), ([], []))[1])
+
+    def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> CudnnSession:
+        return CudnnSession(graph, self._plan(graph), engine, options)
+
+    def versions(self) -> dict[str, str]:
+        cudnn = _cudnn()
+        out = {"cudnn_frontend": str(getattr(cudnn, "__version__", "?")),
+               "cudnn": str(cudnn.backend_version_string())}
+        for pkg in ("cuda-bindings", "nvidia-cudnn-frontend"):
+            try:
+                out[pkg] = importlib.metadata.version(pkg)
+            except importlib.metadata.PackageNotFoundError:
+                pass
+        try:
+            info = cuda.device_info(0)
+            out["cuda_driver"] = str(info.driver_version)
+            out["cuda_runtime"] = str(info.runtime_version)
+        except Exception:  # noqa: BLE001 - versions never stop a run
+            pass
+        return out
+
+    def gpu_info(self, device: int = 0) -> dict[str, Any]:
+        return cuda.device_info(device).as_dict()

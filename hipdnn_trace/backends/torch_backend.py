@@ -1,0 +1,321 @@
+"""The ``torch`` backend: eager PyTorch on a GPU (CUDA or ROCm build, same code) or the CPU.
+
+A baseline row: what a framework user gets for the same graph. Node semantics live
+in :mod:`.torch_ops`; this module binds inputs in the graph's own strides (so
+kernels see NHWC as NHWC), runs the nodes in order on the session's stream, and
+times them with device events (cuda-bindings events and staged timing on NVIDIA,
+torch events elsewhere). TF32 and reduced-precision reductions are switched off:
+hipDNN's fp32 and fp16 tolerances assume neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
+from hipdnn_trace.device.timers import HostTimer
+from hipdnn_trace.errors import ToolMissingError, UnsupportedError
+from hipdnn_trace.graph import layout
+from hipdnn_trace.graph.dtypes import numpy_dtype
+from hipdnn_trace.graph.load import execution_order
+from hipdnn_trace.graph.model import Graph, Tensor
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ToolMissingError("the torch backend needs PyTorch (pip install 'hipdnn-trace[torch]')") from None
+    return torch
+
+
+def _ops() -> Any:
+    from hipdnn_trace.backends import torch_ops
+
+    return torch_ops
+
+
+def gpu_vendor() -> str | None:
+    """"nvidia" / "amd" for a usable GPU build of torch, None for CPU only."""
+    try:
+        torch = _torch()
+    except ToolMissingError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return "amd" if getattr(torch.version, "hip", None) else "nvidia"
+
+
+def strict_math() -> dict[str, Any]:
+    """Switch off TF32 and reduced-precision reductions; returns what was set, for run.json."""
+    torch = _torch()
+    settings = {"torch.backends.cuda.matmul.allow_tf32": False, "torch.backends.cudnn.allow_tf32": False,
+                "allow_fp16_reduced_precision_reduction": False, "allow_bf16_reduced_precision_reduction": False}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    matmul = torch.backends.cuda.matmul
+    for name in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        if hasattr(matmul, name):
+            setattr(matmul, name, False)
+    return settings
+
+
+def to_torch(array: np.ndarray, t: Tensor, device: Any) -> Any:
+    """A logical array -> a device tensor laid out by the graph's strides."""
+    torch = _torch()
+    ops = _ops()
+    flat = layout.pack(np.asarray(array).astype(numpy_dtype(t.data_type), copy=False), t.strides)
+    dtype = ops.TORCH_DTYPES[t.data_type]
+    if flat.dtype.kind == "V" or flat.dtype.name in ("bfloat16",) or flat.dtype.name.startswith("float8"):
+        host = torch.from_numpy(flat.view(np.int16 if flat.itemsize == 2 else np.uint8)).view(dtype)
+    else:
+        host = torch.from_numpy(flat)
+    return torch.as_strided(host.to(device), tuple(t.dims), tuple(t.strides))
+
+
+def to_numpy(tensor: Any, t: Tensor) -> np.ndarray:
+    """A device tensor -> a logical host array in the tensor's hipDNN dtype."""
+    torch = _torch()
+    want = numpy_dtype(t.data_type)
+    host = tensor.detach().to("cpu").contiguous()
+    if host.dtype in (torch.bfloat16,) or "float8" in str(host.dtype):
+        raw = host.view(torch.int16 if host.element_size() == 2 else torch.uint8).numpy()
+        return raw.view(want).reshape(tuple(t.dims))
+    return host.numpy().astype(want, copy=False).reshape(tuple(t.dims))
+
+
+class TorchEventTimer:
+    """torch.cuda.Event pairs on the session stream (works on ROCm builds too)."""
+
+    kind = "torch-event"
+    fallback_reason: str | None = None
+
+    def __init__(self, stream: Any) -> None:
+        torch = _torch()
+        self.stream = stream
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._stop = torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self._start.record(self.stream)
+
+    def stop(self) -> None:
+        self._stop.record(self.stream)
+
+    def elapsed_ms(self) -> float:
+        return float(self._start.elapsed_time(self._stop))
+
+    def close(self) -> None:
+        pass
+
+
+class TorchSession:
+    engine: Engine | None = None
+
+    def __init__(self, graph: Graph, options: RunOptions, device: Any) -> None:
+        torch = _torch()
+        ops = _ops()
+        self.graph = graph
+        self.options = options
+        self.device = device
+        self.gpu = device.type == "cuda"
+        self._bound: dict[int, Any] = {}
+        self._results: dict[int, Any] = {}
+        self._cuda_graph: Any = None
+        self._flush: Any = None
+        self.math = strict_math() if self.gpu else {}
+        self.steps = []
+        for index in execution_order(graph):
+            node = graph.nodes[index]
+            ins = [(p, u) for p, u in node.inputs.items() if isinstance(u, int)]
+            self.steps.append((node, ops.OPS[node.type], ins, dict(node.outputs)))
+        self.ctx = ops.Ctx(graph, device, {t.uid: float(t.value) for t in graph.value_tensors
+                                           if isinstance(t.value, (int, float))})
+        if self.gpu:
+            self.stream = torch.cuda.Stream(device=device)
+            self.timer = self._gpu_timer()
+            if options.cache == "cold":
+                l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
+                self._flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+                self._flush_value = 0
+        else:
+            self.stream = None
+            self.timer = HostTimer()
+            if options.timing == "staged":
+                self.timer_note = "staged timing needs a GPU; the CPU is timed with the host clock"
+
+    def _gpu_timer(self) -> Any:
+        handle = int(self.stream.cuda_stream)
+        if gpu_vendor() == "nvidia":
+            try:
+                from hipdnn_trace.device import cuda
+
+                cuda.rt()
+                return cuda.make_timer(handle, self.options.timing)
+            except ToolMissingError:
+                pass
+        timer = TorchEventTimer(self.stream)
+        if self.options.timing == "staged":
+            timer.fallback_reason = "staged timing needs cuda-bindings on an NVIDIA GPU; torch events used"
+        return timer
+
+    # ----------------------------------------------------------------- data
+
+    def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
+        torch = _torch()
+        for t in self.graph.input_tensors:
+            self._bound[t.uid] = to_torch(tensors[t.uid], t, self.device)
+            if t.numel == 1:
+                self.ctx.scalars[t.uid] = float(np.asarray(tensors[t.uid], dtype=np.float64).reshape(-1)[0])
+        for t in self.graph.value_tensors:
+            if isinstance(t.value, (int, float)):
+                self._bound[t.uid] = torch.full(tuple(t.dims), float(t.value), dtype=torch.float32,
+                                                device=self.device)
+        if self.gpu:
+            torch.cuda.synchronize(self.device)
+            if self.options.cuda_graph and self._cuda_graph is None:
+                self._capture()
+
+    def _capture(self) -> None:
+        torch = _torch()
+        with torch.cuda.stream(self.stream):
+            self._run()          # warm-up outside capture (lazy init, cuBLAS workspaces)
+        self.stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream):
+            self._run()
+        self._cuda_graph = graph
+
+    def _run(self) -> None:
+        values = dict(self._bound)
+        graph, ctx = self.graph, self.ctx
+        for node, fn, ins, outs in self.steps:
+            x = {p: values[u] for p, u in ins}
+            for port, tensor in fn(node, graph, x, ctx).items():
+                values[outs[port]] = tensor
+        self._results = values
+
+    def execute(self) -> None:
+        torch = _torch()
+        if not self.gpu:
+            self._run()
+            return
+        with torch.cuda.stream(self.stream):
+            if self._cuda_graph is not None:
+                self._cuda_graph.replay()
+            else:
+                self._run()
+
+    def synchronize(self) -> None:
+        if self.stream is not None:
+            self.stream.synchronize()
+
+    def prepare_iteration(self) -> None:
+        if self._flush is not None:
+            torch = _torch()
+            self._flush_value = (self._flush_value + 1) & 0xFF
+            with torch.cuda.stream(self.stream):
+                self._flush.fill_(self._flush_value)
+
+    def fetch(self, uids: Iterable[int]) -> dict[int, np.ndarray]:
+        self.synchronize()
+        out = {}
+        for uid in uids:
+            if uid not in self._results:
+                raise RuntimeError(f"tensor {self.graph.by_uid[uid].name!r} was not produced")
+            out[uid] = to_numpy(self._results[uid], self.graph.by_uid[uid])
+        return out
+
+    def info(self) -> dict[str, Any]:
+        torch = _torch()
+        out: dict[str, Any] = {"timer": getattr(self.timer, "kind", "host"), "torch": torch.__version__,
+                               "device": torch.cuda.get_device_name(self.device) if self.gpu else "cpu",
+                               "outputs": "tensors returned by torch ops (no preallocated, poisoned buffers)",
+                               "cache": self.options.cache, "cuda_graph": self._cuda_graph is not None}
+        reason = getattr(self.timer, "fallback_reason", None) or getattr(self, "timer_note", None)
+        if reason:
+            out["timing_fallback"] = reason
+        if self.math:
+            out["math"] = self.math
+        if self._flush is not None:
+            out["l2_flush"] = {"flush_bytes": int(self._flush.numel()), "flush": "torch fill_"}
+        if not self.gpu:
+            out["precision"] = "half/bfloat16 conv and matmul operands widened to float32 on the CPU"
+        return out
+
+    def close(self) -> None:
+        close = getattr(self.timer, "close", None)
+        if close is not None:
+            close()
+        self._bound.clear()
+        self._results.clear()
+        self._cuda_graph = None
+        self._flush = None
+
+
+class TorchBackend:
+    name = "torch"
+
+    @property
+    def vendor(self) -> str | None:
+        return gpu_vendor()
+
+    def available(self) -> Support:
+        try:
+            _torch()
+        except ToolMissingError as exc:
+            return Support(False, str(exc))
+        return SUPPORTED
+
+    def check(self, graph: Graph) -> Support:
+        try:
+            reason = _ops().check(graph)
+        except ToolMissingError as exc:
+            return Support(False, str(exc))
+        return Support(False, reason) if reason else SUPPORTED
+
+    def engines(self, graph: Graph, options: RunOptions) -> list[Engine]:
+        return []
+
+    def device(self, options: RunOptions) -> Any:
+        torch = _torch()
+        wanted = options.extra.get("torch_device") if options.extra else None
+        if wanted:
+            return torch.device(wanted)
+        return torch.device("cuda", options.device) if torch.cuda.is_available() else torch.device("cpu")
+
+    def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> TorchSession:
+        support = self.check(graph)
+        if not support:
+            raise UnsupportedError(support.reason)
+        if engine is not None:
+            raise UnsupportedError("the torch backend has no engines to choose from")
+        if options.plugin_path:
+            raise UnsupportedError("the torch backend takes no plugin path")
+        return TorchSession(graph, options, self.device(options))
+
+    def versions(self) -> dict[str, str]:
+        torch = _torch()
+        out = {"torch": torch.__version__}
+        if getattr(torch.version, "cuda", None):
+            out["torch_cuda"] = str(torch.version.cuda)
+        if getattr(torch.version, "hip", None):
+            out["torch_hip"] = str(torch.version.hip)
+        try:
+            if torch.backends.cudnn.is_available():
+                out["torch_cudnn"] = str(torch.backends.cudnn.version())
+        except Exception:  # noqa: BLE001 - versions never stop a run
+            pass
+        return out
+
+    def gpu_info(self, device: int = 0) -> dict[str, Any] | None:
+        torch = _torch()
+        if not torch.cuda.is_available():
+            return None
+        p = torch.cuda.get_device_properties(device)
+        return {"index": device, "name": p.name, "sm_count": p.multi_processor_count,
+                "memory_bytes": int(p.total_memory), "compute_capability": f"{p.major}.{p.minor}",
+                "arch": f"sm_{p.major}{p.minor}" if gpu_vendor() == "nvidia" else getattr(p, "gcnArchName", None)}
