@@ -91,37 +91,41 @@ def tally(tables: list[pl.DataFrame]) -> dict[str, Any]:
 
 
 def synthetic(args: argparse.Namespace) -> dict[str, Any]:
+    """A/A and a 10% slowdown on synthetic suites, with drift estimation on and off."""
     rng = np.random.default_rng(args.seed)
-    aa: list[pl.DataFrame] = []
-    shifted: list[pl.DataFrame] = []
+    tables: dict[str, list[pl.DataFrame]] = {"aa": [], "aa_off": [], "shift": [], "shift_off": []}
     for s in range(args.suites):
         model = NoiseModel(rng, args.graphs, tuple(args.iters), args.drift)
-        a, b = model.draw_run(f"A{s}"), model.draw_run(f"B{s}")
-        aa.append(compare_runs(a, b, threshold=args.threshold, seed=s).table)
-        slow = model.draw_run(f"S{s}", slowdown=1.10)
-        shifted.append(compare_runs(a, slow, threshold=args.threshold, seed=s).table)
-    power = tally([t.filter(pl.col("n_a") >= 50) for t in shifted])
+        a, b, slow = model.draw_run(f"A{s}"), model.draw_run(f"B{s}"), model.draw_run(
+            f"S{s}", slowdown=1.10)
+        for suffix, drift in (("", "auto"), ("_off", "off")):
+            options = {"threshold": args.threshold, "seed": s, "drift": drift}
+            tables["aa" + suffix].append(compare_runs(a, b, **options).table)
+            shifted = compare_runs(a, slow, **options).table
+            tables["shift" + suffix].append(shifted.filter(pl.col("n_a") >= 50))
     return {
         "source": "synthetic",
         "model": {"suites": args.suites, "graphs_per_suite": args.graphs, "iters": args.iters,
                   "cv": [0.005, 0.08], "ar1_phi": 0.5, "spike_rate": 0.03,
                   "run_to_run_drift_sd": args.drift, "seed": args.seed},
         "threshold": args.threshold,
-        "aa": tally(aa),
-        "shift_10pct_n_ge_50": power,
+        "aa": tally(tables["aa"]),
+        "aa_drift_off": tally(tables["aa_off"]),
+        "shift_10pct_n_ge_50": tally(tables["shift"]),
+        "shift_10pct_n_ge_50_drift_off": tally(tables["shift_off"]),
     }
 
 
 def harness(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the suite twice, back to back, and judge B against A (absolute and relative)."""
+    """Run the suite ``pairs + 1`` times back to back; judge each run against the one before."""
     from hipdnn_trace.cli import main as cli
 
     extra = shlex.split(args.run_args)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         dirs = []
-        for name in ("A", "B"):
-            out = root / name
+        for index in range(args.pairs + 1):
+            out = root / f"run{index}"
             code = cli(["run", args.harness, "--out", str(out), "--quiet", *extra])
             if code not in (0, 2):
                 raise SystemExit(f"hipdnn-trace run exited {code}")
@@ -129,21 +133,24 @@ def harness(args: argparse.Namespace) -> dict[str, Any]:
             if len(found) != 1:
                 raise SystemExit(f"expected one run directory under {out}, found {len(found)}")
             dirs.append(found[0])
-        absolute = compare_runs(dirs[0], dirs[1], threshold=args.threshold, seed=args.seed)
-        relative = compare_runs(dirs[0], dirs[1], threshold=args.threshold, seed=args.seed,
-                                relative=True)
+        absolute, relative, pairs = [], [], []
+        for first, second in zip(dirs, dirs[1:]):
+            options = {"threshold": args.threshold, "seed": args.seed}
+            result = compare_runs(first, second, **options)
+            absolute.append(result.table)
+            relative.append(compare_runs(first, second, relative=True, **options).table)
+            pairs.append({"drift": result.settings["drift"], "geomean": result.geomean,
+                          "geomean_ci": list(result.geomean_ci), "counts": result.counts,
+                          "notes": result.notes})
     return {
         "source": "harness",
         "graphs": args.harness,
         "run_args": extra,
         "runs": [str(d) for d in dirs] if args.keep else None,
         "threshold": args.threshold,
-        "aa": tally([absolute.table]),
-        "aa_relative": tally([relative.table]),
-        "drift": absolute.settings["drift"],
-        "geomean": absolute.geomean,
-        "geomean_ci": list(absolute.geomean_ci),
-        "notes": absolute.notes,
+        "aa": tally(absolute),
+        "aa_relative": tally(relative),
+        "pairs": pairs,
     }
 
 
@@ -160,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the result here")
-    parser.add_argument("--keep", metavar="DIR", help="harness: keep the two runs under DIR")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="harness: A/A pairs (pairs + 1 runs, each against the one before)")
+    parser.add_argument("--keep", metavar="DIR", help="harness: keep the runs under DIR")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = harness(args) if args.harness else synthetic(args)
@@ -171,11 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     if "aa_relative" in result:
         rel = result["aa_relative"]
         print(f"  --relative: verdicts {rel['counts']}, false-verdict rate "
-              f"{rel['false_verdict_rate']:.2%}; geomean B/A {result['geomean']:.3f}, "
-              f"drift {result['drift']:.1%}")
-    if "shift_10pct_n_ge_50" in result:
-        power = result["shift_10pct_n_ge_50"]
-        print(f"10% slowdown, n >= 50: {power['rows']} rows, SLOWER {power['slower_rate']:.1%}")
+              f"{rel['false_verdict_rate']:.2%}")
+        for pair in result["pairs"]:
+            print(f"  pair: geomean B/A {pair['geomean']:.3f}, drift {pair['drift']:.1%}, "
+                  f"{pair['counts']}")
+    if "aa_drift_off" in result:
+        off = result["aa_drift_off"]
+        print(f"  --drift off: verdicts {off['counts']}, false-verdict rate "
+              f"{off['false_verdict_rate']:.2%}")
+        power, power_off = result["shift_10pct_n_ge_50"], result["shift_10pct_n_ge_50_drift_off"]
+        print(f"10% slowdown, n >= 50: {power['rows']} rows, SLOWER {power['slower_rate']:.1%} "
+              f"(--drift off: {power_off['slower_rate']:.1%})")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if aa["false_verdict_rate"] is not None and aa["false_verdict_rate"] <= 0.05 else 1

@@ -241,6 +241,16 @@ def _judge(
             f"{threshold:.0%} threshold: only much larger changes get a verdict. More "
             "iterations do not shrink drift; a quieter machine (or runs made back to back) does"
         )
+    if len(tested) >= stats.MIN_DRIFT_ROWS:
+        z = np.abs(log_ratios - centre) / np.sqrt(sampling_se**2 + tau**2 + 1e-300)
+        outliers = int((z > 3).sum())
+        if outliers > max(2, 0.05 * len(tested)):  # a normal suite has ~0.3% beyond 3 sd
+            notes.append(
+                f"{outliers} of {len(tested)} graphs moved far more than the suite's drift "
+                f"({tau:.1%}): either B changed them, or this machine has per-run states "
+                "(allocation, clocks) that single runs cannot see; an A/A calibration "
+                "(benchmarks/aa_calibration.py) tells which"
+            )
     p_raw = np.array(
         [math.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float
     )
