@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import re
-from pathlib import Path
 
 import numpy as np
 import polars as pl
