@@ -181,17 +181,21 @@ def written_formats(folder: Path) -> list[str]:
 
 
 def finished_part(run: Run) -> Run:
-    """``run`` without rows of graphs whose summary rows never made it to disk."""
+    """``run`` without rows of graphs whose summary rows never made it to disk.
+
+    Rows without a graph_id (profiler frames not tied to a graph) are kept.
+    """
     s = run.summary
     sources = set(s.get_column("source").drop_nulls().to_list())
-    pairs = s.filter(pl.col("graph_id").is_not_null()).select("graph_id", "config").unique()
+    key = pl.concat_str([pl.col("graph_id"), pl.col("config")], separator="\x00")
+    finished = set(s.select(key.alias("k")).get_column("k").drop_nulls().to_list())
 
     def keep(df: pl.DataFrame, by_source: bool) -> pl.DataFrame:
         if not df.height:
             return df
         if by_source:
             df = df.filter(pl.col("source").is_in(sources))
-        return df.join(pairs, on=["graph_id", "config"], how="semi", maintain_order="left")
+        return df.filter(pl.col("graph_id").is_null() | key.is_in(finished))
 
     return Run(run.path, run.meta, s, keep(run.iterations, True), keep(run.validation, False),
                keep(run.mismatches, False), keep(run.kernels, False), keep(run.counters, False))
