@@ -88,10 +88,10 @@ def test_hang_is_killed_after_the_timeout_and_leaves_no_process(sources):
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(backends.REGISTRY, "faulty", FAULTY_SPEC)
         mp.syspath_prepend(str(HERE))
-        with IsolatedRunner(timeout_s=1.5) as short:
+        with IsolatedRunner(timeout_s=3) as short:
             g, c = _one(short, sources["hang__d"])
     assert c.status == ERROR
-    assert c.error == "timed out after 1.5 s (killed) during faulty: warmup"
+    assert c.error == "timed out after 3 s (killed) during faulty: warmup"
     assert c.info["isolation"]["timed_out"] is True
     assert c.info["isolation"]["exitcode"] == -9
 
