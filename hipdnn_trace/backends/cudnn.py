@@ -10,6 +10,7 @@ come from :mod:`hipdnn_trace.device.cuda`.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,6 +25,16 @@ from hipdnn_trace.graph import layout
 from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.validate.poison import POISON_BYTE
+
+#: hipDNN's fp32 tolerances assume IEEE fp32 math. cuDNN and cuBLAS(Lt) read this before their
+#: first use and then never use TF32 for fp32 operands; a user who sets it keeps their value.
+TF32_ENV = "NVIDIA_TF32_OVERRIDE"
+os.environ.setdefault(TF32_ENV, "0")
+
+try:   # imported here so the isolation fork server preloads it; importing creates no CUDA context
+    import cudnn as _preloaded_cudnn  # noqa: F401
+except Exception:  # noqa: BLE001 - absent or broken: reported by available() when used
+    _preloaded_cudnn = None
 
 #: Numerical notes that mean "not IEEE fp32 math" for fp32 operands (TF32 and friends).
 FP32_UNSAFE_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
@@ -62,9 +73,10 @@ def _plain(value: Any) -> Any:
 class BuiltGraph:
     """A plan replayed on a cudnn.pygraph, with its execution-plan list created."""
 
-    def __init__(self, plan: Plan, handle: Any) -> None:
+    def __init__(self, plan: Plan, handle: Any, *, deselect_fp32_unsafe: bool | None = None) -> None:
         cudnn = _cudnn()
         self.plan = plan
+        self.deselected = plan.fp32_math if deselect_fp32_unsafe is None else deselect_fp32_unsafe
         dt = cudnn.data_type
         kwargs = {k: getattr(dt, v) for k, v in (("io_data_type", plan.io),
                                                   ("intermediate_data_type", plan.intermediate),
@@ -97,7 +109,7 @@ class BuiltGraph:
             g.validate()
             g.build_operation_graph()
             g.create_execution_plans([getattr(cudnn.heur_mode, h) for h in HEURISTICS])
-            if plan.fp32_math:
+            if self.deselected:
                 g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in FP32_UNSAFE_NOTES])
             g.check_support()
         except Exception as exc:   # cudnnGraphNotSupportedError and friends: the graph is not expressible
@@ -105,6 +117,9 @@ class BuiltGraph:
 
     def count(self) -> int:
         return int(self.graph.get_execution_plan_count())
+
+    def candidates_exist(self) -> bool:
+        return self.count() > 0
 
     def describe(self, index: int) -> tuple[str, int | None, dict[str, Any]]:
         g = self.graph
@@ -158,6 +173,20 @@ class BuiltGraph:
         return self.build(self.count() - 1)
 
 
+def build_graph(plan: Plan, handle: Any) -> BuiltGraph:
+    """The plan on a pygraph; fp32 math first without tensor-core engines, then (if none is
+    left) with all engines, relying on NVIDIA_TF32_OVERRIDE=0 to keep them off TF32."""
+    try:
+        return BuiltGraph(plan, handle)
+    except UnsupportedError:
+        if not plan.fp32_math:
+            raise
+    built = BuiltGraph(plan, handle, deselect_fp32_unsafe=False)
+    if not built.candidates_exist():
+        raise UnsupportedError("cuDNN: no execution plan for this graph")
+    return built
+
+
 class CudnnSession:
     """Device buffers, a stream and a built plan for one graph."""
 
@@ -176,7 +205,7 @@ class CudnnSession:
         self.handle = cudnn.create_handle()
         cudnn.set_stream(self.handle, self.stream.handle)
         try:
-            self.built = BuiltGraph(plan, self.handle)
+            self.built = build_graph(plan, self.handle)
             self.engine = self.built.select(engine)
             self._allocate()
             self.timer = cuda.make_timer(self.stream.handle, options.timing)
@@ -270,8 +299,9 @@ class CudnnSession:
         if self._flush is not None:
             out["l2_flush"] = self._flush.info()
         if self.plan.fp32_math:
-            out["fp32_math"] = ("fp32 conv/matmul: engines with numerical notes " + ", ".join(FP32_UNSAFE_NOTES)
-                                + " deselected (no TF32)")
+            out["fp32_math"] = (("engines with numerical notes " + ", ".join(FP32_UNSAFE_NOTES) + " deselected; "
+                                 if self.built.deselected else "no engine without tensor-core notes; ")
+                                + f"{TF32_ENV}={os.environ.get(TF32_ENV)}")
         if self.plan.notes:
             out["translation"] = list(self.plan.notes)
         return out
@@ -330,7 +360,7 @@ class CudnnBackend:
             cuda.set_device(options.device)
             handle = cudnn.create_handle()
             try:
-                self._listing[key] = BuiltGraph(self._plan(graph), handle).candidates()
+                self._listing[key] = build_graph(self._plan(graph), handle).candidates()
             finally:
                 cudnn.destroy_handle(handle)
         return list(self._listing[key][0])
@@ -342,6 +372,7 @@ class CudnnBackend:
         return CudnnSession(graph, self._plan(graph), engine, options)
 
     def versions(self) -> dict[str, str]:
+        """Library versions; creates no CUDA context (the suite process forks workers later)."""
         cudnn = _cudnn()
         out = {"cudnn_frontend": str(getattr(cudnn, "__version__", "?")),
                "cudnn": str(cudnn.backend_version_string())}
@@ -350,13 +381,10 @@ class CudnnBackend:
                 out[pkg] = importlib.metadata.version(pkg)
             except importlib.metadata.PackageNotFoundError:
                 pass
-        try:
-            info = cuda.device_info(0)
-            out["cuda_driver"] = str(info.driver_version)
-            out["cuda_runtime"] = str(info.runtime_version)
-        except Exception:  # noqa: BLE001 - versions never stop a run
-            pass
         return out
 
-    def gpu_info(self, device: int = 0) -> dict[str, Any]:
-        return cuda.device_info(device).as_dict()
+    def gpu_info(self, device: int = 0) -> dict[str, Any] | None:
+        """From NVML: asking CUDA here would create a context in the suite process."""
+        from hipdnn_trace.device.nvml import gpu_info
+
+        return gpu_info(device)

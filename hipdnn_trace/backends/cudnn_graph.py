@@ -157,6 +157,45 @@ def collapse_batch(dims: Sequence[int], strides: Sequence[int]) -> tuple[tuple[i
     return (total, *dims[-2:]), (stride, *strides[-2:])
 
 
+#: Node types whose semantics do not depend on which logical axis is which, as long as every
+#: tensor is permuted the same way (batchnorm inference is lowered to pointwise ops here).
+ELEMENTWISE_TYPES = {"PointwiseAttributes", "ReductionAttributes", "BatchnormInferenceAttributesVarianceExt"}
+
+
+def channels_last_permutation(dims: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
+    """Axis order that makes a tensor look N-spatial-C packed to cuDNN (innermost axis as dim 1).
+
+    cuDNN's pointwise and reduction engines accept "NHWC"-ordered tensors with C = dim 1 > 1;
+    an elementwise graph means the same under any axis permutation applied to all its
+    tensors, so a row-major [.., H, W] or NCHW graph is shown to cuDNN with its innermost
+    axis in the channel slot. Memory and results are unchanged.
+    """
+    order = sorted(range(len(dims)), key=lambda a: (-strides[a] if dims[a] > 1 else 1, a))
+    live = [a for a in order if dims[a] > 1]
+    inner = live[-1] if live else order[-1]
+    rest = [a for a in order if a != inner]
+    return (rest[0], inner, *rest[1:]) if rest else (inner,)
+
+
+def unit_strides_packed(dims: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
+    """Strides of size-1 axes rewritten as a packed N-spatial-C tensor would have them.
+
+    A size-1 axis addresses nothing, so its stride is free; cuDNN's layout checks still
+    compare it ("fully packed"), so give it the value packing implies in the storage
+    order N, spatial..., C (C = dim 1 innermost).
+    """
+    rank = len(dims)
+    storage = [0, *range(2, rank), 1] if rank >= 3 else list(range(rank))
+    out = list(strides)
+    span = 1
+    for axis in reversed(storage):
+        if dims[axis] == 1:
+            out[axis] = span
+        else:
+            span = out[axis] * dims[axis]
+    return tuple(out)
+
+
 def _target_rank(graph: Graph) -> int:
     types = {n.type for n in graph.nodes}
     top = max((len(t.dims) for t in graph.tensors if not t.is_value), default=1)
@@ -179,7 +218,9 @@ class _Builder:
         self._next_uid = 1
         self._keys: dict[int, str] = {}          # hipDNN uid -> key of what holds it
         self._synthetic = 0
+        self.perm: tuple[int, ...] | None = None
         self._collapse_single_matmul()
+        self._permute_elementwise()
 
     def _collapse_single_matmul(self) -> None:
         g = self.graph
@@ -198,6 +239,31 @@ class _Builder:
             self.rank = 3
             self.plan.notes.append("matmul batch dims collapsed into one (contiguous in every operand)")
 
+    def _permute_elementwise(self) -> None:
+        g = self.graph
+        if not g.nodes or any(n.type not in ELEMENTWISE_TYPES and not self._composed_bn(n) for n in g.nodes):
+            return
+        anchor = max((t for t in g.tensors if not t.is_value), key=lambda t: (t.numel, -t.uid))
+        dims, strides = lift(anchor.dims, anchor.strides, self.rank)
+        perm = channels_last_permutation(dims, strides)
+        self.perm = perm
+        if perm != tuple(range(self.rank)):
+            self.plan.notes.append(f"elementwise graph shown to cuDNN with axes permuted {list(perm)} "
+                                   "(its innermost axis in the channel slot); memory unchanged")
+
+    def _composed_bn(self, node: Node) -> bool:
+        """Batchnorm inference on a layout cuDNN's batchnorm engine rejects: lowered to pointwise."""
+        if node.type != "BatchnormInferenceAttributes":
+            return False
+        x = self.graph.by_uid[node.inputs["x"]]
+        from hipdnn_trace.graph.layout import channels_last_order, packed_strides
+
+        return tuple(x.strides) != packed_strides(x.dims, channels_last_order(len(x.dims)))
+
+    def axis(self, logical: int) -> int:
+        """Where logical axis ``logical`` (after lifting) sits in cuDNN's view."""
+        return self.perm.index(logical) if self.perm is not None else logical
+
     def uid(self) -> int:
         u = self._next_uid
         self._next_uid += 1
@@ -208,7 +274,11 @@ class _Builder:
             return self.geometry[t.uid]
         if t.is_value:
             return (1,) * self.rank, (1,) * self.rank
-        return lift(t.dims, t.strides, self.rank)
+        dims, strides = lift(t.dims, t.strides, self.rank)
+        if self.perm is not None:
+            dims, strides = tuple(dims[a] for a in self.perm), tuple(strides[a] for a in self.perm)
+            strides = unit_strides_packed(dims, strides)
+        return dims, strides
 
     def tensor(self, uid: int | None, what: str) -> str | None:
         """Key of the cuDNN tensor holding hipDNN tensor ``uid`` (declared on first use)."""
@@ -414,7 +484,7 @@ def _pointwise(b: _Builder, node: Node) -> None:
         axis = p.get("axis_tensor_uid")
         if axis is None:
             raise UnsupportedError(f"pointwise {node.name!r}: gen_index needs an axis")
-        attrs["axis"] = int(axis) + (b.rank - len(b.graph.by_uid[node.outputs["out_0"]].dims))
+        attrs["axis"] = b.axis(int(axis) + (b.rank - len(b.graph.by_uid[node.outputs["out_0"]].dims)))
     tensors = {name: b.tensor(uid, name) for name, uid in zip(names, ports)}
     b.call(node, method, tensors, [b.output(node.outputs["out_0"])], attrs)
 
@@ -449,29 +519,40 @@ def _batchnorm(b: _Builder, node: Node) -> None:
 
 def _batchnorm_inference(b: _Builder, node: Node) -> None:
     i = node.inputs
+    if b._composed_bn(node):
+        _bn_pointwise(b, node, inv_std=b.tensor(i["inv_variance"], "inv_variance"))
+        b.plan.notes.append(f"{node.name}: batchnorm inference on a non-NHWC layout as four fused pointwise ops")
+        return
     tensors = {"input": b.tensor(i["x"], "x"), "mean": b.tensor(i["mean"], "mean"),
                "inv_variance": b.tensor(i["inv_variance"], "inv_variance"),
                "scale": b.tensor(i["scale"], "scale"), "bias": b.tensor(i["bias"], "bias")}
     b.call(node, "batchnorm_inference", tensors, [b.output(node.outputs["y"])])
 
 
-def _batchnorm_inference_variance(b: _Builder, node: Node) -> None:
-    """y = (x - mean) * rsqrt(variance + eps) * scale + bias, as fused pointwise ops."""
+def _bn_pointwise(b: _Builder, node: Node, inv_std: str) -> None:
+    """y = (x - mean) * inv_std * scale + bias as fused pointwise ops."""
     i = node.inputs
-    x, mean, var = b.tensor(i["x"], "x"), b.tensor(i["mean"], "mean"), b.tensor(i["variance"], "variance")
+    x, mean = b.tensor(i["x"], "x"), b.tensor(i["mean"], "mean")
     scale, bias = b.tensor(i["scale"], "scale"), b.tensor(i["bias"], "bias")
-    eps = b.scalar(i["epsilon"], None, "epsilon")
     centered = b.virtual(i["x"], f"{node.name}_centered")
-    var_eps = b.virtual(i["variance"], f"{node.name}_var_eps")
-    inv = b.virtual(i["variance"], f"{node.name}_inv_std")
     normed = b.virtual(i["x"], f"{node.name}_normed")
     scaled = b.virtual(i["x"], f"{node.name}_scaled")
     b.call(node, "sub", {"a": x, "b": mean}, [centered], suffix="_sub")
-    b.call(node, "add", {"a": var, "b": eps}, [var_eps], suffix="_add_eps")
-    b.call(node, "rsqrt", {"input": var_eps}, [inv], suffix="_rsqrt")
-    b.call(node, "mul", {"a": centered, "b": inv}, [normed], suffix="_mul")
+    b.call(node, "mul", {"a": centered, "b": inv_std}, [normed], suffix="_mul")
     b.call(node, "mul", {"a": normed, "b": scale}, [scaled], suffix="_scale")
     b.call(node, "add", {"a": scaled, "b": bias}, [b.output(node.outputs["y"])], suffix="_bias")
+
+
+def _batchnorm_inference_variance(b: _Builder, node: Node) -> None:
+    """inv_std = rsqrt(variance + eps), then the pointwise batchnorm above."""
+    i = node.inputs
+    var = b.tensor(i["variance"], "variance")
+    eps = b.scalar(i["epsilon"], None, "epsilon")
+    var_eps = b.virtual(i["variance"], f"{node.name}_var_eps")
+    inv = b.virtual(i["variance"], f"{node.name}_inv_std")
+    b.call(node, "add", {"a": var, "b": eps}, [var_eps], suffix="_add_eps")
+    b.call(node, "rsqrt", {"input": var_eps}, [inv], suffix="_rsqrt")
+    _bn_pointwise(b, node, inv)
     b.plan.notes.append(f"{node.name}: variance-form batchnorm inference as six fused pointwise ops")
 
 
@@ -590,8 +671,16 @@ def _reduction(b: _Builder, node: Node) -> None:
     mode = str(node.params.get("mode", "")).strip().upper()
     if mode not in _REDUCTION:
         raise UnsupportedError(f"reduction {node.name!r}: mode {mode or '?'} has no cuDNN equivalent")
-    b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [b.output(node.outputs["out"])],
-           {"mode": EnumValue("reduction_mode", _REDUCTION[mode])})
+    attrs = {"mode": EnumValue("reduction_mode", _REDUCTION[mode])}
+    out_uid = node.outputs["out"]
+    if b.graph.by_uid[out_uid].data_type == "float":
+        b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [b.output(out_uid)], attrs)
+        return
+    # cuDNN reductions write float only: reduce into a float intermediate, then cast.
+    acc = b.virtual(out_uid, f"{node.name}_float")
+    b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [acc], attrs)
+    b.call(node, "identity", {"input": acc}, [b.output(out_uid)], suffix="_cast")
+    b.plan.notes.append(f"{node.name}: reduced in float, then cast to {b.graph.by_uid[out_uid].data_type}")
 
 
 _OPS = {

@@ -10,6 +10,8 @@ hipDNN's fp32 and fp16 tolerances assume neither.
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,6 +24,12 @@ from hipdnn_trace.graph import layout
 from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Tensor
+
+
+try:   # imported here so the isolation fork server preloads it; importing creates no device context
+    import torch as _preloaded_torch  # noqa: F401
+except ImportError:
+    _preloaded_torch = None
 
 
 def _torch() -> Any:
@@ -39,14 +47,20 @@ def _ops() -> Any:
 
 
 def gpu_vendor() -> str | None:
-    """"nvidia" / "amd" for a usable GPU build of torch, None for CPU only."""
+    """"nvidia" / "amd" when torch is a GPU build and such a device node exists, else None.
+
+    Decided from the build and /dev without calling into CUDA/HIP: the suite process
+    asks before it starts isolated workers, and must not hold a device context then.
+    """
     try:
         torch = _torch()
     except ToolMissingError:
         return None
-    if not torch.cuda.is_available():
-        return None
-    return "amd" if getattr(torch.version, "hip", None) else "nvidia"
+    if getattr(torch.version, "hip", None):
+        return "amd" if os.path.exists("/dev/kfd") else None
+    if getattr(torch.version, "cuda", None):
+        return "nvidia" if glob.glob("/dev/nvidia[0-9]*") else None
+    return None
 
 
 def strict_math() -> dict[str, Any]:
@@ -138,14 +152,26 @@ class TorchSession:
             self.stream = torch.cuda.Stream(device=device)
             self.timer = self._gpu_timer()
             if options.cache == "cold":
-                l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
-                self._flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+                self._flush = self._l2_flush()
                 self._flush_value = 0
         else:
             self.stream = None
             self.timer = HostTimer()
             if options.timing == "staged":
                 self.timer_note = "staged timing needs a GPU; the CPU is timed with the host clock"
+
+    def _l2_flush(self) -> Any:
+        """A cudaMemsetAsync flush on NVIDIA (no kernel: invisible to CUPTI and ncu), else a fill_ kernel."""
+        torch = _torch()
+        if gpu_vendor() == "nvidia":
+            try:
+                from hipdnn_trace.device import cuda
+
+                return cuda.L2Flush(self.device.index or 0)
+            except ToolMissingError:
+                pass
+        l2 = int(getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or (64 << 20))
+        return torch.empty(2 * l2, dtype=torch.uint8, device=self.device)
 
     def _gpu_timer(self) -> Any:
         handle = int(self.stream.cuda_stream)
@@ -214,11 +240,15 @@ class TorchSession:
             self.stream.synchronize()
 
     def prepare_iteration(self) -> None:
-        if self._flush is not None:
-            torch = _torch()
-            self._flush_value = (self._flush_value + 1) & 0xFF
-            with torch.cuda.stream(self.stream):
-                self._flush.fill_(self._flush_value)
+        if self._flush is None:
+            return
+        if hasattr(self._flush, "flush"):
+            self._flush.flush(int(self.stream.cuda_stream))
+            return
+        torch = _torch()
+        self._flush_value = (self._flush_value + 1) & 0xFF
+        with torch.cuda.stream(self.stream):
+            self._flush.fill_(self._flush_value)
 
     def fetch(self, uids: Iterable[int]) -> dict[int, np.ndarray]:
         self.synchronize()
@@ -241,7 +271,8 @@ class TorchSession:
         if self.math:
             out["math"] = self.math
         if self._flush is not None:
-            out["l2_flush"] = {"flush_bytes": int(self._flush.numel()), "flush": "torch fill_"}
+            out["l2_flush"] = self._flush.info() if hasattr(self._flush, "info") else \
+                {"flush_bytes": int(self._flush.numel()), "flush": "torch fill_"}
         if not self.gpu:
             out["precision"] = "half/bfloat16 conv and matmul operands widened to float32 on the CPU"
         return out
@@ -253,6 +284,8 @@ class TorchSession:
         self._bound.clear()
         self._results.clear()
         self._cuda_graph = None
+        if hasattr(self._flush, "close"):
+            self._flush.close()
         self._flush = None
 
 
@@ -312,10 +345,9 @@ class TorchBackend:
         return out
 
     def gpu_info(self, device: int = 0) -> dict[str, Any] | None:
-        torch = _torch()
-        if not torch.cuda.is_available():
+        """NVIDIA: from NVML (no CUDA context in the suite process); other GPUs: not recorded here."""
+        if gpu_vendor() != "nvidia":
             return None
-        p = torch.cuda.get_device_properties(device)
-        return {"index": device, "name": p.name, "sm_count": p.multi_processor_count,
-                "memory_bytes": int(p.total_memory), "compute_capability": f"{p.major}.{p.minor}",
-                "arch": f"sm_{p.major}{p.minor}" if gpu_vendor() == "nvidia" else getattr(p, "gcnArchName", None)}
+        from hipdnn_trace.device.nvml import gpu_info
+
+        return gpu_info(device)

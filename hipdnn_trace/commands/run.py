@@ -234,6 +234,32 @@ def _isolation(args: argparse.Namespace, configs: list, suite_size: int, profili
     return DEFAULT_TIMEOUT_S if args.graph_timeout is None else args.graph_timeout
 
 
+def _clock_samplers(configs: list, device: int) -> tuple[tuple, dict[str, Any] | None]:
+    """NVML clock sampling for NVIDIA GPU backends: (samplers, run.json description)."""
+    vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
+    if "nvidia" not in vendors:
+        return (), None
+    try:
+        from hipdnn_trace.device.nvml import ClockSampler
+
+        sampler = ClockSampler(device)
+    except UserError as exc:
+        return (), {"source": None, "note": str(exc)}
+    return (sampler,), sampler.info()
+
+
+def _record_sessions(meta: dict[str, Any], g: GraphRun) -> None:
+    """How each configuration ran (timer, fallbacks, plan) into run.json's "sessions"."""
+    sessions = meta.setdefault("sessions", {})
+    for c in g.configs:
+        info = {k: v for k, v in c.info.items() if k not in ("traceback", "cupti", "autotune")}
+        if not info:
+            continue
+        entry = sessions.setdefault(c.config.name, {"method": info, "graphs": {}})
+        entry["graphs"][g.name] = {k: info[k] for k in ("plan", "workspace_bytes", "timing_fallback", "timer")
+                                   if k in info}
+
+
 def _select(args: argparse.Namespace, sources: list) -> tuple[list, dict[str, Any] | None, dict[str, str | None]]:
     """(sources to run, shard block for run.json, source -> graph_id of each) after --shard."""
     if args.shard is None and args.resume is None:
@@ -264,13 +290,17 @@ def _finished(folder: Path, graph_ids: dict[str, str | None]) -> set[str]:
 
 def main(args: argparse.Namespace) -> int:
     hooks: list = []
-    if args.profile != "none" and not args.profile_child:
-        profiler, kind = load_profiler(args.profile)
-        if kind == "external":
+    # A profiled child names its profiler with --profile-child: an external tool wraps it
+    # (nothing to do here), an in-process one (cupti, also ncu's timing pass) hooks in.
+    wanted = args.profile_child or (args.profile if args.profile != "none" else None)
+    if wanted is not None:
+        profiler, kind = load_profiler(wanted)
+        if kind == "external" and not args.profile_child:
             from hipdnn_trace.profilers.external import run_external
 
             return run_external(profiler, args, getattr(args, "argv", None) or _run_argv())
-        hooks.append(profiler)
+        if kind == "in-process":
+            hooks.append(profiler)
     configs = build_configs(backend=args.backend, engine=args.engine, autotune=args.autotune, a=args.a,
                             b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
     reference_only = all(c.backend == "reference" for c in configs)
@@ -302,14 +332,17 @@ def main(args: argparse.Namespace) -> int:
     options = _options(args)
     vendor = getattr(backends.get(configs[0].backend), "vendor", None)
     markers = select_markers(args.markers, vendor=vendor)
+    samplers, clocks = _clock_samplers(configs, args.device)
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
-                           save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks)
+                           save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
+                           samplers=samplers)
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
-              "profiler": args.profile_child or (args.profile if args.profile != "none" else None)}
+              "profiler": args.profile_child or (args.profile if args.profile != "none" else None),
+              "clocks": clocks}
     meta = run_metadata(run_id=run_id, argv=sys.argv if sys.argv else [], timing=timing, seed=args.seed,
                         configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
                                   "plugin_path": c.plugin_path} for c in configs],
@@ -321,8 +354,13 @@ def main(args: argparse.Namespace) -> int:
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())
+            gpu_info = getattr(backends.get(name), "gpu_info", None)
+            if meta.get("gpu") is None and gpu_info is not None:
+                meta["gpu"] = gpu_info(args.device)
         except Exception:   # noqa: BLE001 - a version probe never stops a run
             pass
+    for hook in hooks:
+        hook.run_id = run_id
     notes = [f"skipping folders named 'perf' on the CPU reference (--include-perf runs them)"] if skip else []
     if shard_meta is not None:
         notes.append(f"shard {args.shard}: {len(sources)} of the suite's {suite_size} graph(s)")
@@ -349,6 +387,11 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     def after(index: int, g: GraphRun) -> None:
         with guard.protect():
             progress.clear()
+            for hook in settings.hooks:
+                finish = getattr(hook, "finish_graph", None)
+                if finish is not None:
+                    finish(g)
+            _record_sessions(writer.meta, g)
             writer.add_graph(g)
             reporter.graph(index, len(sources), g)
             if settings.ab:

@@ -397,6 +397,14 @@ class CudaGraph:
         except Exception:  # noqa: BLE001 - only informative
             return None
 
+    def kernel_nodes(self) -> int:
+        """Kernel launches in the captured execution (memset/memcpy nodes excluded)."""
+        runtime = rt()
+        count = int(check(runtime.cudaGraphGetNodes(self._graph, 0), "cudaGraphGetNodes")[1])
+        nodes, _ = check(runtime.cudaGraphGetNodes(self._graph, count), "cudaGraphGetNodes")
+        kernel = runtime.cudaGraphNodeType.cudaGraphNodeTypeKernel
+        return sum(1 for n in nodes if check(runtime.cudaGraphNodeGetType(n), "cudaGraphNodeGetType") == kernel)
+
     def launch(self) -> None:
         check(rt().cudaGraphLaunch(self._exec, self.stream), "cudaGraphLaunch")
 

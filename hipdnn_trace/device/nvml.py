@@ -30,16 +30,29 @@ class ClockSampler:
     """Callable returning ``{"sm_clock_mhz": .., "mem_clock_mhz": ..}`` for one GPU."""
 
     def __init__(self, device: int = 0, interval_ms: float = DEFAULT_INTERVAL_MS) -> None:
-        self._nvml = _pynvml()
-        self._nvml.nvmlInit()
-        self._handle = self._nvml.nvmlDeviceGetHandleByIndex(device)
+        _pynvml()   # fail early (one line) when NVML's python package is missing
         self.device = device
         self.interval_ns = int(interval_ms * 1e6)
+        self._nvml: Any = None
+        self._handle: Any = None
         self._last_ns = -(1 << 62)
         self._last: dict[str, float | None] = {"sm_clock_mhz": None, "mem_clock_mhz": None}
         self.reads = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable for isolated child runs: NVML is opened lazily in the process that samples."""
+        state = dict(self.__dict__)
+        state["_nvml"] = state["_handle"] = None
+        return state
+
+    def _open(self) -> None:
+        self._nvml = _pynvml()
+        self._nvml.nvmlInit()
+        self._handle = self._nvml.nvmlDeviceGetHandleByIndex(self.device)
+
     def read(self) -> dict[str, float | None]:
+        if self._handle is None:
+            self._open()
         nvml = self._nvml
         self.reads += 1
         return {
@@ -61,18 +74,50 @@ class ClockSampler:
                         "the last reading; SM clock < 90% of the run's max is flagged"}
 
     def close(self) -> None:
-        try:
-            self._nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - shutting down twice is harmless
-            pass
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001 - shutting down twice is harmless
+                pass
+            self._nvml = self._handle = None
 
 
-def gpu_name(device: int = 0) -> str | None:
-    """The NVML product name (what profiles/peaks.toml matches on), None without NVML."""
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpu_info(device: int = 0) -> dict[str, Any] | None:
+    """What run.json records about an NVIDIA GPU, from NVML (creates no CUDA context,
+    so the suite process can ask before it starts isolated children). None without NVML."""
     try:
         nvml = _pynvml()
         nvml.nvmlInit()
-        name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(device))
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # noqa: BLE001 - no NVML, no name
+    except Exception:  # noqa: BLE001 - no NVML, no GPU facts
         return None
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(device)
+        out: dict[str, Any] = {"index": device, "name": _text(nvml.nvmlDeviceGetName(h)),
+                               "driver": _text(nvml.nvmlSystemGetDriverVersion())}
+        probes = {
+            "compute_capability": lambda: ".".join(str(v) for v in nvml.nvmlDeviceGetCudaComputeCapability(h)),
+            "memory_bytes": lambda: int(nvml.nvmlDeviceGetMemoryInfo(h).total),
+            "max_sm_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+            "max_mem_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM)),
+            "power_limit_w": lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+            "uuid": lambda: _text(nvml.nvmlDeviceGetUUID(h)),
+        }
+        for key, probe in probes.items():
+            try:
+                out[key] = probe()
+            except Exception:  # noqa: BLE001 - a missing fact is left out
+                continue
+        if "compute_capability" in out:
+            out["arch"] = "sm_" + out["compute_capability"].replace(".", "")
+        return out
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
