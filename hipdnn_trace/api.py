@@ -16,9 +16,16 @@ from hipdnn_trace.results.metadata import new_run_id
 from hipdnn_trace.results.rundir import Run, load_run
 
 
+#: Options that are on by default and switched off with --no-<name>.
+NEGATABLE = {"isolate", "trace"}
+
+
 def _flags(options: dict[str, Any]) -> list[str]:
     argv: list[str] = []
     for key, value in options.items():
+        if value is False and key in NEGATABLE:
+            argv.append(f"--no-{key.replace('_', '-')}")
+            continue
         if value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")

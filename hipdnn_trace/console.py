@@ -106,7 +106,7 @@ class Reporter:
 
     def lines(self, index: int, total: int, g: GraphRun) -> list[str]:
         prefix = f"[{index:>{len(str(total))}}/{total}]"
-        if g.graph is None:
+        if g.unrunnable:
             return [f"{prefix} ERROR  {g.name}: {g.error}"]
         out = []
         for c in g.configs:
@@ -116,7 +116,7 @@ class Reporter:
     # ----------------------------------------------------------- graph block
 
     def block(self, g: GraphRun) -> None:
-        if g.graph is None:
+        if g.unrunnable:
             self.print(f"== {g.name}: ERROR {g.error}")
             return
         graph = g.graph
@@ -169,7 +169,7 @@ class Reporter:
     def final(self, runs: Sequence[GraphRun], folder: str, elapsed_s: float) -> None:
         counts = Counter()
         for g in runs:
-            if g.graph is None:
+            if g.unrunnable:
                 counts[ERROR] += 1
             for c in g.configs:
                 counts[c.status] += 1

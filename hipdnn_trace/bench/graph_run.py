@@ -77,6 +77,34 @@ def _load(source: GraphSource, run: GraphRun) -> Graph | None:
     return graph
 
 
+def _host_bytes(graph: Graph) -> int:
+    """Host memory for inputs and fetched outputs in their own types (twice: copies)."""
+    from hipdnn_trace.graph.dtypes import DTYPES
+
+    return 2 * sum(t.numel * DTYPES[t.data_type].itemsize for t in graph.tensors if not t.virtual)
+
+
+def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
+    """Refuse, before allocating anything, a graph whose host tensors cannot fit; drop the
+    float64 reference (with a note) when only the reference would not fit."""
+    from hipdnn_trace.backends.reference import available_memory_bytes, needed_memory_bytes
+
+    have = available_memory_bytes()
+    if have is None:
+        return True
+    need = _host_bytes(graph)
+    if need > have:
+        run.status = ERROR
+        run.error = (f"{run.source}: needs about {need / 2**30:.1f} GiB of host memory for inputs and "
+                     f"outputs, {have / 2**30:.1f} GiB available")
+        return False
+    if settings.validate == "reference" and need + needed_memory_bytes(graph) > have:
+        run.notes.append(f"not validated against the reference: float64 copies need about "
+                         f"{needed_memory_bytes(graph) / 2**30:.1f} GiB more host memory than is available")
+        run.skip_reference = True
+    return True
+
+
 def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
     """(inputs, golden outputs): from a golden bundle when one matches, else seeded."""
     if settings.golden is not None:
@@ -238,7 +266,7 @@ def run_graph(
 ) -> GraphRun:
     run = GraphRun(source=source.name, name=Path(source.name).stem)
     graph = _load(source, run)
-    if graph is None:
+    if graph is None or not _memory_plan(graph, settings, run):
         return run
     try:
         inputs, golden_out = _inputs(graph, settings, run)
@@ -246,7 +274,7 @@ def run_graph(
         run.status, run.error = ERROR, str(exc)
         return run
     expected: dict[str, dict[int, np.ndarray]] = {}
-    if settings.validate == "reference":
+    if settings.validate == "reference" and not run.skip_reference:
         reason = executor.check(graph)
         if reason:
             run.notes.append(f"not validated against the reference: {reason}")

@@ -79,6 +79,12 @@ class GraphRun:
     reference: dict[int, np.ndarray] = field(default_factory=dict)   # float64 oracle of outputs
     intermediates: dict[int, np.ndarray] = field(default_factory=dict)   # reference, stored dtypes
     notes: list[str] = field(default_factory=list)
+    skip_reference: bool = False      # set when the float64 oracle would not fit in memory
+
+    @property
+    def unrunnable(self) -> bool:
+        """Failed before any configuration ran (bad file, no memory for its tensors)."""
+        return self.status == ERROR and not self.configs
 
     def drop_arrays(self) -> None:
         """Free tensors once validation and --save-tensors are done."""

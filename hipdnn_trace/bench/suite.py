@@ -47,7 +47,7 @@ class SuiteOutcome:
     @property
     def exit_code(self) -> int:
         """1 if anything errored or nothing ran, else 2 on a validation mismatch, else 0."""
-        statuses = [ERROR for g in self.runs if g.graph is None]
+        statuses = [ERROR for g in self.runs if g.unrunnable]
         statuses += [c.status for g in self.runs for c in g.configs]
         return exit_code_for(statuses)
 

@@ -26,6 +26,8 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 #: A tensor with more elements than this cannot exist on any device (2^36 fp32 = 256 GiB).
 MAX_ELEMENTS = 2**36
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: More dims than any DNN library takes (cuDNN: 8); beyond numpy's limit of 64 as well.
+MAX_RANK = 16
 #: JSON nested deeper than this is refused (hipDNN graphs nest 4 levels).
 MAX_DEPTH = 32
 
@@ -175,6 +177,8 @@ class _Parser:
             raise self.fail(f"{path}.virtual", f"expected true or false, got {_kind(virtual)}")
         if not dims:
             raise self.fail(f"{path}.dims", "a tensor needs at least one dim")
+        if len(dims) > MAX_RANK:
+            raise self.fail(f"{path}.dims", f"rank {len(dims)} is more than the {MAX_RANK} dims supported")
         if len(strides) != len(dims):
             raise self.fail(f"{path}.strides", f"rank {len(strides)} differs from dims' rank {len(dims)}")
         for i, d in enumerate(dims):

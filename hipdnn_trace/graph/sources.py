@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hipdnn_trace.errors import UserError
+from hipdnn_trace.errors import GraphError, UserError
+from hipdnn_trace.graph.load import MAX_FILE_BYTES
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
 #: An archive unpacking to more than this (in JSON members) is treated as a bomb.
@@ -38,7 +39,20 @@ def is_archive(path: Path) -> bool:
 
 
 def _file_source(path: Path, name: str | None = None) -> GraphSource:
-    return GraphSource(name or str(path), path.read_bytes, path)
+    def read() -> bytes:
+        # the size is checked before a byte is read: a huge file costs nothing
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise GraphError(str(path), "", f"file is {size} bytes; graphs over {MAX_FILE_BYTES} are refused")
+        return path.read_bytes()
+
+    return GraphSource(name or str(path), read, path)
+
+
+def _too_big(name: str, size: int) -> Callable[[], bytes]:
+    def read() -> bytes:
+        raise GraphError(name, "", f"member is {size} bytes; graphs over {MAX_FILE_BYTES} are refused")
+    return read
 
 
 def _json_files(folder: Path) -> list[Path]:
@@ -96,15 +110,18 @@ def archive_sources(path: Path) -> list[GraphSource]:
     try:
         with tarfile.open(path, "r:*") as tar:
             members = check_archive_members(path, tar)
-            blobs = []
+            blobs: list[tuple[str, Callable[[], bytes]]] = []
             for m in members:
                 if m.isfile() and m.name.endswith(".json") and not _is_bundle_sidecar(Path(m.name)):
+                    if m.size > MAX_FILE_BYTES:   # refused from its header, never read
+                        blobs.append((m.name, _too_big(f"{path}:{m.name}", m.size)))
+                        continue
                     fh = tar.extractfile(m)
                     data = fh.read() if fh is not None else b""
-                    blobs.append((m.name, data))
+                    blobs.append((m.name, (lambda d=data: d)))
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise UserError(f"{path}: not a readable tar archive ({exc})") from None
-    return [GraphSource(f"{path}:{name}", (lambda d=data: d)) for name, data in sorted(blobs)]
+    return [GraphSource(f"{path}:{name}", read) for name, read in sorted(blobs, key=lambda b: b[0])]
 
 
 def expand(args: Iterable[str], *, skip_dirs: Iterable[str] = ()) -> list[GraphSource]:

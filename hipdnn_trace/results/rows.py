@@ -56,7 +56,7 @@ def _dtype(g: GraphRun) -> str | None:
 
 
 def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
-    if g.graph is None:
+    if g.unrunnable:
         return [{**_key(run_id, g, None), "source": g.source, "status": g.status, "error": g.error,
                  "validation": "skipped"}]
     flops, nbytes = graph_flops(g.graph), graph_bytes(g.graph)
