@@ -79,3 +79,21 @@ def test_existing_run_directory_is_not_overwritten(tmp_path: Path, capsys: pytes
     capsys.readouterr()
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--run-id", "x"]) == 1
     assert "already exists" in _one_line_error(capsys)
+
+
+def test_graph_too_big_for_host_memory_is_refused_before_allocating(tmp_path: Path) -> None:
+    import tracemalloc
+
+    g = hg.matmul(name="huge", m=131072, k=131072, n=131072)     # 3 x 64 GiB fp32 tensors
+    path = hg.write(tmp_path / "g", [g, hg.matmul()])
+    tracemalloc.start()
+    code = main(["run", str(tmp_path / "g"), "-w", "0", "-i", "1", "--out", str(tmp_path / "r"),
+                 "--run-id", "m", "--quiet"])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert code == 1 and peak < 200 * 2**20
+    run = load_run(tmp_path / "r" / "m")
+    row = run.summary.filter(pl.col("graph") == "huge").row(0, named=True)
+    assert row["status"] == "error" and "GiB of host memory" in row["error"] and row["graph_id"]
+    assert run.summary.filter(pl.col("graph") == "mm_small")["status"].to_list() == ["ok"]
+    assert path
