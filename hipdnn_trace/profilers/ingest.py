@@ -18,16 +18,15 @@ verdicts are computed from the arch profile (:mod:`.counters`).
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from hipdnn_trace.results.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu
@@ -270,7 +269,7 @@ def ingest(
                 if spec is None:
                     notes.append(f"no peak-table entry for {product or use_arch}: % of peak and verdicts skipped (pass --gpu)")
                 metrics = derived_metrics.derive(wide, profile, spec, consts)
-                graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=frames["kernels"])
+                graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=_one_pass(frames["kernels"]))
     return Ingested(
         kernels=frames["kernels"],
         counters=frames["counters"],
@@ -285,24 +284,21 @@ def ingest(
     )
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same directory, then rename over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _one_pass(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Kernels of one application run: passes are separate processes whose clocks and
+    gaps do not line up, so busy/idle time must not mix them."""
+    if "pass" not in kernels.columns or kernels["pass"].n_unique() <= 1:
+        return kernels
+    first = kernels["pass"].drop_nulls().min()
+    return kernels.filter(pl.col("pass").is_null() | (pl.col("pass") == first))
 
 
 def write_frame(frame: pl.DataFrame, out_dir: Path, name: str, parquet: bool = True) -> list[Path]:
     written = [out_dir / f"{name}.csv"]
-    _atomic(written[0], lambda p: frame.write_csv(p))
+    write_atomic(written[0], lambda fh: frame.write_csv(fh))
     if parquet:
         written.append(out_dir / f"{name}.parquet")
-        _atomic(written[1], lambda p: frame.write_parquet(p))
+        write_atomic(written[1], lambda fh: frame.write_parquet(fh))
     return written
 
 
@@ -325,7 +321,7 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
         from hipdnn_trace.profilers.trace_export import write_trace
 
         path = out_dir / "trace.pftrace"
-        _atomic(path, lambda p: write_trace(p, result.kernels, result.counters, result.markers))
+        write_path_atomic(path, lambda p: write_trace(p, result.kernels, result.counters, result.markers))
         written.append(path)
     manifest = {
         "files": [
@@ -336,6 +332,6 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
         "rows": {name: getattr(result, name).height for name in ("kernels", "counters", "counters_wide", "metrics", "stats")},
     }
     path = out_dir / "ingest.json"
-    _atomic(path, lambda p: p.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8"))
+    write_text_atomic(path, json.dumps(manifest, indent=2) + "\n")
     written.append(path)
     return written

@@ -78,7 +78,7 @@ def test_mi200_hbm_formula():
 def test_nvidia_profile_uses_ncu_duration_and_tensor_ops():
     p = profile_for_arch("sm_90")
     cols = {c: [0.0] for c in p.counters}
-    cols.update({"gpu__time_duration.sum": [2e6], "sm__ops_path_tensor_src_fp16_dst_fp32.sum": [1e15],
+    cols.update({"gpu__time_duration.sum": [2e6], "sm__ops_path_tensor_src_fp16.sum": [1e15],
                  "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": [1e9], "dram__bytes.sum": [1e9]})
     d = derive(pl.DataFrame(cols), p, H100).row(0, named=True)
     assert d["duration_ns"] == 2e6
