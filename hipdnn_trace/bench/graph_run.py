@@ -182,8 +182,15 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
             markers.pop()
             run.init_ms = load_ms + (t1 - t0) / 1e6
             run.phases.append(Phase("init", t0, t1))
-            if session.engine is not None and not run.engine:
-                run.engine = session.engine.label()
+            if session.engine is not None:
+                # what actually runs: a soft preference may have fallen back to another engine
+                actual = session.engine.label()
+                requested = run.engine.removesuffix(" (autotuned)")
+                if requested and actual != requested:
+                    run.info["requested_engine"] = requested
+                    run.engine = actual
+                elif not run.engine:
+                    run.engine = actual
             phase = "bind"
             session.bind(inputs)
             phase = "execute"

@@ -59,6 +59,7 @@ def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -
     pass_dirs: list[Path] = []
     main_rc = 1
     commands: list[str] = []
+    pass_codes: list[int] = []
     for index in range(passes):
         if index == 0:
             out, rid = args.out, run_id
@@ -74,10 +75,14 @@ def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -
             rc = subprocess.call(command, env=env)
         except FileNotFoundError as exc:
             raise UserError(f"--profile {profiler.name}: cannot start {command[0]} ({exc.strerror})") from None
+        pass_codes.append(rc)
         if index == 0:
             main_rc = rc
         else:
             pass_dirs.append(run_dir)
+            if rc != 0:
+                print(f"hipdnn-trace run: warning: counter pass {index} exited with code {rc}; "
+                      f"its counters may be missing (see {run_dir})", file=sys.stderr)
     if not (folder / "run.json").exists():
         raise UserError(f"--profile {profiler.name}: the profiled run wrote no results "
                         f"(exit code {main_rc}); command: {commands[0]}")
@@ -89,6 +94,7 @@ def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -
     except Exception as exc:  # a parser failure must not lose the run itself
         raise UserError(f"--profile {profiler.name}: could not read the profile in {folder}: "
                         f"{type(exc).__name__}: {exc}") from None
+    collected.meta["pass_exit_codes"] = pass_codes
     fold_in(folder, collected, profiler, args, commands, run.meta)
     return main_rc
 
