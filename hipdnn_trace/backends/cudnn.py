@@ -181,7 +181,11 @@ def build_graph(plan: Plan, handle: Any) -> BuiltGraph:
     except UnsupportedError:
         if not plan.fp32_math:
             raise
-    built = BuiltGraph(plan, handle, deselect_fp32_unsafe=False)
+    try:
+        built = BuiltGraph(plan, handle, deselect_fp32_unsafe=False)
+    except UnsupportedError as exc:
+        raise UnsupportedError(f"no cuDNN engine runs this fp32 graph without TF32 ({TF32_ENV}=0, tensor-core "
+                               f"engines deselected); {exc}") from None
     if not built.candidates_exist():
         raise UnsupportedError("cuDNN: no execution plan for this graph")
     return built

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node, Tensor
@@ -177,6 +179,54 @@ def channels_last_permutation(dims: Sequence[int], strides: Sequence[int]) -> tu
     return (rest[0], inner, *rest[1:]) if rest else (inner,)
 
 
+def coalesce(shapes: Mapping[int, tuple[Sequence[int], Sequence[int]]]
+             ) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """Merge axes (equal-rank tensors keyed by uid) that every tensor addresses as one.
+
+    Axes are walked in the memory order of the largest tensor; the next axis joins the
+    current group when, in every tensor, both are size 1, or both are full-size and
+    the group's innermost stride equals the axis's stride times its size. Axes of
+    size 1 everywhere are dropped. None when the tensors do not share one axis order.
+    """
+    items = list(shapes.items())
+    rank = len(items[0][1][0])
+    full = [max(d[a] for _, (d, _) in items) for a in range(rank)]
+    anchor = max(items, key=lambda kv: np.prod(kv[1][0]))[1]
+    order = [a for a in sorted(range(rank), key=lambda a: (-anchor[1][a], a)) if full[a] > 1]
+    if not order:
+        return None
+    groups: list[list[int]] = [[order[0]]]
+    for b in order[1:]:
+        a = groups[-1][-1]
+        ok = True
+        for _, (dims, strides) in items:
+            both_one = all(dims[x] == 1 for x in groups[-1]) and dims[b] == 1
+            both_full = all(dims[x] == full[x] for x in groups[-1]) and dims[b] == full[b] \
+                and strides[a] == strides[b] * dims[b]
+            if not (both_one or both_full):
+                ok = False
+                break
+        if ok:
+            groups[-1].append(b)
+        else:
+            groups.append([b])
+    out = {}
+    for uid, (dims, strides) in items:
+        nd, ns = [], []
+        for grp in groups:
+            inner = grp[-1]
+            if all(dims[x] == 1 for x in grp):
+                nd.append(1)
+                ns.append(1)
+            elif all(dims[x] == full[x] for x in grp):
+                nd.append(int(np.prod([full[x] for x in grp])))
+                ns.append(int(strides[inner]))
+            else:
+                return None
+        out[uid] = (tuple(nd), tuple(ns))
+    return out
+
+
 def unit_strides_packed(dims: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
     """Strides of size-1 axes rewritten as a packed N-spatial-C tensor would have them.
 
@@ -219,7 +269,9 @@ class _Builder:
         self._keys: dict[int, str] = {}          # hipDNN uid -> key of what holds it
         self._synthetic = 0
         self.perm: tuple[int, ...] | None = None
+        self.merged: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._collapse_single_matmul()
+        self._coalesce_elementwise()
         self._permute_elementwise()
 
     def _collapse_single_matmul(self) -> None:
@@ -239,12 +291,42 @@ class _Builder:
             self.rank = 3
             self.plan.notes.append("matmul batch dims collapsed into one (contiguous in every operand)")
 
+    def _elementwise(self) -> bool:
+        g = self.graph
+        return bool(g.nodes) and all(n.type in ELEMENTWISE_TYPES or self._composed_bn(n) for n in g.nodes)
+
+    def _coalesce_elementwise(self) -> None:
+        """Merge axes that are contiguous in every tensor (and broadcast or reduced alike).
+
+        Done for graphs with a reduction: cuDNN's reduction engines take row or column
+        reductions only (seen on an H200, cuDNN 9.19); an NCHW tensor
+        reduced over H and W becomes a [N*C, H*W] row reduction this way. Memory and
+        meaning are unchanged: merged axes address memory exactly like one axis.
+        """
+        g = self.graph
+        if not self._elementwise() or not any(n.type == "ReductionAttributes" for n in g.nodes) or any(
+                pointwise_mode(n) == "gen_index" for n in g.nodes if n.type == "PointwiseAttributes"):
+            return
+        real = [t for t in g.tensors if not t.is_value]
+        rank = max(len(t.dims) for t in real)
+        shapes = {t.uid: lift(t.dims, t.strides, rank) for t in real}
+        merged = coalesce(shapes)
+        if merged is None:
+            return
+        new_rank = len(next(iter(merged.values()))[0])
+        if new_rank < rank:
+            self.merged = merged
+            self.rank = max(4, new_rank)
+            self.plan.notes.append(f"elementwise graph: {rank} axes coalesced into {new_rank} (contiguous in "
+                                   "every tensor)")
+
     def _permute_elementwise(self) -> None:
         g = self.graph
-        if not g.nodes or any(n.type not in ELEMENTWISE_TYPES and not self._composed_bn(n) for n in g.nodes):
+        if not self._elementwise():
             return
         anchor = max((t for t in g.tensors if not t.is_value), key=lambda t: (t.numel, -t.uid))
-        dims, strides = lift(anchor.dims, anchor.strides, self.rank)
+        dims, strides = self.merged.get(anchor.uid, (anchor.dims, anchor.strides))
+        dims, strides = lift(dims, strides, self.rank)
         perm = channels_last_permutation(dims, strides)
         self.perm = perm
         if perm != tuple(range(self.rank)):
@@ -274,7 +356,7 @@ class _Builder:
             return self.geometry[t.uid]
         if t.is_value:
             return (1,) * self.rank, (1,) * self.rank
-        dims, strides = lift(t.dims, t.strides, self.rank)
+        dims, strides = lift(*self.merged.get(t.uid, (t.dims, t.strides)), self.rank)
         if self.perm is not None:
             dims, strides = tuple(dims[a] for a in self.perm), tuple(strides[a] for a in self.perm)
             strides = unit_strides_packed(dims, strides)
@@ -418,7 +500,25 @@ def _matmul(b: _Builder, node: Node) -> None:
             raise UnsupportedError(f"matmul {node.name!r}: batch dim {i} is {x} vs {y}; cuDNN broadcasts only "
                                    "size-1 batch dims, not hipDNN's grouped batches")
     _note_fp32(b, (a, bb))
+    _broadcast_batch(b, (a, bb), node.outputs["c"])
     b.call(node, "matmul", {"A": b.tensor(a, "a"), "B": b.tensor(bb, "b")}, [b.output(node.outputs["c"])])
+
+
+def _broadcast_batch(b: _Builder, operands: Sequence[int], out_uid: int) -> None:
+    """A size-1 batch dim of an operand becomes the output's size with stride 0.
+
+    cuDNN's matmul engines refuse implicit batch broadcasting ("batch dimensions of A,
+    B and D need to be the same"); a stride-0 batch says the same thing explicitly and
+    reads the same memory.
+    """
+    out_dims, _ = b.geom(b.graph.by_uid[out_uid])
+    for uid in operands:
+        dims, strides = b.geom(b.graph.by_uid[uid])
+        batch = len(dims) - 2
+        if any(dims[i] == 1 and out_dims[i] > 1 for i in range(batch)):
+            new_d = tuple(out_dims[i] if dims[i] == 1 and out_dims[i] > 1 else dims[i] for i in range(batch))
+            new_s = tuple(0 if dims[i] == 1 and out_dims[i] > 1 else strides[i] for i in range(batch))
+            b.geometry[uid] = (new_d + tuple(dims[batch:]), new_s + tuple(strides[batch:]))
 
 
 # hipDNN mode -> (pygraph method, cuDNN tensor kwargs in in_0, in_1, in_2 order)
@@ -673,14 +773,13 @@ def _reduction(b: _Builder, node: Node) -> None:
         raise UnsupportedError(f"reduction {node.name!r}: mode {mode or '?'} has no cuDNN equivalent")
     attrs = {"mode": EnumValue("reduction_mode", _REDUCTION[mode])}
     out_uid = node.outputs["out"]
-    if b.graph.by_uid[out_uid].data_type == "float":
-        b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [b.output(out_uid)], attrs)
-        return
-    # cuDNN reductions write float only: reduce into a float intermediate, then cast.
-    acc = b.virtual(out_uid, f"{node.name}_float")
-    b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [acc], attrs)
-    b.call(node, "identity", {"input": acc}, [b.output(out_uid)], suffix="_cast")
-    b.plan.notes.append(f"{node.name}: reduced in float, then cast to {b.graph.by_uid[out_uid].data_type}")
+    out_type = b.graph.by_uid[out_uid].data_type
+    if out_type != "float":
+        # Seen on an H200 (cuDNN 9.19): reductions need yType == FLOAT, and a reduction
+        # output may feed no further op, so no cast can follow it.
+        raise UnsupportedError(f"reduction {node.name!r}: cuDNN reductions write float only and cannot be "
+                               f"followed by a cast (output is {out_type})")
+    b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [b.output(out_uid)], attrs)
 
 
 _OPS = {

@@ -300,6 +300,9 @@ def main(args: argparse.Namespace) -> int:
 
             return run_external(profiler, args, getattr(args, "argv", None) or _run_argv())
         if kind == "in-process":
+            check_tool = getattr(profiler, "check_tool", None)
+            if check_tool is not None:
+                check_tool()   # a missing profiler library is one line before any work
             hooks.append(profiler)
     configs = build_configs(backend=args.backend, engine=args.engine, autotune=args.autotune, a=args.a,
                             b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
@@ -391,6 +394,8 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 finish = getattr(hook, "finish_graph", None)
                 if finish is not None:
                     finish(g)
+                if getattr(hook, "meta", None):
+                    writer.meta["profile"] = {"tool": hook.name, **hook.meta}
             _record_sessions(writer.meta, g)
             writer.add_graph(g)
             reporter.graph(index, len(sources), g)
@@ -418,6 +423,10 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
             progress.clear()
             if runner is not None:
                 runner.close()
+            for hook in settings.hooks:
+                close = getattr(hook, "close", None)
+                if close is not None:
+                    close()   # an in-process profiler stops tracing with the run
             writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
     if interrupted is not None:
         done = writer.frame("summary").get_column("source").n_unique()

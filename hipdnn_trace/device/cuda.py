@@ -301,21 +301,37 @@ def probe_stall_gate(stream: int) -> str | None:
 
 
 class StagedEventTimer(EventTimer):
-    """Events whose start fires only after all work is enqueued (see the module docstring)."""
+    """Events whose start fires only after all work is enqueued (see the module docstring).
+
+    If enqueueing ever waits on the held stream (the watchdog had to release it: seen
+    with CUPTI activity tracing on an H200), staging is switched off for the rest of
+    the session and the timer says so: that iteration's time includes the wait.
+    """
 
     kind = "cuda-event-staged"
+    HOLD_TIMEOUT_S = 1.0
 
     def __init__(self, stream: int) -> None:
         super().__init__(stream)
-        self.gate = StallGate()
+        self.gate = StallGate(timeout_s=self.HOLD_TIMEOUT_S)
+        self.staged = True
 
     def start(self) -> None:
-        self.gate.arm(self.stream)
+        if self.staged:
+            self.gate.arm(self.stream)
         super().start()
 
     def stop(self) -> None:
         super().stop()
+        if not self.staged:
+            return
         self.gate.release()
+        if self.gate.timeouts:
+            self.staged = False
+            self.kind = "cuda-event"
+            self.fallback_reason = (f"staged timing switched off: enqueueing waited on the held stream for "
+                                    f"{self.HOLD_TIMEOUT_S:g} s (something in execute synchronizes, e.g. CUPTI "
+                                    "activity tracing); plain events from then on")
 
     def close(self) -> None:
         self.gate.close()

@@ -87,6 +87,24 @@ def kernel_sums_ms(kernels: pl.DataFrame, iterations: Sequence[int]) -> list[flo
     return [sums.get(i) for i in iterations]
 
 
+class _Sink:
+    """The process's one pair of CUPTI buffer callbacks, forwarding to the active profiler."""
+
+    def __init__(self) -> None:
+        self.registered = False
+        self.target: CuptiProfiler | None = None
+
+    def requested(self) -> tuple[int, int]:
+        return BUFFER_BYTES, 0
+
+    def completed(self, activities: list) -> None:
+        if self.target is not None:
+            self.target._buffer_completed(activities)
+
+
+_SINK = _Sink()
+
+
 class CuptiProfiler:
     """In-process hooks (``bench.graph_run.Hooks``) collecting a kernel trace per configuration."""
 
@@ -103,8 +121,9 @@ class CuptiProfiler:
 
     # ----------------------------------------------------------------- CUPTI
 
-    def _buffer_requested(self) -> tuple[int, int]:
-        return BUFFER_BYTES, 0
+    def check_tool(self) -> None:
+        """ToolMissingError (one line) when cupti-python is not installed."""
+        _cupti()
 
     def _buffer_completed(self, activities: list) -> None:
         kind = self._kind
@@ -115,15 +134,21 @@ class CuptiProfiler:
             self._records.extend(rows)
 
     def start(self) -> None:
+        """Enable kernel activity records (callbacks are registered once per process)."""
         if self._started:
             return
         cupti = _cupti()
         self._kind = cupti.ActivityKind.CONCURRENT_KERNEL
-        cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+        _SINK.target = self
+        if not _SINK.registered:
+            cupti.activity_register_callbacks(_SINK.requested, _SINK.completed)
+            _SINK.registered = True
         cupti.activity_enable(self._kind)
         self._started = True
         try:
-            self.meta["cupti_version"] = int(cupti.get_version())
+            import importlib.metadata
+
+            self.meta["cupti_python"] = importlib.metadata.version("cupti-python")
         except Exception:  # noqa: BLE001 - informative only
             pass
 
@@ -220,8 +245,11 @@ class CuptiProfiler:
         return schemas.conform(frame, schemas.KERNELS).sort("start_ns")
 
     def close(self) -> None:
+        """Flush and disable kernel activity: later work runs untraced (and staged timing works)."""
         if self._started:
             cupti = _cupti()
             cupti.activity_flush_all(1)
             cupti.activity_disable(self._kind)
             self._started = False
+            if _SINK.target is self:
+                _SINK.target = None

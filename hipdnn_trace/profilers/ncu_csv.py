@@ -129,14 +129,15 @@ def nvtx_stack(cell: str) -> list[tuple[str, str]]:
     out = []
     for element in _ELEMENT.findall(cell):
         domain, _, rest = element.partition(":")
-        # rest = range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg; for registered strings
-        # the range name and the message are the same text (which may hold colons).
+        # rest = range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg (five fields between the
+        # range name and the message); for registered strings the range name and the
+        # message are the same text, which may itself hold colons.
         parts = rest.split(":")
         name = rest
         if len(parts) >= 7:
             for cut in range(1, len(parts) - 5):
-                head, tail = ":".join(parts[:cut]), ":".join(parts[cut + 6:])
-                if head == tail or not tail:
+                head, tail = ":".join(parts[:cut]), ":".join(parts[cut + 5:])
+                if head == tail:
                     name = head
                     break
             else:
