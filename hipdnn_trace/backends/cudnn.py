@@ -36,8 +36,20 @@ try:   # imported here so the isolation fork server preloads it; importing creat
 except Exception:  # noqa: BLE001 - absent or broken: reported by available() when used
     _preloaded_cudnn = None
 
-#: Numerical notes that mean "not IEEE fp32 math" for fp32 operands (TF32 and friends).
-FP32_UNSAFE_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
+#: Numerical notes of engines that compute below the graph's float compute type: lower-precision
+#: inputs or partial sums (seen on an H200: the heuristic wgrad plan for the fp16 ResNet stem missed
+#: hipDNN's tolerance by 9.4 absolute); deselected for every graph whose compute type is float.
+REDUCED_NOTES = ("DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
+#: For fp32 operands tensor cores mean TF32, which fails hipDNN's fp32 tolerances.
+FP32_UNSAFE_NOTES = ("TENSOR_CORE", *REDUCED_NOTES)
+
+
+def notes_to_deselect(plan: Plan) -> tuple[str, ...]:
+    if plan.fp32_math:
+        return FP32_UNSAFE_NOTES
+    if plan.compute in (None, "FLOAT", "DOUBLE"):
+        return REDUCED_NOTES
+    return ()
 HEURISTICS = ("A", "FALLBACK")
 
 
@@ -73,10 +85,10 @@ def _plain(value: Any) -> Any:
 class BuiltGraph:
     """A plan replayed on a cudnn.pygraph, with its execution-plan list created."""
 
-    def __init__(self, plan: Plan, handle: Any, *, deselect_fp32_unsafe: bool | None = None) -> None:
+    def __init__(self, plan: Plan, handle: Any, *, deselect: bool = True) -> None:
         cudnn = _cudnn()
         self.plan = plan
-        self.deselected = plan.fp32_math if deselect_fp32_unsafe is None else deselect_fp32_unsafe
+        self.deselected = notes_to_deselect(plan) if deselect else ()
         dt = cudnn.data_type
         kwargs = {k: getattr(dt, v) for k, v in (("io_data_type", plan.io),
                                                   ("intermediate_data_type", plan.intermediate),
@@ -110,7 +122,7 @@ class BuiltGraph:
             g.build_operation_graph()
             g.create_execution_plans([getattr(cudnn.heur_mode, h) for h in HEURISTICS])
             if self.deselected:
-                g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in FP32_UNSAFE_NOTES])
+                g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in self.deselected])
             g.check_support()
         except Exception as exc:   # cudnnGraphNotSupportedError and friends: the graph is not expressible
             raise UnsupportedError(f"cuDNN: {' '.join(str(exc).split())[:400]}") from None
@@ -174,18 +186,21 @@ class BuiltGraph:
 
 
 def build_graph(plan: Plan, handle: Any) -> BuiltGraph:
-    """The plan on a pygraph; fp32 math first without tensor-core engines, then (if none is
-    left) with all engines, relying on NVIDIA_TF32_OVERRIDE=0 to keep them off TF32."""
+    """The plan on a pygraph, first without engines whose numerical notes fall below the graph's
+    compute type (see ``notes_to_deselect``), then -- if none is left -- with every engine; for
+    fp32 that still keeps TF32 off through NVIDIA_TF32_OVERRIDE=0."""
     try:
         return BuiltGraph(plan, handle)
     except UnsupportedError:
-        if not plan.fp32_math:
+        if not notes_to_deselect(plan):
             raise
     try:
-        built = BuiltGraph(plan, handle, deselect_fp32_unsafe=False)
+        built = BuiltGraph(plan, handle, deselect=False)
     except UnsupportedError as exc:
-        raise UnsupportedError(f"no cuDNN engine runs this fp32 graph without TF32 ({TF32_ENV}=0, tensor-core "
-                               f"engines deselected); {exc}") from None
+        if plan.fp32_math:
+            raise UnsupportedError(f"no cuDNN engine runs this fp32 graph without TF32 ({TF32_ENV}=0, tensor-core "
+                                   f"engines deselected); {exc}") from None
+        raise
     if not built.candidates_exist():
         raise UnsupportedError("cuDNN: no execution plan for this graph")
     return built
@@ -212,7 +227,7 @@ class CudnnSession:
             self.built = build_graph(plan, self.handle)
             self.engine = self.built.select(engine)
             self._allocate()
-            self.timer = cuda.make_timer(self.stream.handle, options.timing)
+            self.timer = cuda.make_timer(self.stream.handle, options.timing, options.device)
             if options.cache == "cold":
                 self._flush = cuda.L2Flush(options.device)
         except BaseException:
@@ -302,10 +317,12 @@ class CudnnSession:
             out["cuda_graph_nodes"] = self._cuda_graph.nodes
         if self._flush is not None:
             out["l2_flush"] = self._flush.info()
+        wanted = notes_to_deselect(self.plan)
+        if wanted:
+            out["numerical_notes_deselected"] = list(self.built.deselected) or \
+                f"none: no engine left without {', '.join(wanted)}, all engines allowed"
         if self.plan.fp32_math:
-            out["fp32_math"] = (("engines with numerical notes " + ", ".join(FP32_UNSAFE_NOTES) + " deselected; "
-                                 if self.built.deselected else "no engine without tensor-core notes; ")
-                                + f"{TF32_ENV}={os.environ.get(TF32_ENV)}")
+            out["fp32_math"] = f"{TF32_ENV}={os.environ.get(TF32_ENV)}"
         if self.plan.notes:
             out["translation"] = list(self.plan.notes)
         return out

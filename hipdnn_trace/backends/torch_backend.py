@@ -180,7 +180,7 @@ class TorchSession:
                 from hipdnn_trace.device import cuda
 
                 cuda.rt()
-                return cuda.make_timer(handle, self.options.timing)
+                return cuda.make_timer(handle, self.options.timing, self.device.index or 0)
             except ToolMissingError:
                 pass
         timer = TorchEventTimer(self.stream)

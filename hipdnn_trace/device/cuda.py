@@ -7,18 +7,16 @@ cuda-bindings alone). Every call's status is checked: a CUDA error becomes
 
 Timing method (docs/nvidia.md): one CUDA event before and one after the enqueued
 work, on the session's stream; elapsed time read after the harness synchronizes.
-``staged`` timing additionally holds the stream on a host-released 32-bit flag
-(``cuStreamWaitValue32`` on mapped pinned memory) while the work is enqueued, so
-the start event fires only once every launch is queued: host launch gaps stay out
-of the measured time. Where stream memory operations are unavailable the timer
-falls back to plain events and says why (``fallback_reason``).
+``staged`` timing additionally holds the stream while the work is enqueued (a
+one-thread kernel spinning on a host-released flag in mapped pinned memory, with a
+timeout of its own), so the start event fires only once every launch is queued:
+host launch gaps stay out of the measured time. Where the hold kernel cannot be
+built the timer falls back to plain events and says why (``fallback_reason``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -226,76 +224,112 @@ class EventTimer:
         self._start = self._stop = None
 
 
-class StallGate:
-    """Hold a stream on a host-released flag: ``arm()`` enqueues a wait, ``release()`` frees it.
+#: The hold kernel's name: profilers drop it from kernel traces (it is timing machinery).
+HOLD_KERNEL = "hipdnn_trace_hold"
 
-    The flag lives in mapped pinned host memory; the GPU polls it
-    (``cuStreamWaitValue32`` with GEQ on a generation counter, so no reset is needed).
-    A watchdog thread releases a gate held longer than ``timeout_s`` (work that
-    synchronizes inside the held region would otherwise deadlock) and records it.
+_HOLD_SOURCE = r"""
+extern "C" __global__ void hipdnn_trace_hold(volatile unsigned int* flag, unsigned int gen,
+                                             unsigned long long timeout_ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while ((int)(flag[0] - gen) < 0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > timeout_ns) {
+            atomicAdd((unsigned int*)&flag[1], 1u);
+            return;
+        }
+    }
+}
+"""
+
+
+@cache
+def _hold_function(major: int, minor: int) -> Any:
+    """The hold kernel, compiled once per process with NVRTC (PTX, JIT-loaded by the driver)."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        raise ToolMissingError("staged timing needs NVRTC through cuda-bindings") from None
+    driver = drv()
+    prog = check(nvrtc.nvrtcCreateProgram(_HOLD_SOURCE.encode(), b"hipdnn_trace_hold.cu", 0, [], []),
+                 "nvrtcCreateProgram")
+    opts = [f"--gpu-architecture=compute_{major}{minor}".encode()]
+    result = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if not _status_ok(result[0]):
+        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise CudaError(f"compiling the hold kernel failed: {log.decode(errors='replace').strip()[:300]}")
+    size = check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+    ptx = b" " * size
+    check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+    module = check(driver.cuModuleLoadData(np.char.array(ptx).ctypes.data), "cuModuleLoadData")
+    return check(driver.cuModuleGetFunction(module, HOLD_KERNEL.encode()), "cuModuleGetFunction")
+
+
+class StallGate:
+    """Hold a stream until the host says go: ``arm()`` enqueues the hold, ``release()`` frees it.
+
+    The hold is a one-thread kernel spinning on a flag in mapped pinned host memory
+    (a generation counter, so nothing is reset) -- with its own timeout on the GPU's
+    global timer. A host-side wait (``cuStreamWaitValue32``) deadlocks when anything
+    in the enqueued work waits for the stream while holding Python's GIL: seen on an
+    H200 with cuDNN. The kernel instead gives up after ``timeout_s`` and counts it
+    (``timeouts``), so the worst case is a slow iteration, never a hang.
     """
 
-    def __init__(self, timeout_s: float = 10.0) -> None:
+    def __init__(self, device: int = 0, timeout_s: float = 0.1) -> None:
         runtime = rt()
-        self._host = as_int(check(runtime.cudaHostAlloc(4, runtime.cudaHostAllocMapped), "cudaHostAlloc"))
+        info = device_info(device)
+        major, minor = (int(v) for v in info.compute_capability.split("."))
+        self._fn = _hold_function(major, minor)
+        self._host = as_int(check(runtime.cudaHostAlloc(8, runtime.cudaHostAllocMapped), "cudaHostAlloc"))
         self._dev = as_int(check(runtime.cudaHostGetDevicePointer(self._host, 0), "cudaHostGetDevicePointer"))
-        self._flag = ctypes.c_uint32.from_address(self._host)
-        self._flag.value = 0
+        self._flag = (ctypes.c_uint32 * 2).from_address(self._host)
+        self._flag[0] = self._flag[1] = 0
         self._gen = 0
-        self._armed_at: float | None = None
-        self.timeouts = 0
-        self._timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._closed = threading.Event()
-        self._watchdog = threading.Thread(target=self._watch, name="hipdnn-trace-stall-gate", daemon=True)
-        self._watchdog.start()
+        self._timeout_ns = int(timeout_s * 1e9)
+        self._arg_flag = np.array([self._dev], dtype=np.uint64)
+        self._arg_gen = np.array([0], dtype=np.uint32)
+        self._arg_timeout = np.array([self._timeout_ns], dtype=np.uint64)
+        self._args = np.array([a.ctypes.data for a in (self._arg_flag, self._arg_gen, self._arg_timeout)],
+                              dtype=np.uint64)
 
-    def _watch(self) -> None:
-        while not self._closed.wait(0.2):
-            with self._lock:
-                if self._armed_at is not None and time.monotonic() - self._armed_at > self._timeout_s:
-                    self._flag.value = self._gen
-                    self._armed_at = None
-                    self.timeouts += 1
+    @property
+    def timeouts(self) -> int:
+        """Holds the GPU ended itself (read after the stream synchronized)."""
+        return int(self._flag[1]) if self._host else 0
 
     def arm(self, stream: int) -> None:
-        driver = drv()
-        with self._lock:
-            self._gen = (self._gen + 1) & 0x7FFFFFFF or 1
-            gen = self._gen
-            self._armed_at = time.monotonic()
-        check(driver.cuStreamWaitValue32(stream, self._dev, gen,
-                                         driver.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ),
-              "cuStreamWaitValue32")
+        self._gen = (self._gen + 1) & 0x7FFFFFFF or 1
+        self._arg_gen[0] = self._gen
+        check(drv().cuLaunchKernel(self._fn, 1, 1, 1, 1, 1, 1, 0, stream, self._args, 0), "cuLaunchKernel(hold)")
 
     def release(self) -> None:
-        with self._lock:
-            self._flag.value = self._gen
-            self._armed_at = None
+        self._flag[0] = self._gen
 
     def close(self) -> None:
-        self._closed.set()
-        self.release()
         if self._host:
+            self.release()
             rt().cudaFreeHost(self._host)
             self._host = 0
 
 
-def probe_stall_gate(stream: int) -> str | None:
+def probe_stall_gate(stream: int, device: int = 0) -> str | None:
     """None when a held stream can be released from the host here; else why not."""
     try:
-        gate = StallGate(timeout_s=2.0)
-    except CudaError as exc:
-        return f"mapped pinned memory unavailable ({exc})"
+        gate = StallGate(device, timeout_s=2.0)
+    except (CudaError, ToolMissingError) as exc:
+        return f"the hold kernel is unavailable ({exc})"
     try:
         gate.arm(stream)
         gate.release()
         synchronize_stream(stream)
         if gate.timeouts:
-            return "the held stream was released only by the watchdog"
+            return "the hold kernel never saw the host's release"
         return None
     except CudaError as exc:
-        return f"stream memory operations unavailable ({exc})"
+        return f"cannot launch the hold kernel ({exc})"
     finally:
         gate.close()
 
@@ -303,17 +337,19 @@ def probe_stall_gate(stream: int) -> str | None:
 class StagedEventTimer(EventTimer):
     """Events whose start fires only after all work is enqueued (see the module docstring).
 
-    If enqueueing ever waits on the held stream (the watchdog had to release it: seen
-    with CUPTI activity tracing on an H200), staging is switched off for the rest of
-    the session and the timer says so: that iteration's time includes the wait.
+    The start event follows a hold kernel that ends when the host, done enqueueing,
+    releases it. If enqueueing itself waits for the stream, the hold ends on its own
+    timeout (``HOLD_TIMEOUT_S``); after ``MAX_TIMEOUTS`` such iterations staging is
+    switched off for the rest of the session, and the timer says why.
     """
 
     kind = "cuda-event-staged"
-    HOLD_TIMEOUT_S = 1.0
+    HOLD_TIMEOUT_S = 0.1
+    MAX_TIMEOUTS = 3
 
-    def __init__(self, stream: int) -> None:
+    def __init__(self, stream: int, device: int = 0) -> None:
         super().__init__(stream)
-        self.gate = StallGate(timeout_s=self.HOLD_TIMEOUT_S)
+        self.gate = StallGate(device, timeout_s=self.HOLD_TIMEOUT_S)
         self.staged = True
 
     def start(self) -> None:
@@ -323,27 +359,30 @@ class StagedEventTimer(EventTimer):
 
     def stop(self) -> None:
         super().stop()
-        if not self.staged:
-            return
-        self.gate.release()
-        if self.gate.timeouts:
+        if self.staged:
+            self.gate.release()
+
+    def elapsed_ms(self) -> float:
+        value = super().elapsed_ms()   # the harness synchronized: the hold's timeout count is final
+        if self.staged and self.gate.timeouts >= self.MAX_TIMEOUTS:
             self.staged = False
             self.kind = "cuda-event"
-            self.fallback_reason = (f"staged timing switched off: enqueueing waited on the held stream for "
-                                    f"{self.HOLD_TIMEOUT_S:g} s (something in execute synchronizes, e.g. CUPTI "
-                                    "activity tracing); plain events from then on")
+            self.fallback_reason = (f"staged timing switched off after {self.gate.timeouts} iterations whose "
+                                    f"enqueueing waited on the held stream (hold timed out after "
+                                    f"{self.HOLD_TIMEOUT_S:g} s); plain events from then on")
+        return value
 
     def close(self) -> None:
         self.gate.close()
         super().close()
 
 
-def make_timer(stream: int, timing: str) -> EventTimer:
+def make_timer(stream: int, timing: str, device: int = 0) -> EventTimer:
     """The event timer ``--timing`` asks for; staged falls back to events with a reason."""
     if timing == "staged":
-        reason = probe_stall_gate(stream)
+        reason = probe_stall_gate(stream, device)
         if reason is None:
-            return StagedEventTimer(stream)
+            return StagedEventTimer(stream, device)
         timer = EventTimer(stream)
         timer.fallback_reason = f"staged timing unavailable, plain events used: {reason}"
         return timer
@@ -357,7 +396,7 @@ def timer_info(timer: Any) -> dict[str, Any]:
         out["timing_fallback"] = reason
     gate = getattr(timer, "gate", None)
     if gate is not None and gate.timeouts:
-        out["staged_watchdog_releases"] = gate.timeouts
+        out["staged_hold_timeouts"] = gate.timeouts
     return out
 
 

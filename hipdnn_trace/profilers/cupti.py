@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.device.clock import now_ns
+from hipdnn_trace.device.cuda import HOLD_KERNEL
 from hipdnn_trace.errors import ToolMissingError
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.results import schemas
@@ -212,13 +213,14 @@ class CuptiProfiler:
                      "kernels_outside_iterations": int(frame["iteration"].is_null().sum())})
         run.kernels = frame
         run.info["cupti"] = info
-        self.meta["configs"][run.config.name] = info
+        self.meta["configs"][f"{info.get('graph')}|{run.config.name}"] = info
 
     @staticmethod
     def kernels_frame(rows: list[Record], offset: int, iter_start: Sequence[int], iter_end: Sequence[int],
                       iterations: Sequence[int], *, run_id: str | None = None, graph: str | None = None,
                       graph_id: str | None = None, config: str | None = None) -> pl.DataFrame:
         """CUPTI records -> the KERNELS frame on the trace clock, kernels of the timed region only."""
+        rows = [r for r in rows if r[0] != HOLD_KERNEL]   # staged timing's hold kernel is not the graph's work
         if not rows:
             return schemas.empty(schemas.KERNELS)
         cols = list(zip(*rows))

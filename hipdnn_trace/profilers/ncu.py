@@ -54,8 +54,10 @@ def find_ncu() -> str:
 
 
 def child_pass_arguments(iters: int) -> list[str]:
-    """Appended to the counter pass's child: a short loop (argparse keeps the last value)."""
-    return ["--warmup", "1", "--iters", str(iters), "--max-iters", str(iters), "--min-time-ms", "0", "--no-trace"]
+    """Appended to the counter pass's child: a short loop (argparse keeps the last value), and
+    plain event timing, so staged timing's hold kernel never runs under ncu."""
+    return ["--warmup", "1", "--iters", str(iters), "--max-iters", str(iters), "--min-time-ms", "0", "--no-trace",
+            "--timing", "events"]
 
 
 def timing_child(child: list[str], in_process: str | None) -> list[str]:

@@ -42,7 +42,8 @@ def _records():
 
 
 def test_kernels_frame_keeps_the_timed_region_on_the_trace_clock() -> None:
-    frame = CuptiProfiler.kernels_frame(_records(), 1000, [1100, 1200], [1150, 1250], [0, 1],
+    hold = [("hipdnn_trace_hold", 105, 109, 1, 1, 1, 1, 1, 1, 7, 0, 9)]   # staged timing's own kernel
+    frame = CuptiProfiler.kernels_frame(_records() + hold, 1000, [1100, 1200], [1150, 1250], [0, 1],
                                         run_id="r", graph="g", graph_id="id", config="cudnn")
     assert frame.columns[:len(schemas.KERNELS)] == list(schemas.KERNELS)
     assert frame["name"].to_list() == ["a", "b", "a", "b"]

@@ -22,9 +22,9 @@ def test_counter_pass_command_scopes_to_timed_iterations() -> None:
     assert cmd[cmd.index("--export") + 1] == "/r/passes/ncu_pass1"
     tail = cmd[cmd.index("--target-processes") + 2:]
     assert tail[:len(child)] == child
-    # argparse keeps the last occurrence: the pass runs 3 timed iterations after 1 warmup
+    # argparse keeps the last occurrence: the pass runs 3 timed iterations after 1 warmup, event timed
     assert tail[len(child):] == ["--warmup", "1", "--iters", "3", "--max-iters", "3", "--min-time-ms", "0",
-                                 "--no-trace"]
+                                 "--no-trace", "--timing", "events"]
 
 
 def test_timing_pass_traces_kernels_in_process() -> None:
