@@ -154,6 +154,10 @@ def _parse(d: Detected) -> dict[str, pl.DataFrame]:
         return legacy.read_v1_db(d.path)
     if d.kind == "rocprofv2":
         return rocprofv2.read_rocprofv2(d.path)
+    if d.kind == "ncu_raw":
+        from hipdnn_trace.profilers import ncu_csv
+
+        return ncu_csv.ingest_frames(d.path)
     raise AssertionError(d.kind)
 
 

@@ -254,3 +254,30 @@ def last_loop(frame: pl.DataFrame) -> pl.DataFrame:
     last = f.group_by(["graph_id", "config"]).agg(pl.col("_loop").max().alias("_last"))
     return f.join(last, on=["graph_id", "config"], how="left", nulls_equal=True) \
         .filter(pl.col("_loop") == pl.col("_last")).drop("_loop", "_last")
+
+
+def agents(table: RawTable) -> pl.DataFrame:
+    """One row per profiled device: ``sm_XY`` from the CC column, product and SM count from the
+    raw page's device attributes (so ``ingest`` can pick the profile and peak-table entry)."""
+    rows = {}
+    for row in table.rows:
+        get = {c: (row[i] if i < len(row) else "") for i, c in enumerate(table.columns)}
+        device = number(get.get("Device", ""))
+        cc = get.get("CC", "")
+        if device is None or not cc:
+            continue
+        sms = number(get.get("device__attribute_multiprocessor_count", ""))
+        rows[int(device)] = {"node_id": int(device), "logical_node_id": int(device), "type": "GPU",
+                             "arch": "sm_" + cc.replace(".", ""),
+                             "product": get.get("device__attribute_display_name") or None,
+                             "cu_count": None if sms is None else int(sms)}
+    return pl.DataFrame(list(rows.values()), schema={"node_id": pl.Int64, "logical_node_id": pl.Int64,
+                                                     "type": pl.String, "arch": pl.String, "product": pl.String,
+                                                     "cu_count": pl.Int64})
+
+
+def ingest_frames(path: Path) -> dict[str, pl.DataFrame]:
+    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV: kernels, counters, agents."""
+    table = read_raw_csv(path)
+    kernels, counters = frames(table)
+    return {"kernels": kernels, "counters": counters, "agents": agents(table)}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.profilers.ncu_csv import looks_like_ncu_raw
 from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2
 from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read_lines, read_table
 
@@ -24,6 +25,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "rocprof": ("v1_results", "v1_db", "stats"),
     "rocprofv2": ("rocprofv2", "wide"),
     "rocprof-compute": ("wide", "counter_collection", "sysinfo"),
+    "ncu": ("ncu_raw",),
 }
 
 _IGNORED_HEADERS: tuple[tuple[frozenset[str], str], ...] = (
@@ -63,6 +65,8 @@ def detect(path: Path) -> Detected:
     if suffix in (".pftrace", ".otf2", ".proto", ".yaml", ".yml", ".xml"):
         return Detected(path, "ignored", "", f"{suffix} file: not profiler data ingest reads")
     lines = read_lines(path, keepends=True)
+    if suffix == ".csv" and looks_like_ncu_raw("".join(lines[:50])):
+        return Detected(path, "ncu_raw", "ncu")
     if rocprofv2.looks_like_rocprofv2([line.rstrip("\r\n") for line in lines[:50]]):
         return Detected(path, "rocprofv2", "rocprofv2")
     if suffix != ".csv":
