@@ -29,7 +29,7 @@ from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers, graph_range_name
 from hipdnn_trace.validate.compare import compare_tensor
-from hipdnn_trace.validate.tolerances import tolerance_for
+from hipdnn_trace.validate.tolerances import scaled_atol, tolerance_for
 
 
 class Hooks(Protocol):
@@ -198,10 +198,10 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
                 hook.before_loop(graph, run)
             samples, phases = run_loop(session, settings.loop, markers, samplers=list(settings.samplers),
                                        on_iteration=on_iteration)
+            run.samples = samples          # hooks (CUPTI) add per-iteration columns to these
+            run.phases.extend(phases)
             for hook in settings.hooks:
                 hook.after_loop(graph, run)
-            run.samples = samples
-            run.phases.extend(phases)
             run.stop_reason = stop_reason(samples, settings.loop)
             phase = "fetch"
             run.outputs = session.fetch([t.uid for t in graph.output_tensors])
@@ -238,6 +238,8 @@ def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndar
             if uid not in values or uid not in c.outputs:
                 continue
             atol, rtol = tolerance_for(graph, uid, atol=settings.atol, rtol=settings.rtol)
+            if settings.atol is None:
+                atol = scaled_atol(atol, values[uid])
             result = compare_tensor(c.outputs[uid], values[uid], atol=atol, rtol=rtol,
                                     reference=run.reference.get(uid))
             run.validation.append(ValidationRecord(

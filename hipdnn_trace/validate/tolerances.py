@@ -100,3 +100,23 @@ def tolerance_for(
     default_atol, default_rtol = graph_tolerance(graph, dtype)
     default_rtol = max(default_rtol, type_epsilon(dtype))
     return (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
+
+
+def scaled_atol(atol: float, expected: object) -> float:
+    """hipDNN's atol, scaled by the expected output's RMS magnitude when that exceeds 1.
+
+    The table's absolute tolerances suit outputs of order 1. A kernel's absolute
+    rounding error grows with the size of the sums it forms, so with inputs spread over
+    several binary orders (bench/inputs.py) a correct fp32 conv whose outputs are ~10
+    misses an atol of 8.5e-6 by rounding alone at the odd element where the sum cancels.
+    Scaling by the tensor's RMS (a normwise criterion, as BLAS/LAPACK tests use) keeps
+    the bound relative to the problem while leaving order-1 outputs at hipDNN's value.
+    """
+    import numpy as np
+
+    values = np.asarray(expected, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return atol
+    rms = float(np.sqrt(np.mean(np.square(finite))))
+    return atol * max(1.0, rms)

@@ -109,3 +109,11 @@ def test_integer_poison_only_counts_when_the_whole_tensor_is_untouched() -> None
 def test_shape_mismatch_is_its_own_failure() -> None:
     r = compare_tensor(np.zeros((2, 3)), np.zeros((3, 2)), atol=1, rtol=1)
     assert not r.passed and "shape" in r.message()
+
+
+def test_atol_scales_with_the_outputs_rms_above_one() -> None:
+    from hipdnn_trace.validate.tolerances import scaled_atol
+
+    assert scaled_atol(8.5e-6, np.full(10, 0.5)) == 8.5e-6           # order-1 outputs: hipDNN's value
+    assert scaled_atol(8.5e-6, np.full(10, 20.0)) == pytest.approx(1.7e-4)
+    assert scaled_atol(1e-5, np.array([np.nan, np.inf])) == 1e-5
