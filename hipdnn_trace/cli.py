@@ -100,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 1
+    # the subcommand's own arguments as given (a profiled run re-runs itself with them)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args.argv = given[given.index(args.command) + 1:] if args.command in given else given
     try:
         return int(args.main(args) or 0)
     except UserError as exc:

@@ -128,8 +128,10 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--max-iters", type=_positive_int, default=None, help="cap for the two rules above")
     t.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="cold: flush the L2 cache between iterations, outside the timed region")
-    t.add_argument("--timing", choices=("events", "staged"), default="events",
-                   help="staged: hold the stream on a flag while enqueueing (GPU backends)")
+    t.add_argument("--timing", choices=("events", "staged"), default="staged",
+                   help="staged (default): hold the GPU stream on a flag while enqueueing, so host "
+                        "launch overhead stays out of kernel_ms (falls back to events, with the reason "
+                        "in run.json, where unavailable); events: plain events around each execute")
     t.add_argument("--cuda-graph", action="store_true", help="capture the execution in a CUDA graph and replay it")
     t.add_argument("--device", type=_positive_int, default=0, help="GPU index (default 0)")
     t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default="auto",
@@ -298,7 +300,7 @@ def main(args: argparse.Namespace) -> int:
         if kind == "external" and not args.profile_child:
             from hipdnn_trace.profilers.external import run_external
 
-            return run_external(profiler, args, getattr(args, "argv", None) or _run_argv())
+            return run_external(profiler, args, args.argv if hasattr(args, "argv") else _run_argv())
         if kind == "in-process":
             check_tool = getattr(profiler, "check_tool", None)
             if check_tool is not None:
@@ -328,7 +330,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         run_id = args.run_id or new_run_id()
         folder = args.out / run_id
-        if folder.exists() and any(folder.iterdir()):
+        # a profiled child writes into the folder its parent checked and the tool prepared
+        if folder.exists() and any(folder.iterdir()) and not args.profile_child:
             raise UserError(f"{folder} already exists; choose another --run-id or --out, or --resume it")
     loop = LoopSettings(warmup=args.warmup, iters=max(1, args.iters), min_time_ms=args.min_time_ms,
                         max_rel_ci=args.max_rel_ci, max_iters=args.max_iters)

@@ -97,16 +97,6 @@ def test_kernels_land_in_their_iterations_with_stand_in_rocprofv3(traced) -> Non
         assert h["start_ns"].min() - 10**8 < k["start_ns"].min() and k["end_ns"].max() < loop_end + 10**8
 
 
-# run.py refuses a child run directory that is not empty, and the runner writes the counter
-# input file into <pass run dir>/rocprofv3/ before the child starts, so every counter pass's
-# child exits at once ("already exists") and its counters are empty. Needs run.py to skip
-# that check for --profile-child runs (the parent already checked the folder); then drop
-# this marker (strict: the suite fails once the fix lands and this starts passing).
-_COUNTER_PASSES_BLOCKED = pytest.mark.xfail(
-    strict=True, reason="counter-pass children refuse their run dir (run.py non-empty check, see comment)")
-
-
-@_COUNTER_PASSES_BLOCKED
 def test_counter_pass_command_lines_with_stand_in_rocprofv3(counted) -> None:
     folder, proc = counted
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -121,7 +111,6 @@ def test_counter_pass_command_lines_with_stand_in_rocprofv3(counted) -> None:
         assert (folder / "passes" / f"pass{n}" / "run.json").is_file(), f"counter pass {n} did not run"
 
 
-@_COUNTER_PASSES_BLOCKED
 def test_counters_and_verdicts_are_folded_in_with_stand_in_rocprofv3(counted) -> None:
     folder, _ = counted
     counters = pl.read_parquet(folder / "counters.parquet")
