@@ -87,13 +87,21 @@ def write_100k(tmp: Path) -> tuple[float, float]:
         kernel_ms=list(np.random.default_rng(0).uniform(0.01, 0.02, n)), host_ms=[0.03] * n,
         start_ns=[start + 30_000 * i for i in range(n)], end_ns=[start + 30_000 * i + 20_000 for i in range(n)],
     )
-    run = GraphRun(source="bench.json", name="bench", graph_id="0" * 16, load_ms=0.1)
+    from hipdnn_trace.graph.build import GraphBuilder
+
+    b = GraphBuilder("bench")
+    b.matmul(b.tensor("a", [1, 64, 64]), b.tensor("b", [1, 64, 64]))
+    graph = b.build()
+    run = GraphRun(source="bench.json", name="bench", graph=graph, graph_id=graph.graph_id, load_ms=0.1)
     c = ConfigRun(config=Config("reference", "reference"), samples=samples, init_ms=1.0, e2e_ms=3000.0)
     from hipdnn_trace.bench.loop import Phase
 
     c.phases = [Phase("init", start - 1000, start), Phase("execute", start, start + 30_000 * n)]
     run.configs.append(c)
     meta = run_metadata(run_id="bench", argv=[], timing={}, seed=0, configs=[])
+    import hipdnn_trace.results.timeline  # noqa: F401 - a run imports these once, at start
+    import hipdnn_trace.trace.writer  # noqa: F401
+
     t0 = time.perf_counter()
     writer = RunWriter(tmp / "bench", meta, formats=["parquet"], trace=True)
     writer.add_graph(run)

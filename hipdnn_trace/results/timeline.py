@@ -2,7 +2,9 @@
 
 Host phases go on the harness's thread track: ``graph <name>`` containing load,
 reference and one ``<config>`` slice per configuration, which contains init,
-warmup (with each warmup iteration) and execute (with each ``iter <i>``). Counter
+warmup (a ``warmup iter`` slice per warmup iteration) and execute (an ``iter`` slice per timed
+iteration, its index in the ``iteration`` arg: static names are Perfetto's advice, and they let
+the UI aggregate all iterations of a run; markers keep ``iter <i>``). Counter
 tracks per configuration carry iteration time and TFLOPS. Each timed iteration
 starts a flow whose id is a hash of (run, graph, config, iteration), so kernels
 added later by a profiler (same process or a parsed child run) link to it.
@@ -89,13 +91,13 @@ class Timeline:
         iters = np.array(s.iteration, dtype=np.int64)
         warm = phase == "warmup"
         if warm.any():
-            w.slices(self.host, [f"warmup {i}" for i in iters[warm]], starts[warm], ends[warm])
+            w.slices(self.host, "warmup iter", starts[warm], ends[warm], args={"iteration": iters[warm]})
         timed = ~warm
         if timed.any():
             # per-slice args go in as columns: far cheaper than a dict per iteration
             flows = flow_ids(self.run_id, g.graph_id, c.config.name, iters[timed])
             kernel_ms = np.array(s.kernel_ms, dtype=np.float64)[timed]
-            w.slices(self.host, [f"iter {i}" for i in iters[timed].tolist()], starts[timed], ends[timed],
+            w.slices(self.host, "iter", starts[timed], ends[timed],
                      flow_ids=flows, args={"iteration": iters[timed], "kernel_ms": kernel_ms})
             time_track = w.counter_track(f"{c.config.name} iteration ms", unit="ms", parent=self.process)
             w.counters(time_track, starts[timed], kernel_ms)

@@ -89,7 +89,7 @@ def test_trace_nests_iterations_inside_execute(suite: tuple[Path, int]) -> None:
     assert not contents.truncated
     slices = contents.slices
     executes = slices.filter(pl.col("name") == "execute")
-    iters = slices.filter(pl.col("name").str.starts_with("iter "))
+    iters = slices.filter(pl.col("name") == "iter")
     assert executes.height == 3 and iters.height == 75
     for ex in executes.iter_rows(named=True):
         inside = iters.filter((pl.col("ts_ns") >= ex["ts_ns"])
