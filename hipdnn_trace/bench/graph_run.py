@@ -53,6 +53,7 @@ class RunSettings:
     samplers: Sequence[Sampler] = ()
     hooks: Sequence[Hooks] = ()
     ab: bool = False                       # the two configs are an A/B pair
+    keep_outputs: bool = False             # an isolated child sends outputs back (split A/B)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -223,16 +224,15 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
     return run
 
 
-def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings) -> None:
-    """Each config's outputs against each expectation (reference, golden, A)."""
-    outputs = {t.uid: t for t in graph.output_tensors}
+def _ab_pair(run: GraphRun) -> list[tuple[ConfigRun, str, dict[int, np.ndarray]]]:
     ran = [c for c in run.configs if c.status == OK and c.outputs]
-    pairs: list[tuple[ConfigRun, str, dict[int, np.ndarray]]] = []
-    for c in ran:
-        for against, values in expected.items():
-            pairs.append((c, against, values))
-    if settings.ab and len(ran) == 2:
-        pairs.append((ran[1], f"A:{ran[0].config.name}", ran[0].outputs))
+    return [(ran[1], f"A:{ran[0].config.name}", ran[0].outputs)] if len(ran) == 2 else []
+
+
+def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict[int, np.ndarray]]],
+             settings: RunSettings) -> None:
+    """One validation record per output tensor of each (config, expectation) pair."""
+    outputs = {t.uid: t for t in graph.output_tensors}
     for c, against, values in pairs:
         for uid, tensor in outputs.items():
             if uid not in values or uid not in c.outputs:
@@ -250,6 +250,10 @@ def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndar
                 passed=result.passed, message=result.message(),
                 worst=[e.__dict__ for e in result.worst],
             ))
+
+
+def _mark(run: GraphRun, settings: RunSettings) -> None:
+    """Each config's validation verdict and status from its records."""
     for c in run.configs:
         rows = [v for v in run.validation if v.config == c.config.name]
         if rows:
@@ -258,11 +262,29 @@ def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndar
                 c.status = FAILED
                 c.error = next(f"{v.output} vs {v.against}: {v.message}" for v in rows if not v.passed)
     # In A/B, B's mismatch against A is a failure of the pair: A is marked too.
-    if settings.ab and len(ran) == 2 and any(not v.passed and v.against.startswith("A:") for v in run.validation):
-        for c in ran:
-            c.validation = "failed"
-            if c.status == OK:
-                c.status, c.error = FAILED, "outputs differ between A and B"
+    if settings.ab and any(not v.passed and v.against.startswith("A:") for v in run.validation):
+        for c in run.configs:
+            if c.outputs or c.status == FAILED:
+                c.validation = "failed"
+                if c.status == OK:
+                    c.status, c.error = FAILED, "outputs differ between A and B"
+
+
+def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings) -> None:
+    """Each config's outputs against each expectation (reference, golden, and B against A)."""
+    ran = [c for c in run.configs if c.status == OK and c.outputs]
+    pairs = [(c, against, values) for c in ran for against, values in expected.items()]
+    if settings.ab:
+        pairs += _ab_pair(run)
+    _compare(graph, run, pairs, settings)
+    _mark(run, settings)
+
+
+def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:
+    """B against A for a run whose configurations ran in separate processes (their own
+    checks against the reference were made there)."""
+    _compare(graph, run, _ab_pair(run), settings)
+    _mark(run, settings)
 
 
 def run_graph(

@@ -184,7 +184,8 @@ def child_main(payload: bytes, fds: list[int]) -> int:
         markers = _ReportingMarkers(select_markers(job.markers_kind, vendor=job.vendor), send)
         source = GraphSource(job.source_name, lambda: job.data, job.path)
         run = run_graph(source, job.configs, job.settings, markers, on_iteration=on_iteration)
-        run.drop_arrays()
+        if not job.settings.keep_outputs:
+            run.drop_arrays()
         send("phase", "send result")
         status.send_bytes(b"R" + _pickle_run(run))
         return 0

@@ -18,6 +18,7 @@ from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
+from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import OK, GraphRun
 from hipdnn_trace.bench.shard import ShardSpec
@@ -408,6 +409,13 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                     reporter.ab(line)
 
     runner = IsolatedRunner(timeout) if timeout is not None else None
+    if needs_split(configs, settings.options):   # e.g. two hipDNN plugin builds: one process each
+        if args.isolate is False:
+            raise UserError("these configurations need separate processes (process-wide plugin paths); "
+                            "drop --no-isolate")
+        runner = SplitRunner(runner or IsolatedRunner(DEFAULT_TIMEOUT_S))
+        writer.meta["isolation"] = {**(writer.meta.get("isolation") or {}),
+                                    "split": [[c.name for c in g] for g in groups(configs, settings.options)]}
     started = time.monotonic()
     status, interrupted, outcome = "error", None, None
     try:
