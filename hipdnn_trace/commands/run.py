@@ -312,6 +312,7 @@ def main(args: argparse.Namespace) -> int:
     reference_only = all(c.backend == "reference" for c in configs)
     skip = () if (args.include_perf or not reference_only) else ("perf",)
     sources = expand(args.graphs, skip_dirs=skip)
+    skipped = len(expand(args.graphs)) - len(sources) if skip else 0
     if not sources:
         raise UserError("no graph files found in " + " ".join(args.graphs))
     if args.engine == ENGINE_LIST:
@@ -368,7 +369,8 @@ def main(args: argparse.Namespace) -> int:
             pass
     for hook in hooks:
         hook.run_id = run_id
-    notes = [f"skipping folders named 'perf' on the CPU reference (--include-perf runs them)"] if skip else []
+    notes = [f"skipped {skipped} graph(s) in folders named 'perf' (GPU-sized) on the CPU reference; "
+             "--include-perf runs them"] if skipped else []
     if shard_meta is not None:
         notes.append(f"shard {args.shard}: {len(sources)} of the suite's {suite_size} graph(s)")
     if args.resume is not None:
