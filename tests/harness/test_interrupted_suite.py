@@ -38,9 +38,12 @@ def test_sigkill_mid_suite_keeps_finished_graphs(tmp_path: Path) -> None:
     finished = run.summary.height
     assert 3 <= finished < 40
     assert run.summary["status"].to_list() == ["ok"] * finished
-    # every finished graph has all its iterations, and nothing half-written is visible
+    # every finished graph has all its iterations, and nothing half-written is visible; summary is
+    # written last, so a graph caught between its tables may have iterations but no summary row
+    # yet (not finished: --resume redoes it)
     counts = run.iterations.group_by("graph").len()
-    assert counts.height == finished and set(counts["len"]) == {200}
+    assert set(run.summary["graph"]) <= set(counts["graph"]) and counts.height <= finished + 1
+    assert set(counts["len"]) == {200}
     assert json.loads((out / "k" / "run.json").read_text())["status"] == "running"
     contents = read_trace(out / "k" / "trace.pftrace")
     graphs_in_trace = contents.slices.filter(pl.col("name").str.starts_with("graph "))
