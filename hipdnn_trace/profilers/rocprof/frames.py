@@ -105,3 +105,8 @@ def columns_frame(columns: Mapping[str, Sequence[Any]], schema: Schema) -> pl.Da
         name: list(columns[name]) if columns.get(name) is not None else [None] * n for name in schema
     }
     return pl.DataFrame(data, schema=schema, strict=False)
+
+
+def durations(start: Sequence[int | None], end: Sequence[int | None]) -> list[int | None]:
+    """end - start per row; null where either end of the interval is missing."""
+    return [e - s if e is not None and s is not None else None for s, e in zip(start, end)]

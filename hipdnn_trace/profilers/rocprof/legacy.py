@@ -28,6 +28,7 @@ from hipdnn_trace.profilers.rocprof.frames import (
     KERNELS_FULL,
     MARKERS,
     columns_frame,
+    durations,
 )
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import connect, object_names
 from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read_table
@@ -99,7 +100,7 @@ def read_v1_results(path: Path, table: Table | None = None) -> tuple[pl.DataFram
                 "name": names,
                 "start_ns": start,
                 "end_ns": end,
-                "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+                "duration_ns": durations(start, end),
                 "grid_x": table.ints("grd"),
                 "block_x": table.ints("wgr"),
                 "stream": table.ints("queue-id"),
@@ -147,7 +148,7 @@ def read_wide(path: Path, table: Table | None = None) -> tuple[pl.DataFrame, pl.
                 "name": names,
                 "start_ns": start,
                 "end_ns": end,
-                "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+                "duration_ns": durations(start, end),
                 "grid_x": table.ints("Grid_Size"),
                 "block_x": table.ints("Workgroup_Size"),
                 "stream": table.ints("Queue_ID", "queue-id"),
@@ -268,7 +269,7 @@ def _v1_kern(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
             "name": [clean_kernel_name(n) for n in c.get("kernelname", [])],
             "start_ns": start,
             "end_ns": end,
-            "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+            "duration_ns": durations(start, end),
             "grid_x": c.get("grd"),
             "block_x": c.get("wgr"),
             "stream": c.get("queue-id"),
@@ -291,7 +292,7 @@ def _v1_ops(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
             "name": [clean_kernel_name(n) for n in c.get("name", [])],
             "start_ns": start,
             "end_ns": end,
-            "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+            "duration_ns": durations(start, end),
             "stream": c.get("stream-id") or c.get("queue-id"),
             "device": c.get("dev-id"),
             "source": ["rocprof"] * len(start),

@@ -24,6 +24,7 @@ from hipdnn_trace.profilers.rocprof.frames import (
     KERNELS_FULL,
     MARKERS,
     columns_frame,
+    durations,
 )
 from hipdnn_trace.profilers.rocprof.table import ProfileFormatError
 
@@ -115,7 +116,7 @@ def _kernels(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
             "name": c.get("name", []),
             "start_ns": start,
             "end_ns": end,
-            "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+            "duration_ns": durations(start, end),
             "grid_x": c.get("grid_x", []),
             "grid_y": c.get("grid_y", []),
             "grid_z": c.get("grid_z", []),

@@ -22,6 +22,7 @@ from hipdnn_trace.profilers.rocprof.frames import (
     MARKERS,
     STATS,
     columns_frame,
+    durations,
 )
 from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read_table
 
@@ -44,7 +45,7 @@ def kernels_from_table(table: Table) -> pl.DataFrame:
         "name": table.strings("Kernel_Name", required=True),
         "start_ns": start,
         "end_ns": end,
-        "duration_ns": [e - s if e is not None and s is not None else None for s, e in zip(start, end)],
+        "duration_ns": durations(start, end),
         "grid_x": table.ints("Grid_Size_X"),
         "grid_y": table.ints("Grid_Size_Y"),
         "grid_z": table.ints("Grid_Size_Z"),
