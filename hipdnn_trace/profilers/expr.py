@@ -17,8 +17,9 @@ columns are counter names.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Union
 
@@ -119,17 +120,17 @@ class _Parser:
         return node
 
     def expr(self) -> Node:
-        node = self.term()
-        while (tok := self.peek()) and tok[1] in "+-" and tok[0] == "op":
-            self.take()
-            node = Bin(tok[1], node, self.term())
-        return node
+        return self._left_assoc("+-", self.term)
 
     def term(self) -> Node:
-        node = self.unary()
-        while (tok := self.peek()) and tok[1] in "*/" and tok[0] == "op":
+        return self._left_assoc("*/", self.unary)
+
+    def _left_assoc(self, ops: str, operand: Callable[[], Node]) -> Node:
+        """``operand (op operand)*`` for the one-character operators in ``ops``, left to right."""
+        node = operand()
+        while (tok := self.peek()) and tok[1] in ops and tok[0] == "op":
             self.take()
-            node = Bin(tok[1], node, self.unary())
+            node = Bin(tok[1], node, operand())
         return node
 
     def unary(self) -> Node:
@@ -216,6 +217,10 @@ def _constant(name: str, constants: dict[str, float], text: str) -> float:
     return float(constants[name])
 
 
+#: The operators both evaluators apply as they are; division has its null-on-zero rule.
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
 def _to_polars(node: Node, constants: dict[str, float], text: str) -> pl.Expr:
     if isinstance(node, Num):
         return pl.lit(node.value, dtype=pl.Float64)
@@ -227,13 +232,9 @@ def _to_polars(node: Node, constants: dict[str, float], text: str) -> pl.Expr:
         return -_to_polars(node.arg, constants, text)
     if isinstance(node, Bin):
         a, b = _to_polars(node.left, constants, text), _to_polars(node.right, constants, text)
-        if node.op == "+":
-            return a + b
-        if node.op == "-":
-            return a - b
-        if node.op == "*":
-            return a * b
-        return pl.when(b != 0).then(a / b).otherwise(None)
+        if node.op == "/":
+            return pl.when(b != 0).then(a / b).otherwise(None)
+        return _ARITHMETIC[node.op](a, b)
     assert isinstance(node, Call)
     args = [_to_polars(a, constants, text) for a in node.args]
     if node.func == "abs":
@@ -257,13 +258,9 @@ def _eval(node: Node, values: Mapping[str, float | None], constants: dict[str, f
         b = _eval(node.right, values, constants, text)
         if a is None or b is None:
             return None
-        if node.op == "+":
-            return a + b
-        if node.op == "-":
-            return a - b
-        if node.op == "*":
-            return a * b
-        return None if b == 0 else a / b
+        if node.op == "/":
+            return None if b == 0 else a / b
+        return _ARITHMETIC[node.op](a, b)
     assert isinstance(node, Call)
     args = [_eval(a, values, constants, text) for a in node.args]
     if node.func == "abs":
