@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,40 +77,39 @@ class Table:
             )
         return i
 
+    def _column(self, aliases: tuple[str, ...], required: bool) -> int | None:
+        return self.require(*aliases) if required else self.position(*aliases)
+
     def strings(self, *aliases: str, required: bool = False) -> list[str | None]:
-        i = self.require(*aliases) if required else self.position(*aliases)
+        i = self._column(aliases, required)
         if i is None:
             return [None] * len(self.rows)
         return [row[i] for row in self.rows]
 
     def ints(self, *aliases: str, required: bool = False) -> list[int | None]:
         """Integers of a column; "Agent 4"/"GPU 3" labels give their number, floats round."""
-        i = self.require(*aliases) if required else self.position(*aliases)
-        if i is None:
-            return [None] * len(self.rows)
-        return [self._int(row[i], r, i) for r, row in enumerate(self.rows)]
+        return self._parsed(aliases, required, parse_int, "not an integer")  # type: ignore[return-value]
 
     def floats(self, *aliases: str, required: bool = False) -> list[float | None]:
-        i = self.require(*aliases) if required else self.position(*aliases)
-        if i is None:
-            return [None] * len(self.rows)
-        return [self._float(row[i], r, i) for r, row in enumerate(self.rows)]
+        return self._parsed(aliases, required, parse_float, "not a number")  # type: ignore[return-value]
 
     def where(self, r: int, col: int) -> str:
         line = self.lines[r] if self.lines else r + 2
         return f"{self.path}: line {line}: column {self.header[col]!r}"
 
-    def _int(self, text: str, r: int, col: int) -> int | None:
-        value = parse_int(text)
-        if value is _BAD:
-            raise ProfileFormatError(f"{self.where(r, col)}: not an integer: {text!r}")
-        return value  # type: ignore[return-value]
-
-    def _float(self, text: str, r: int, col: int) -> float | None:
-        value = parse_float(text)
-        if value is _BAD:
-            raise ProfileFormatError(f"{self.where(r, col)}: not a number: {text!r}")
-        return value  # type: ignore[return-value]
+    def _parsed(self, aliases: tuple[str, ...], required: bool,
+                parse: Callable[[str | None], object], what: str) -> list[object]:
+        """A column through ``parse``; a cell it cannot read is an error naming file, line and column."""
+        i = self._column(aliases, required)
+        if i is None:
+            return [None] * len(self.rows)
+        out = []
+        for r, row in enumerate(self.rows):
+            value = parse(row[i])
+            if value is _BAD:
+                raise ProfileFormatError(f"{self.where(r, i)}: {what}: {row[i]!r}")
+            out.append(value)
+        return out
 
 
 _BAD = object()
