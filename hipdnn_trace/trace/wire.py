@@ -83,17 +83,12 @@ def len_field(field: int, payload: bytes) -> bytes:
     return tag(field, LEN) + varint(len(payload)) + payload
 
 
-def fixed64_field(field: int, value: int) -> bytes:
-    return tag(field, I64) + _PACK_U64(value & _U64_MAX)
-
-
 def double_field(field: int, value: float) -> bytes:
     return tag(field, I64) + _PACK_F64(value)
 
 
 _FLOW_TAG = tag(TE_FLOW_IDS, I64)
 _TERMINATING_FLOW_TAG = tag(TE_TERMINATING_FLOW_IDS, I64)
-_DOUBLE_COUNTER_TAG = tag(TE_DOUBLE_COUNTER_VALUE, I64)
 
 
 def flows(ids: Sequence[int], terminating: Sequence[int]) -> bytes:
@@ -104,10 +99,6 @@ def flows(ids: Sequence[int], terminating: Sequence[int]) -> bytes:
     if terminating:
         out += b"".join(_TERMINATING_FLOW_TAG + _PACK_U64(i) for i in terminating)
     return out
-
-
-def double_counter_value(value: float) -> bytes:
-    return _DOUBLE_COUNTER_TAG + _PACK_F64(value)
 
 
 def annotation_value(value: object) -> bytes:
@@ -128,11 +119,6 @@ def annotation_value(value: object) -> bytes:
     if isinstance(value, (float, np.floating)):
         return double_field(DA_DOUBLE, float(value))
     return len_field(DA_STRING, str(value).encode())
-
-
-def annotation(name_iid: int, value: object) -> bytes:
-    """One ``debug_annotations`` entry of a TrackEvent, with an interned name."""
-    return len_field(TE_DEBUG_ANNOTATIONS, varint_field(DA_NAME_IID, name_iid) + annotation_value(value))
 
 
 # --- vectorised packet assembly ------------------------------------------------

@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections import Counter
-from operator import itemgetter
 import os
 import secrets
 import struct
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
 
@@ -72,7 +72,6 @@ _NAME_IID = wire.tag(wire.TE_NAME_IID, wire.VARINT)
 _NAME = wire.tag(pb.TrackEvent.DESCRIPTOR.fields_by_name["name"].number, wire.LEN)
 _DOUBLE_COUNTER = wire.tag(wire.TE_DOUBLE_COUNTER_VALUE, wire.I64)
 _PACK_F64 = struct.Struct("<d").pack
-_PACK_U64 = struct.Struct("<Q").pack
 _FLOW = wire.tag(wire.TE_FLOW_IDS, wire.I64)
 _DA = wire.tag(wire.TE_DEBUG_ANNOTATIONS, wire.LEN)
 _DA_DOUBLE = wire.tag(wire.DA_DOUBLE, wire.I64)
