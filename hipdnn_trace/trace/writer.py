@@ -376,12 +376,16 @@ class TraceWriter:
             self.flush()
 
     def _begin_body(self, track: int, name: str) -> bytes:
-        body = self._begin_bodies.get((track, name))
+        return self._cached_prefix(self._begin_bodies, _BEGIN, track, name)
+
+    def _cached_prefix(self, cache: dict[tuple[int, str], bytes], event_type: bytes, track: int, name: str) -> bytes:
+        """:meth:`_event_prefix`, kept in ``cache`` once the name is interned."""
+        body = cache.get((track, name))
         if body is None:
-            body, once = self._event_prefix(_BEGIN, track, name)
+            body, once = self._event_prefix(event_type, track, name)
             if body is None:
                 return once
-            self._begin_bodies[(track, name)] = body
+            cache[(track, name)] = body
         return body
 
     def _end_body_of(self, track: int) -> bytes:
@@ -483,13 +487,7 @@ class TraceWriter:
         ts = int(ts_ns)
         if not 0 <= ts <= _TS_MAX:
             raise self._bad_times(f"instant {name!r}", ts_ns, ts_ns)
-        body = self._instant_bodies.get((track, name))
-        if body is None:
-            body, once = self._event_prefix(_INSTANT, track, name)
-            if body is None:
-                body = once
-            else:
-                self._instant_bodies[(track, name)] = body
+        body = self._cached_prefix(self._instant_bodies, _INSTANT, track, name)
         if args:
             body += self._args(args)
         self._start.append(ts)
