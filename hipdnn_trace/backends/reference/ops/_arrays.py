@@ -5,6 +5,7 @@ Kept apart so each op module holds only its own math.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,19 +38,12 @@ def per_channel(a: object, x_ndim: int, channels: int, what: str) -> np.ndarray:
     return arr.reshape((1, channels) + (1,) * (x_ndim - 2))
 
 
-def channel_stats_shape(x_ndim: int, channels: int) -> tuple[int, ...]:
-    """hipDNN's shape for per-channel statistics of an N, C, spatial... tensor: [1, C, 1, ...]."""
-    return (1, channels) + (1,) * (x_ndim - 2)
-
-
 def trailing(a: object, x_shape: tuple[int, ...], start: int, what: str) -> np.ndarray:
     """A tensor over the trailing dims ``x_shape[start:]`` (any dims holding that many
     values, e.g. [4] or [1, 1, 4]) reshaped to broadcast against x."""
     arr = f64(a)
     dims = x_shape[start:]
-    expected = 1
-    for d in dims:
-        expected *= d
+    expected = math.prod(dims)
     if arr.size != expected:
         raise UnsupportedError(f"{what} has {arr.size} values, expected {expected} for dims {dims}")
     return arr.reshape(dims)
