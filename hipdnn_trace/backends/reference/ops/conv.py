@@ -74,6 +74,15 @@ class _Geometry:
         return tuple(s + a + b for s, a, b in zip(self.in_spatial, self.pre, self.post))
 
     @property
+    def has_padding(self) -> bool:
+        return any(self.pre) or any(self.post)
+
+    @property
+    def interior(self) -> tuple[slice, ...]:
+        """Where x sits in a padded [N, C, *padded_spatial] tensor."""
+        return (slice(None), slice(None)) + tuple(slice(a, a + s) for a, s in zip(self.pre, self.in_spatial))
+
+    @property
     def x_shape(self) -> tuple[int, ...]:
         return (self.n, self.c, *self.in_spatial)
 
@@ -174,11 +183,10 @@ def conv_output_shape(
 
 def _padded(x: np.ndarray, g: _Geometry) -> np.ndarray:
     """x with zero padding around the spatial dims, as float64 (one copy at most)."""
-    if not any(g.pre) and not any(g.post):
+    if not g.has_padding:
         return f64(x)
     xp = np.zeros((g.n, g.c, *g.padded_spatial), dtype=np.float64)
-    interior = tuple(slice(a, a + s) for a, s in zip(g.pre, g.in_spatial))
-    xp[(slice(None), slice(None)) + interior] = x
+    xp[g.interior] = x
     return xp
 
 
@@ -339,9 +347,7 @@ def conv_dgrad(
             target = (slice(n0, n1), slice(None)) + _window_slices(g, r)
             dxp[target] += cols[(slice(None),) + r].swapaxes(0, 1)
         del cols
-    if not any(g.pre) and not any(g.post):
-        return dxp
-    return dxp[(slice(None), slice(None)) + tuple(slice(a, a + s) for a, s in zip(g.pre, g.in_spatial))]
+    return dxp[g.interior] if g.has_padding else dxp
 
 
 def conv_wgrad(
