@@ -130,7 +130,7 @@ class TorchSession:
     engine: Engine | None = None
 
     def __init__(self, graph: Graph, options: RunOptions, device: Any) -> None:
-        torch = _torch()
+        torch = self._torch = _torch()   # kept: execute() is timed and must not re-import
         ops = _ops()
         self.graph = graph
         self.options = options
@@ -225,11 +225,10 @@ class TorchSession:
         self._results = values
 
     def execute(self) -> None:
-        torch = _torch()
         if not self.gpu:
             self._run()
             return
-        with torch.cuda.stream(self.stream):
+        with self._torch.cuda.stream(self.stream):
             if self._cuda_graph is not None:
                 self._cuda_graph.replay()
             else:
