@@ -42,6 +42,7 @@ except Exception:  # noqa: BLE001 - absent or broken: reported by available() wh
 REDUCED_NOTES = ("DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
 #: For fp32 operands tensor cores mean TF32, which fails hipDNN's fp32 tolerances.
 FP32_UNSAFE_NOTES = ("TENSOR_CORE", *REDUCED_NOTES)
+HEURISTICS = ("A", "FALLBACK")
 
 
 def notes_to_deselect(plan: Plan) -> tuple[str, ...]:
@@ -50,7 +51,6 @@ def notes_to_deselect(plan: Plan) -> tuple[str, ...]:
     if plan.compute in (None, "FLOAT", "DOUBLE"):
         return REDUCED_NOTES
     return ()
-HEURISTICS = ("A", "FALLBACK")
 
 
 def _cudnn() -> Any:

@@ -152,7 +152,7 @@ def collapse_batch(dims: Sequence[int], strides: Sequence[int]) -> tuple[tuple[i
     for d in batch_d:
         total *= d
     live = [(d, s) for d, s in zip(batch_d, batch_s) if d > 1]
-    for (d_out, s_out), (d_in, s_in) in zip(live, live[1:]):
+    for (_, s_out), (d_in, s_in) in zip(live, live[1:]):
         if s_out != s_in * d_in:
             return None
     stride = live[-1][1] if live else _extent(dims[-2:], strides[-2:])
