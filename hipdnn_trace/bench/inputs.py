@@ -39,7 +39,7 @@ def _domain(graph: Graph, uid: int) -> str:
             if port in CONSTANT_PORTS:
                 return port
             if node.type == "PointwiseAttributes":
-                mode = str(node.params.get("operation", ""))
+                mode = str(node.params.get("operation", "")).lower()   # hipDNN accepts any case
                 if mode in POSITIVE_MODES and port == "in_0":
                     return "positive"
                 if mode == "pow" and port == "in_0":

@@ -106,3 +106,27 @@ def test_validation_rows_name_every_output(suite: tuple[Path, int]) -> None:
     assert run.validation.height == 3            # one output per graph, against the reference
     assert run.validation["passed"].all()
     assert set(run.validation["against"]) == {"reference"}
+
+
+@pytest.mark.parametrize("mode", ["log", "LOG", "Sqrt", "RSQRT"])
+def test_domain_of_a_pointwise_input_ignores_the_mode_case(mode: str) -> None:
+    """hipDNN accepts modes in any case, so log/sqrt inputs stay positive whatever the spelling
+    (negative inputs would make the reference NaN and the run fail validation)."""
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.graph_run import RunSettings, run_graph
+    from hipdnn_trace.bench.inputs import make_inputs
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.graph.build import GraphBuilder
+    from hipdnn_trace.graph.sources import GraphSource
+    from hipdnn_trace.graph.write import dumps
+    from hipdnn_trace.markers import Markers
+
+    b = GraphBuilder(f"pw_{mode}")
+    x = b.tensor("x", [2, 3, 4, 5])
+    b.pointwise(mode, x, out="y")
+    graph = b.build()
+    assert (make_inputs(graph, 0)[x.uid] > 0).all()
+    data = dumps(graph).encode()
+    run = run_graph(GraphSource(f"{mode}.json", lambda: data), [Config("reference", "reference")],
+                    RunSettings(loop=LoopSettings(warmup=0, iters=1)), Markers())
+    assert [c.validation for c in run.configs] == ["passed"]
