@@ -31,13 +31,33 @@ class RecordingMarkers(Markers):
         self.events.append("resume")
 
 
+class ScriptedTimer:
+    """A timer whose readings are set in advance: stopping rules see exact numbers, not a
+    clock that a busy machine can stretch."""
+
+    kind = "scripted"
+
+    def __init__(self, readings_ms: list[float]) -> None:
+        self._readings = iter(readings_ms)
+        self._last = 0.0
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        self._last = next(self._readings)
+
+    def elapsed_ms(self) -> float:
+        return self._last
+
+
 class CountingSession:
     """Executes nothing but counts calls; its 'kernel' takes ``delay`` seconds."""
 
     engine = None
 
-    def __init__(self, delays: list[float] | None = None) -> None:
-        self.timer = HostTimer()
+    def __init__(self, delays: list[float] | None = None, timer: object | None = None) -> None:
+        self.timer = timer or HostTimer()
         self.executed = 0
         self.prepared = 0
         self.delays = delays or []
@@ -79,12 +99,12 @@ def test_min_time_extends_the_loop() -> None:
 
 def test_relative_ci_rule_stops_when_narrow_and_respects_the_cap() -> None:
     rng = np.random.default_rng(0)
-    noisy = CountingSession(delays=list(np.abs(rng.normal(0.001, 0.0008, 400))))
+    noisy = CountingSession(timer=ScriptedTimer(list(np.abs(rng.normal(1.0, 0.8, 400)))))
     settings = LoopSettings(warmup=0, iters=10, max_rel_ci=0.0001, max_iters=40, ci_check_every=10)
     samples, _ = run_loop(noisy, settings, Markers())
     assert len(samples.timed_kernel_ms()) == 40
     assert "cap" in stop_reason(samples, settings)
-    steady = CountingSession(delays=[0.002] * 1000)
+    steady = CountingSession(timer=ScriptedTimer([2.0] * 1000))
     loose = LoopSettings(warmup=0, iters=10, max_rel_ci=0.99, max_iters=1000)
     samples, _ = run_loop(steady, loose, Markers())
     assert len(samples.timed_kernel_ms()) == 10
