@@ -44,7 +44,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-PREFIX = "hipdnn_trace:"
+from hipdnn_trace.markers import ROCTX_PREFIX as PREFIX
+
 PHASES = {"init": "init", "warmup": "warmup", "execute": "timed"}
 
 #: Columns :func:`join_iterations` fills.

@@ -39,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.markers import graph_range_name, iteration_name
 from hipdnn_trace.markers_roctx import REGIONS_ENV
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.base import Collected
@@ -120,14 +121,13 @@ def markers_from_iterations(iterations: pl.DataFrame) -> pl.DataFrame:
     )
     rows: list[dict[str, Any]] = []
     for (graph_id, config), g in it.group_by(["graph_id", "config"], maintain_order=True):
-        safe = str(config or "").replace("/", "_").replace("@", "_").replace(" ", "_")
-        rows.append({"name": f"{PREFIX}graph {graph_id} {safe}".rstrip(),
+        rows.append({"name": f"{PREFIX}{graph_range_name(str(graph_id), str(config or ''))}".rstrip(),
                      "start_ns": g["start_ns"].min(), "end_ns": g["end_ns"].max()})
         for phase, name in (("warmup", "warmup"), ("timed", "execute")):
             p = g.filter(pl.col("phase") == phase)
             if p.height:
                 rows.append({"name": f"{PREFIX}{name}", "start_ns": p["start_ns"].min(), "end_ns": p["end_ns"].max()})
-                rows += [{"name": f"{PREFIX}iter {i}", "start_ns": s, "end_ns": e}
+                rows += [{"name": f"{PREFIX}{iteration_name(i)}", "start_ns": s, "end_ns": e}
                          for i, s, e in p.select("iteration", "start_ns", "end_ns").iter_rows()]
     return pl.DataFrame(rows, schema={k: MARKERS[k] for k in ("name", "start_ns", "end_ns")}).with_columns(
         [pl.lit(None, dtype=MARKERS[c]).alias(c) for c in ("process_id", "thread_id", "correlation_id")]
