@@ -24,7 +24,7 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers.base import Collected
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.metadata import new_run_id
-from hipdnn_trace.results.rundir import _write_frame, load_run, write_json
+from hipdnn_trace.results.rundir import Run, _write_frame, load_run, write_json
 
 #: Options the parent owns; removed from the child's command line.
 _PARENT_OPTIONS = {"--profile": True, "--out": True, "-o": True, "--run-id": True}
@@ -95,13 +95,14 @@ def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -
         raise UserError(f"--profile {profiler.name}: could not read the profile in {folder}: "
                         f"{type(exc).__name__}: {exc}") from None
     collected.meta["pass_exit_codes"] = pass_codes
-    fold_in(folder, collected, profiler, args, commands, run.meta)
+    fold_in(folder, collected, profiler, args, commands, run)
     return main_rc
 
 
 def fold_in(folder: Path, collected: Collected, profiler: Any, args: argparse.Namespace,
-            commands: list[str], meta: dict[str, Any]) -> None:
-    """Write the profile's frames, verdicts, trace tracks and run.json block."""
+            commands: list[str], run: Run) -> None:
+    """Write the profile's frames, verdicts, trace tracks and run.json block into ``run``'s folder."""
+    meta = run.meta
     formats = tuple(dict.fromkeys(["parquet", *getattr(args, "format", ["parquet"])]))
     kernels = schemas.conform(collected.kernels, schemas.KERNELS)
     counters = schemas.conform(collected.counters, schemas.COUNTERS)
@@ -111,7 +112,7 @@ def fold_in(folder: Path, collected: Collected, profiler: Any, args: argparse.Na
                 _write_frame(folder / f"{name}.{fmt}", df, fmt)
     verdicts = collected.meta.pop("verdicts", None)
     if isinstance(verdicts, pl.DataFrame) and verdicts.height:
-        _merge_verdicts(folder, verdicts)
+        _merge_verdicts(folder, run.summary, verdicts)
         _write_frame(folder / "metrics.csv", verdicts, "csv")
     trace_path = folder / "trace.pftrace"
     if trace_path.exists() and kernels.height:
@@ -121,13 +122,12 @@ def fold_in(folder: Path, collected: Collected, profiler: Any, args: argparse.Na
     write_json(folder / "run.json", meta)
 
 
-def _merge_verdicts(folder: Path, verdicts: pl.DataFrame) -> None:
+def _merge_verdicts(folder: Path, summary: pl.DataFrame, verdicts: pl.DataFrame) -> None:
     """Put each graph x config's bottleneck verdict into summary.csv / summary.json."""
-    run = load_run(folder)
     keys = [k for k in ("graph_id", "config") if k in verdicts.columns]
     if not keys or "bottleneck" not in verdicts.columns:
         return
-    summary = run.summary.drop("bottleneck").join(
+    summary = summary.drop("bottleneck").join(
         verdicts.select([*keys, "bottleneck"]).unique(subset=keys, keep="first"), on=keys, how="left")
     summary = schemas.conform(summary, schemas.SUMMARY)
     _write_frame(folder / "summary.csv", summary, "csv")
