@@ -29,15 +29,11 @@ def _placement_key(frame: pl.DataFrame, ident: pl.Expr) -> pl.Expr:
 
 def _with_dispatch_keys(kernels: pl.DataFrame, counters: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Replace correlation_id by a dense id of (capture, pass, device, dispatch) in both frames."""
-    kid = pl.coalesce("dispatch_id", "correlation_id")
-    ck = _placement_key(kernels, kid)
-    cc = _placement_key(counters, pl.coalesce("dispatch_id", "correlation_id"))
-    keys = pl.concat([kernels.select(ck.alias("k")), counters.select(cc.alias("k"))]).unique(maintain_order=True)
-    ids = keys.with_row_index("id")
-    k = kernels.with_columns(ck.alias("k")).join(ids, on="k", how="left").with_columns(
-        pl.col("id").cast(pl.Int64).alias("correlation_id")).drop("k", "id")
-    c = counters.with_columns(cc.alias("k")).join(ids, on="k", how="left").with_columns(
-        pl.col("id").cast(pl.Int64).alias("correlation_id")).drop("k", "id")
+    ident = pl.coalesce("dispatch_id", "correlation_id")
+    keyed = [frame.with_columns(_placement_key(frame, ident).alias("k")) for frame in (kernels, counters)]
+    ids = pl.concat([frame.select("k") for frame in keyed]).unique(maintain_order=True).with_row_index("id")
+    k, c = (frame.join(ids, on="k", how="left").with_columns(pl.col("id").cast(pl.Int64).alias("correlation_id"))
+            .drop("k", "id") for frame in keyed)
     return k, c
 
 
@@ -94,4 +90,3 @@ def write_trace(path: Path, kernels: pl.DataFrame, counters: pl.DataFrame, marke
             k, c = _with_dispatch_keys(kernels, counters)
             # Only the schema's columns: add_counters takes time from the kernel it joins.
             add_counters(writer, c.select(COUNTERS.keys()), k.select(KERNELS.keys()))
-        writer.flush()
