@@ -77,7 +77,7 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
     if graph is None:
         try:
             graph = load_bytes(data if data is not None else source.read(), source.name)
-        except (UserError, OSError):
+        except UserError:
             graph = None
     if graph is None:
         run.status, run.error = ERROR, message
@@ -293,7 +293,7 @@ class IsolatedRunner:
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
         try:
             data = source.read()
-        except OSError:
+        except UserError:   # too big or unreadable: nothing for a child to do
             return run_graph(source, configs, settings, markers)   # records the read error itself
         registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
         vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}

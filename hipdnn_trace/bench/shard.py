@@ -56,7 +56,7 @@ class SourceKey:
 def source_key(source: GraphSource) -> SourceKey:
     try:
         data = source.read()
-    except OSError:
+    except UserError:   # too big or unreadable: keyed by its name
         return SourceKey(source.name, None, "name:" + hashlib.sha256(source.name.encode()).hexdigest())
     try:
         graph_id = load_bytes(data, source.name).graph_id

@@ -213,14 +213,8 @@ def main(args: argparse.Namespace) -> int:
     infos: list[dict[str, Any]] = []
     for n, src in enumerate(graph_sources):
         try:
-            data = src.read()
-        except OSError as exc:
-            print(f"hipdnn-trace inspect: error: {src.name}: cannot read: {exc.strerror or exc}", file=sys.stderr)
-            failed += 1
-            continue
-        try:
-            graph = load_bytes(data, src.name)
-        except UserError as exc:
+            graph = load_bytes(src.read(), src.name)
+        except UserError as exc:   # unreadable, too big or not a valid graph
             print(f"hipdnn-trace inspect: error: {exc}", file=sys.stderr)
             failed += 1
             if args.json:

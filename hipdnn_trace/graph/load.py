@@ -104,16 +104,23 @@ def load_bytes(data: bytes, source: str) -> Graph:
     return parse_graph(parse_json_bytes(data, source), source)
 
 
-def load_file(path: str | Path) -> Graph:
-    path = Path(path)
+def read_graph_file(path: Path) -> bytes:
+    """A graph file's bytes, or GraphError naming the file when it is too big or unreadable.
+
+    The size is checked before a byte is read: a huge file costs nothing.
+    """
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise GraphError(str(path), "", f"file is {size} bytes; graphs over {MAX_FILE_BYTES} are refused")
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise GraphError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
-    return load_bytes(data, str(path))
+
+
+def load_file(path: str | Path) -> Graph:
+    path = Path(path)
+    return load_bytes(read_graph_file(path), str(path))
 
 
 # ------------------------------------------------------------------ parsing

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from hipdnn_trace.errors import GraphError, UserError
-from hipdnn_trace.graph.load import MAX_FILE_BYTES
+from hipdnn_trace.graph.load import MAX_FILE_BYTES, read_graph_file
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
 #: An archive unpacking to more than this (in JSON members) is treated as a bomb.
@@ -27,7 +27,11 @@ MAX_ARCHIVE_MEMBERS = 100_000
 
 @dataclass(frozen=True)
 class GraphSource:
-    """One graph to load: ``name`` is what messages and result rows show."""
+    """One graph to load: ``name`` is what messages and result rows show.
+
+    ``read()`` returns the bytes, or raises GraphError (a UserError naming the
+    source) when they cannot be had: too big, vanished, unreadable.
+    """
 
     name: str
     read: Callable[[], bytes]
@@ -38,15 +42,8 @@ def is_archive(path: Path) -> bool:
     return path.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _file_source(path: Path, name: str | None = None) -> GraphSource:
-    def read() -> bytes:
-        # the size is checked before a byte is read: a huge file costs nothing
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise GraphError(str(path), "", f"file is {size} bytes; graphs over {MAX_FILE_BYTES} are refused")
-        return path.read_bytes()
-
-    return GraphSource(name or str(path), read, path)
+def _file_source(path: Path) -> GraphSource:
+    return GraphSource(str(path), lambda: read_graph_file(path), path)
 
 
 def _too_big(name: str, size: int) -> Callable[[], bytes]:

@@ -89,6 +89,19 @@ def test_a_broken_graph_does_not_stop_the_others(conv_file: Path, write_json, ca
     assert err.count("\n") == 1 and str(broken) in err and "invalid JSON" in err
 
 
+def test_an_oversized_file_does_not_stop_the_others(conv_file: Path, tmp_path: Path, capsys) -> None:
+    from hipdnn_trace.graph.load import MAX_FILE_BYTES
+
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:      # sparse: refused before a byte is read
+        fh.truncate(MAX_FILE_BYTES + 1)
+    rc = main(["inspect", "-q", str(huge), str(conv_file)])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert out.startswith("conv_bias_relu ")
+    assert err.count("\n") == 1 and str(huge) in err and "are refused" in err
+
+
 def test_json_output_reports_failures_too(conv_file: Path, write_json, capsys) -> None:
     broken = write_json({"name": 1}, "bad.json")
     assert main(["inspect", "--json", str(conv_file), str(broken)]) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import as_json, conv_bias_relu, matmul_graph
 from hipdnn_trace.cli import main
-from hipdnn_trace.errors import UserError
+from hipdnn_trace.errors import GraphError, UserError
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.sources import expand
 
@@ -158,6 +159,15 @@ def test_corrupt_tarball_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert main(["inspect", str(bad)]) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "not a readable tar archive" in err
+
+
+def test_a_file_gone_before_it_is_read_is_a_graph_error(tmp_path: Path) -> None:
+    p = tmp_path / "gone.json"
+    p.write_bytes(CONV)
+    (source,) = expand([str(p)])
+    p.unlink()
+    with pytest.raises(GraphError, match="^" + re.escape(f"{p}: cannot read: ")):
+        source.read()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")

@@ -166,6 +166,17 @@ def test_unreadable_file_is_recorded_without_a_child(runner, tmp_path):
     assert g.status == ERROR and "cannot read" in g.error
 
 
+def test_oversized_file_is_an_error_row_not_the_end_of_the_suite(runner, tmp_path):
+    from hipdnn_trace.graph.load import MAX_FILE_BYTES
+
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as fh:      # sparse: no disk, no memory
+        fh.truncate(MAX_FILE_BYTES + 1)
+    (source,) = expand([str(path)])
+    g = runner(source, CONFIGS, SETTINGS, Markers())
+    assert g.status == ERROR and g.error.endswith(f"graphs over {MAX_FILE_BYTES} are refused")
+
+
 def test_bad_graph_file_fails_in_the_child_like_in_process(runner, tmp_path):
     path = tmp_path / "bad.json"
     path.write_bytes(b'{"name": "x", "tensors": [], "nodes": []}')

@@ -62,6 +62,19 @@ def test_source_key_is_the_graph_not_the_file(tmp_path):
     assert keys["broken.json"].graph_id is None and keys["broken.json"].key.startswith("bytes:")
 
 
+def test_source_key_of_a_file_that_cannot_be_read_is_its_name(tmp_path):
+    from hipdnn_trace.graph.load import MAX_FILE_BYTES
+
+    with open(tmp_path / "huge.json", "wb") as fh:   # sparse: refused before a byte is read
+        fh.truncate(MAX_FILE_BYTES + 1)
+    (tmp_path / "gone.json").write_text("{}")
+    huge, gone = expand([str(tmp_path / "huge.json"), str(tmp_path / "gone.json")])
+    (tmp_path / "gone.json").unlink()
+    for source in (huge, gone):
+        k = source_key(source)
+        assert k.graph_id is None and k.key.startswith("name:")
+
+
 def test_slice_does_not_depend_on_listing_order(tmp_path):
     paths = write_graphs(tmp_path, NAMES)
     forward = expand([str(p) for p in paths])
