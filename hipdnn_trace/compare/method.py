@@ -16,7 +16,7 @@ METHOD_FIELDS = {
     "cache": "cache mode",
     "clock_control": "clock control",
     "cuda_graph": "CUDA graph replay",
-    "staged": "staged inputs",
+    "staged": "staged timing",
 }
 
 
