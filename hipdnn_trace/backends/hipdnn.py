@@ -149,6 +149,19 @@ def _set_graph_types(api: FrontendApi, fe_graph: Any, graph: Graph) -> None:
             getattr(fe_graph, setter)(member)
 
 
+def _operation_graph(api: FrontendApi, graph: Graph, text: str, handle: Any, prefer: int | None = None) -> Any:
+    """``Graph.from_json`` -> validate -> (preferred engine) -> ``build_operation_graph`` on ``handle``."""
+    g = api.module.Graph()
+    _set_graph_types(api, g, graph)
+    check(g.from_json(text), "Graph.from_json")
+    if hasattr(g, "validate"):
+        check(g.validate(), "Graph.validate", unsupported=True)
+    if prefer is not None:
+        g.set_preferred_engine_id_ext(prefer)
+    check(g.build_operation_graph(handle), "build_operation_graph", unsupported=True)
+    return g
+
+
 def _engine_name(api: FrontendApi, handle: Any, engine_id: int) -> tuple[str, str]:
     """(name, detail) of an engine id: the handle's loaded plugins, the registry, our table."""
     if handle is not None and api.engine_info:
@@ -221,15 +234,9 @@ class HipdnnSession:
         api, m = self.api, self.api.module
         text, notes = hipdnn_json(self.graph)
         self.handle = _new_handle(api)
-        g = self.fe_graph = m.Graph()
-        _set_graph_types(api, g, self.graph)
-        check(g.from_json(text), "Graph.from_json")
-        if hasattr(g, "validate"):
-            check(g.validate(), "Graph.validate", unsupported=True)
         request = self.request
-        if request is not None and request.mode == PREFER:
-            g.set_preferred_engine_id_ext(request.engine_id)
-        check(g.build_operation_graph(self.handle), "build_operation_graph", unsupported=True)
+        prefer = request.engine_id if request is not None and request.mode == PREFER else None
+        g = self.fe_graph = _operation_graph(api, self.graph, text, self.handle, prefer=prefer)
         if request is not None and request.mode == FORCE:
             if not api.hard_select:
                 raise UnsupportedError(
@@ -437,15 +444,9 @@ class HipdnnBackend:
         if not api.ranked_ids:
             return []
         configure_plugins(api, options.plugin_path)
-        m = api.module
         handle = _new_handle(api)
         try:
-            g = m.Graph()
-            _set_graph_types(api, g, graph)
-            check(g.from_json(hipdnn_json(graph)[0]), "Graph.from_json")
-            if hasattr(g, "validate"):
-                check(g.validate(), "Graph.validate", unsupported=True)
-            check(g.build_operation_graph(handle), "build_operation_graph", unsupported=True)
+            g = _operation_graph(api, graph, hipdnn_json(graph)[0], handle)
             out = []
             for rank, eid in enumerate(int(e) for e in g.get_ranked_engine_ids()):
                 name, detail = _engine_name(api, handle, eid)
