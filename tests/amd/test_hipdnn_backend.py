@@ -23,7 +23,7 @@ from hipdnn_trace.backends.hipdnn_api import (
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.inputs import make_inputs
-from hipdnn_trace.errors import UnsupportedError, UserError
+from hipdnn_trace.errors import ExecutionError, UnsupportedError, UserError
 from hipdnn_trace.graph import layout
 
 MIOPEN = engine_id_from_name("MIOPEN_ENGINE")
@@ -366,6 +366,21 @@ def test_a_failing_execute_releases_the_stall_gate_with_stand_in_hipdnn_frontend
     session.fe_graph.execute = broken
     session.timer.start()
     with pytest.raises(RuntimeError, match="device lost"):
+        session.execute()
+    names = fe.WORLD.names()
+    assert names[names.index("HipStallGate.arm"):][-2:] == ["HipStallGate.release", "hip_device_synchronize"]
+    session.close()
+
+
+def test_a_bad_error_from_execute_releases_the_stall_gate_and_says_why_with_stand_in_hipdnn_frontend(
+        stand_in_frontend) -> None:
+    fe = stand_in_frontend("newest")
+    graph = load_graph(matmul())
+    session = HipdnnBackend().prepare(graph, None, RunOptions(timing="staged"))
+    session.bind(make_inputs(graph, 0))
+    session.fe_graph.execute = lambda *args: fe.Error(False, "workspace too small")
+    session.timer.start()
+    with pytest.raises(ExecutionError, match="hipDNN execute failed: workspace too small"):
         session.execute()
     names = fe.WORLD.names()
     assert names[names.index("HipStallGate.arm"):][-2:] == ["HipStallGate.release", "hip_device_synchronize"]
