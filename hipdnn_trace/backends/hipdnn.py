@@ -41,6 +41,8 @@ from hipdnn_trace.backends.hipdnn_api import (
     FrontendApi,
     check,
     engine_hex,
+    error_message,
+    is_bad,
     known_engine_name,
     load_frontend,
     parse_engine,
@@ -341,9 +343,9 @@ class HipdnnSession:
         except Exception:
             self.timer.abort()
             raise
-        if result is not None and getattr(result, "is_bad", lambda: False)():
+        if is_bad(result):
             self.timer.abort()
-            raise ExecutionError(f"hipDNN execute failed: {result.get_message()}")
+            raise ExecutionError(f"hipDNN execute failed: {error_message(result)}")
 
     def synchronize(self) -> None:
         m = self.api.module
