@@ -31,6 +31,7 @@ from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.bench.loop import LoopSettings, run_loop
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.markers import Markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,12 +82,6 @@ def measure(relative: str, max_plans: int) -> dict:
             "heuristic_plan": info.get("plan"), "cudnn_autotuned_ms": cudnn_ms, "cudnn_heuristic_ms": heuristic_ms,
             "torch_benchmark_ms": torch_ms, "speedup_vs_torch": torch_ms / cudnn_ms,
             "autotuned_tflops": flops / (cudnn_ms * 1e-3) / 1e12 if flops else None}
-
-
-def graph_flops(graph: Graph) -> float:
-    from hipdnn_trace.graph.ops import graph_flops as flops
-
-    return flops(graph)
 
 
 def main(argv: list[str] | None = None) -> int:
