@@ -25,7 +25,7 @@ from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.console import Progress, Reporter
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.graph.sources import expand
+from hipdnn_trace.graph.sources import expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
 from hipdnn_trace.profilers.base import load as load_profiler
@@ -311,8 +311,7 @@ def main(args: argparse.Namespace) -> int:
                             b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
     reference_only = all(c.backend == "reference" for c in configs)
     skip = () if (args.include_perf or not reference_only) else ("perf",)
-    sources = expand(args.graphs, skip_dirs=skip)
-    skipped = len(expand(args.graphs)) - len(sources) if skip else 0
+    sources, skipped = expand_counting_skipped(args.graphs, skip_dirs=skip)
     if not sources:
         raise UserError("no graph files found in " + " ".join(args.graphs))
     if args.engine == ENGINE_LIST:

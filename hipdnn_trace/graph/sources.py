@@ -129,14 +129,23 @@ def expand(args: Iterable[str], *, skip_dirs: Iterable[str] = ()) -> list[GraphS
     passes over (e.g. ``perf`` for CPU runs); naming such a folder directly still
     includes it.
     """
+    return expand_counting_skipped(args, skip_dirs=skip_dirs)[0]
+
+
+def expand_counting_skipped(args: Iterable[str], *,
+                            skip_dirs: Iterable[str] = ()) -> tuple[list[GraphSource], int]:
+    """:func:`expand`, and how many more graphs there would be without ``skip_dirs``
+    (for a note saying what was left out), in one pass over the files and archives."""
     skip = frozenset(skip_dirs)
     out: list[GraphSource] = []
-    seen: set[str] = set()
+    kept: set[str] = set()
+    found: set[str] = set()
 
-    def add(src: GraphSource) -> None:
+    def add(src: GraphSource, skipped: bool) -> None:
         key = str(src.path.resolve()) if src.path else src.name
-        if key not in seen:
-            seen.add(key)
+        found.add(key)
+        if not skipped and key not in kept:
+            kept.add(key)
             out.append(src)
 
     for arg in args:
@@ -146,28 +155,29 @@ def expand(args: Iterable[str], *, skip_dirs: Iterable[str] = ()) -> list[GraphS
             if not matches:
                 raise UserError(f"{arg}: glob matches no files")
             for m in matches:
-                for src in _expand_path(Path(m), skip):
-                    add(src)
+                for src, skipped in _expand_path(Path(m), skip):
+                    add(src, skipped)
             continue
         if not path.exists():
             raise UserError(f"{arg}: no such file or folder")
-        for src in _expand_path(path, skip):
-            add(src)
-    return out
+        for src, skipped in _expand_path(path, skip):
+            add(src, skipped)
+    return out, len(found) - len(kept)
 
 
 def _skipped(path: Path, root: Path, skip: frozenset[str]) -> bool:
     return bool(skip) and any(part in skip for part in path.relative_to(root).parts[:-1])
 
 
-def _expand_path(path: Path, skip: frozenset[str] = frozenset()) -> list[GraphSource]:
+def _expand_path(path: Path, skip: frozenset[str]) -> list[tuple[GraphSource, bool]]:
+    """The graphs under ``path``, each with whether it sits in a skipped sub-folder."""
     if path.is_dir():
-        files = [f for f in _json_files(path) if not _skipped(f, path, skip)]
-        archives = sorted(p for p in path.rglob("*")
-                          if p.is_file() and is_archive(p) and not _skipped(p, path, skip))
-        return [_file_source(f) for f in files] + [s for a in archives for s in archive_sources(a)]
+        files = _json_files(path)
+        archives = sorted(p for p in path.rglob("*") if p.is_file() and is_archive(p))
+        return ([(_file_source(f), _skipped(f, path, skip)) for f in files]
+                + [(s, _skipped(a, path, skip)) for a in archives for s in archive_sources(a)])
     if is_archive(path):
-        return archive_sources(path)
+        return [(s, False) for s in archive_sources(path)]
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: not readable")
-    return [_file_source(path)]
+    return [(_file_source(path), False)]

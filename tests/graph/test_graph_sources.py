@@ -16,7 +16,7 @@ from conftest import as_json, conv_bias_relu, matmul_graph
 from hipdnn_trace.cli import main
 from hipdnn_trace.errors import GraphError, UserError
 from hipdnn_trace.graph.load import load_bytes
-from hipdnn_trace.graph.sources import expand
+from hipdnn_trace.graph.sources import expand, expand_counting_skipped
 
 CONV = json.dumps(as_json(conv_bias_relu())).encode()
 MATMUL = json.dumps(as_json(matmul_graph())).encode()
@@ -114,6 +114,20 @@ def test_tarballs_are_read_in_memory(tmp_path: Path, suffix: str, mode: str) -> 
 def test_tarball_inside_a_folder_is_expanded(tree: Path) -> None:
     make_tar(tree / "sub" / "more.tgz", [file_member("m.json", MATMUL)], "w:gz")
     assert names(expand([str(tree)]))[-1] == "m.json"
+
+
+def test_skipped_folders_are_counted_not_expanded(tree: Path) -> None:
+    (tree / "perf").mkdir()
+    (tree / "perf" / "big.json").write_bytes(MATMUL)
+    make_tar(tree / "perf" / "more.tgz", [file_member("m1.json", MATMUL), file_member("m2.json", CONV)], "w:gz")
+    sources, skipped = expand_counting_skipped([str(tree)], skip_dirs=("perf",))
+    assert names(sources) == ["a.json", "b.json", "c.json"] and skipped == 3
+    assert names(sources) == names(expand([str(tree)], skip_dirs=("perf",)))
+    # named directly, a skipped folder is included, also when recursion met it first
+    sources, skipped = expand_counting_skipped([str(tree), str(tree / "perf")], skip_dirs=("perf",))
+    assert names(sources) == ["a.json", "b.json", "c.json", "big.json", "m1.json", "m2.json"]
+    assert skipped == 0
+    assert expand_counting_skipped([str(tree)])[1] == 0
 
 
 UNSAFE = {

@@ -130,3 +130,16 @@ def test_domain_of_a_pointwise_input_ignores_the_mode_case(mode: str) -> None:
     run = run_graph(GraphSource(f"{mode}.json", lambda: data), [Config("reference", "reference")],
                     RunSettings(loop=LoopSettings(warmup=0, iters=1)), Markers())
     assert [c.validation for c in run.configs] == ["passed"]
+
+
+def test_reference_runs_skip_perf_folders_and_say_how_many(tmp_path: Path, capsys) -> None:
+    hg.write(tmp_path / "graphs", [hg.matmul()])
+    hg.write(tmp_path / "graphs" / "perf", [hg.conv(), hg.add_relu()])
+    argv = ["run", str(tmp_path / "graphs"), "--out", str(tmp_path / "runs"), "-w", "0", "-i", "2"]
+    assert main([*argv, "--run-id", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "note: skipped 2 graph(s) in folders named 'perf'" in out
+    assert load_run(tmp_path / "runs" / "cpu").summary["graph"].to_list() == ["mm_small"]
+    assert main([*argv, "--run-id", "all", "--include-perf"]) == 0
+    assert "skipped" not in capsys.readouterr().out
+    assert load_run(tmp_path / "runs" / "all").summary.height == 3
