@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace.commands import argtypes
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results.rundir import FORMATS
 
 EXAMPLES = """\
 examples:
@@ -21,13 +21,6 @@ shards of one suite (--shard I/N); traces are concatenated.
 """
 
 
-def _formats(text: str) -> list[str]:
-    items = [f.strip().lower() for f in text.split(",") if f.strip()]
-    if not items or any(f not in FORMATS for f in items):
-        raise argparse.ArgumentTypeError(f"formats are {', '.join(FORMATS)}; got {text!r}")
-    return items
-
-
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "merge", help="combine shard runs into one run directory",
@@ -38,7 +31,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to combine")
     p.add_argument("--out", "-o", type=Path, required=True, metavar="DIR",
                    help="the merged run directory (new or empty; its name becomes the run_id)")
-    p.add_argument("--format", type=_formats, default=[],
+    p.add_argument("--format", type=argtypes.formats, default=[],
                    help="extra formats for the big frames (default: those the inputs have)")
     p.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     p.set_defaults(main=main)

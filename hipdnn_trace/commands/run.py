@@ -23,6 +23,7 @@ from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import OK, GraphRun
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
+from hipdnn_trace.commands import argtypes
 from hipdnn_trace.console import Progress, Reporter
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand_counting_skipped
@@ -30,7 +31,7 @@ from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
 from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import FORMATS, RunWriter, check_resumable, load_run
+from hipdnn_trace.results.rundir import RunWriter, check_resumable, load_run
 
 EXAMPLES = """\
 examples:
@@ -50,44 +51,6 @@ exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing r
             2 validation mismatch, 130/143 interrupted by SIGINT/SIGTERM (files complete;
             finish with --resume)
 """
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.01 for 1%), got {value}")
-    return value
-
-
-def _formats(text: str) -> list[str]:
-    items = [f.strip().lower() for f in text.split(",") if f.strip()]
-    bad = [f for f in items if f not in FORMATS]
-    if bad or not items:
-        raise argparse.ArgumentTypeError(f"formats are {', '.join(FORMATS)}; got {text!r}")
-    return items
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no limit), got {value:g}")
-    return value
 
 
 def _shard(text: str) -> ShardSpec:
@@ -121,12 +84,12 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--include-perf", action="store_true",
                    help="with the reference backend, also run folders named 'perf' (GPU-sized graphs)")
     t = p.add_argument_group("timing")
-    t.add_argument("--warmup", "-w", type=_positive_int, default=10, help="warmup iterations (default 10)")
-    t.add_argument("--iters", "-i", type=_positive_int, default=100, help="minimum timed iterations (default 100)")
+    t.add_argument("--warmup", "-w", type=argtypes.non_negative_int, default=10, help="warmup iterations (default 10)")
+    t.add_argument("--iters", "-i", type=argtypes.non_negative_int, default=100, help="minimum timed iterations (default 100)")
     t.add_argument("--min-time-ms", type=float, default=0.0, help="keep timing until this much time passed")
-    t.add_argument("--max-rel-ci", type=_fraction, default=None,
+    t.add_argument("--max-rel-ci", type=argtypes.fraction, default=None,
                    help="then until the median's 95%% CI is within this fraction (0.01 = 1%%)")
-    t.add_argument("--max-iters", type=_positive_int, default=None, help="cap for the two rules above")
+    t.add_argument("--max-iters", type=argtypes.non_negative_int, default=None, help="cap for the two rules above")
     t.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="cold: flush the L2 cache between iterations, outside the timed region")
     t.add_argument("--timing", choices=("events", "staged"), default="staged",
@@ -134,14 +97,14 @@ def add_parser(sub: Any) -> None:
                         "launch overhead stays out of kernel_ms (falls back to events, with the reason "
                         "in run.json, where unavailable); events: plain events around each execute")
     t.add_argument("--cuda-graph", action="store_true", help="capture the execution in a CUDA graph and replay it")
-    t.add_argument("--device", type=_positive_int, default=0, help="GPU index (default 0)")
+    t.add_argument("--device", type=argtypes.non_negative_int, default=0, help="GPU index (default 0)")
     t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default="auto",
                    help="profiler markers around phases (default: what is importable)")
     r = p.add_argument_group("reliability and scale-out (docs/reliability.md)")
     r.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run each graph in a child process: a crash, hang or out-of-memory becomes one "
                         "error row (default: on for suites of more than one graph on a GPU backend)")
-    r.add_argument("--graph-timeout", type=_seconds, default=None, metavar="SECONDS",
+    r.add_argument("--graph-timeout", type=argtypes.seconds, default=None, metavar="SECONDS",
                    help=f"kill a graph's child process after this long (implies --isolate; default "
                         f"{DEFAULT_TIMEOUT_S:g} when isolating, 0: no limit)")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR",
@@ -166,7 +129,7 @@ def add_parser(sub: Any) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--out", "-o", type=Path, default=Path("runs"), help="parent of the run directory (default runs/)")
     o.add_argument("--run-id", help="name of the run directory (default: time + random suffix)")
-    o.add_argument("--format", type=_formats, default=["parquet"],
+    o.add_argument("--format", type=argtypes.formats, default=["parquet"],
                    help="formats of the big frames (iterations, kernels, counters): csv,json,parquet "
                         "(default parquet; summary and validation are always CSV)")
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")

@@ -1,0 +1,54 @@
+"""argparse ``type=`` converters the subcommands share.
+
+A bad value raises ArgumentTypeError, which argparse turns into one line naming the
+flag (and the CLI into exit code 1), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TypeVar
+
+from hipdnn_trace.results.rundir import FORMATS
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(text: str, convert: Callable[[str], _N], expected: str) -> _N:
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
+def non_negative_int(text: str) -> int:
+    """A count that may be 0 (warmup, iterations, a device index)."""
+    value = _number(text, int, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A share strictly between 0 and 1 (0.01 = 1%)."""
+    value = _number(text, float, "a number")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.01 for 1%), got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A time limit in seconds; 0 means none."""
+    value = _number(text, float, "seconds")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no limit), got {value:g}")
+    return value
+
+
+def formats(text: str) -> list[str]:
+    """A comma-separated list of run-directory formats (csv, json, parquet)."""
+    items = [f.strip().lower() for f in text.split(",") if f.strip()]
+    if not items or any(f not in FORMATS for f in items):
+        raise argparse.ArgumentTypeError(f"formats are {', '.join(FORMATS)}; got {text!r}")
+    return items
