@@ -28,8 +28,6 @@ import polars as pl
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.markers import DOMAIN
 
-IDENTITY_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
-                    "Block Size", "Grid Size", "Device", "CC")
 #: Raw-page columns that describe the launch or device, not a measurement.
 NOT_COUNTERS = ("device__attribute_", "launch__", "c2clink__", "nvlink__", "profiler__")
 NVTX_PUSH_POP = "thread Domain:Push/Pop_Range"

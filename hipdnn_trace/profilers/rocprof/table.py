@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,7 +206,3 @@ def _check_header(path: Path, header: list[str]) -> None:
             raise ProfileFormatError(f"{path}: malformed header: column name {name!r}")
     if len(header) < 2:
         raise ProfileFormatError(f"{path}: not a profiler CSV (header has one column: {header[0]!r})")
-
-
-def lower_names(names: Iterable[str]) -> set[str]:
-    return {n.strip().lower() for n in names}
