@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class Timer(Protocol):
-    kind: str          # "host" | "cuda-event" | "hip-event"
+    kind: str          # "host" | "cuda-event" | "cuda-event-staged" | "hip-event" | "torch-event"
 
     def start(self) -> None: ...
 
