@@ -18,10 +18,10 @@ from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
-from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.loop import LoopSettings
-from hipdnn_trace.bench.records import OK, GraphRun
+from hipdnn_trace.bench.records import FAILED, OK, GraphRun
 from hipdnn_trace.bench.shard import ShardSpec
+from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import argtypes
 from hipdnn_trace.console import Progress, Reporter
@@ -167,7 +167,7 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
 
 
 def _ab_line(g: GraphRun) -> str | None:
-    ran = [c for c in g.configs if c.status in (OK, "failed") and c.samples is not None]
+    ran = [c for c in g.configs if c.status in (OK, FAILED) and c.samples is not None]
     if len(ran) != 2:
         return None
     from hipdnn_trace.compare.stats import median_ratio
@@ -179,12 +179,6 @@ def _ab_line(g: GraphRun) -> str | None:
     speed, lo, hi = 1 / est.ratio, 1 / est.ci_high, 1 / est.ci_low
     return (f"   A/B {g.name}: B ({ran[1].config.name}) is {speed:.3f}x A ({ran[0].config.name}) "
             f"[95% CI {lo:.3f}, {hi:.3f}] (>1: B faster)")
-
-
-def _run_argv() -> list[str]:
-    """The arguments after ``run`` as the user typed them (for profiled child runs)."""
-    argv = sys.argv[1:]
-    return argv[argv.index("run") + 1:] if "run" in argv else argv
 
 
 def _isolation(args: argparse.Namespace, configs: list, suite_size: int, profiling: bool) -> float | None:
@@ -264,7 +258,7 @@ def main(args: argparse.Namespace) -> int:
         if kind == "external" and not args.profile_child:
             from hipdnn_trace.profilers.external import run_external
 
-            return run_external(profiler, args, args.argv if hasattr(args, "argv") else _run_argv())
+            return run_external(profiler, args, args.argv)   # cli.main keeps run's own arguments
         if kind == "in-process":
             check_tool = getattr(profiler, "check_tool", None)
             if check_tool is not None:
@@ -311,7 +305,7 @@ def main(args: argparse.Namespace) -> int:
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
-              "profiler": args.profile_child or (args.profile if args.profile != "none" else None),
+              "profiler": wanted,
               "clocks": clocks}
     meta = run_metadata(run_id=run_id, argv=sys.argv if sys.argv else [], timing=timing, seed=args.seed,
                         configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
