@@ -124,10 +124,6 @@ class RunWriter:
             self._trace_writer.close()
         write_json(self.folder / "run.json", self.meta)
 
-    def update_meta(self, **extra: Any) -> None:
-        self.meta.update(extra)
-        write_json(self.folder / "run.json", self.meta)
-
 
 #: run.json blocks that must match for a resumed run to equal an uninterrupted one.
 RESUME_MUST_MATCH = ("timing", "configs", "seed", "validation", "shard", "graphs")
