@@ -33,6 +33,7 @@ def fmt_change(ratio: float) -> str:
     pct = (ratio - 1.0) * 100.0
     return f"B {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}"
 
+
 #: Bootstrap replicates per row; 2000 keeps the 2.5% / 97.5% percentiles stable to
 #: well under the threshold's resolution while a 500-row suite stays a few seconds.
 N_BOOT = 2000

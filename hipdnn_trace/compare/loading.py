@@ -18,6 +18,7 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.rundir import Run, load_run
 
+
 def _load_bare_iterations(path: Path) -> Run:
     """A lone iterations file: raw samples without run.json (timing method unknown)."""
     try:
