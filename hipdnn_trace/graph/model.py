@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from math import prod
 from typing import Any
+
+from hipdnn_trace.graph.layout import layout_name, storage_elements
 
 UID_SUFFIX = "_tensor_uid"
 
@@ -38,23 +41,16 @@ class Tensor:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n
+        return prod(self.dims)
 
     @property
     def storage_elements(self) -> int:
         """Elements a buffer needs for these dims and strides (max offset + 1)."""
-        if any(d == 0 for d in self.dims):
-            return 0
-        return 1 + sum((d - 1) * s for d, s in zip(self.dims, self.strides))
+        return storage_elements(self.dims, self.strides)
 
     @property
     def layout(self) -> str:
         """A short name for the memory layout: NCHW-style, NHWC-style, or the stride order."""
-        from hipdnn_trace.graph.layout import layout_name
-
         return layout_name(self.dims, self.strides)
 
 
