@@ -56,8 +56,7 @@ def _t(node: Node, graph: Graph, port: str) -> Tensor | None:
 
 
 def _port_path(node: Node, port: str) -> str:
-    section = node.param_sections.get(port + "_tensor_uid", "inputs")
-    return port + "_tensor_uid" if section == "node" else f"{section}.{port}_tensor_uid"
+    return _option_path(node, port + "_tensor_uid", "inputs")
 
 
 #: ConvMode strings of hipDNN's JSON (upper case there; any case accepted).
@@ -130,24 +129,17 @@ def _conv_check(x_port: str, w_port: str, y_port: str) -> ShapeCheck:
     return check
 
 
-def conv_flops(x: Sequence[int], w: Sequence[int], y: Sequence[int]) -> float:
-    """2 * N * K * prod(out) * C/g * prod(kernel): same for fprop, dgrad and wgrad."""
+def conv_flops(w: Sequence[int], y: Sequence[int]) -> float:
+    """2 * N * K * prod(out) * C/g * prod(kernel) from the weight dims and the output
+    (forward) dims: the same for fprop, dgrad (dy) and wgrad (dw, dy)."""
     return 2.0 * prod(y) * prod(w[1:])
 
 
-def _conv_flops_fwd(node: Node, graph: Graph) -> float:
-    x, w, y = (_t(node, graph, p) for p in ("x", "w", "y"))
-    return conv_flops(x.dims, w.dims, y.dims) if x and w and y else 0.0
-
-
-def _conv_flops_dgrad(node: Node, graph: Graph) -> float:
-    dy, w = _t(node, graph, "dy"), _t(node, graph, "w")
-    return 2.0 * prod(dy.dims) * prod(w.dims[1:]) if dy and w else 0.0
-
-
-def _conv_flops_wgrad(node: Node, graph: Graph) -> float:
-    dy, dw = _t(node, graph, "dy"), _t(node, graph, "dw")
-    return 2.0 * prod(dy.dims) * prod(dw.dims[1:]) if dy and dw else 0.0
+def _conv_flop_count(w_port: str, y_port: str) -> FlopCount:
+    def flops(node: Node, graph: Graph) -> float:
+        w, y = _t(node, graph, w_port), _t(node, graph, y_port)
+        return conv_flops(w.dims, y.dims) if w and y else 0.0
+    return flops
 
 
 def broadcast_shape(shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
@@ -313,6 +305,7 @@ def _reduction_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
 
 
 _BN_STATS = ("mean", "inv_variance", "scale", "bias")
+_CONV_OPTIONS = dict.fromkeys(("pre_padding", "post_padding", "stride", "dilation", "conv_mode"), "parameters")
 #: Every pointwise option; hipDNN requires each key to be present (null when unset).
 POINTWISE_OPTIONS = ("operation", "relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope",
                      "axis_tensor_uid", "swish_beta", "elu_alpha", "softplus_beta")
@@ -322,21 +315,15 @@ SPECS: dict[str, OpSpec] = {
     for s in (
         OpSpec(
             "ConvolutionFwdAttributes", ("x", "w"), ("y",),
-            options={k: "parameters" for k in ("pre_padding", "post_padding", "stride", "dilation",
-                                              "conv_mode")},
-            check=_conv_check("x", "w", "y"), flops=_conv_flops_fwd,
+            options=_CONV_OPTIONS, check=_conv_check("x", "w", "y"), flops=_conv_flop_count("w", "y"),
         ),
         OpSpec(
             "ConvolutionBwdAttributes", ("dy", "w"), ("dx",),
-            options={k: "parameters" for k in ("pre_padding", "post_padding", "stride", "dilation",
-                                              "conv_mode")},
-            check=_conv_check("dx", "w", "dy"), flops=_conv_flops_dgrad,
+            options=_CONV_OPTIONS, check=_conv_check("dx", "w", "dy"), flops=_conv_flop_count("w", "dy"),
         ),
         OpSpec(
             "ConvolutionWrwAttributes", ("x", "dy"), ("dw",),
-            options={k: "parameters" for k in ("pre_padding", "post_padding", "stride", "dilation",
-                                              "conv_mode")},
-            check=_conv_check("x", "dw", "dy"), flops=_conv_flops_wgrad,
+            options=_CONV_OPTIONS, check=_conv_check("x", "dw", "dy"), flops=_conv_flop_count("dw", "dy"),
         ),
         OpSpec(
             "MatmulAttributes", ("a", "b"), ("c",),
