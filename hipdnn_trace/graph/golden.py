@@ -262,7 +262,7 @@ def read_bundle(json_path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
     return graph, arrays
 
 
-def _store(t: Tensor, arr: np.ndarray) -> np.ndarray:
+def _store(arr: np.ndarray) -> np.ndarray:
     """npz keeps numpy's own dtypes; bfloat16/fp8 go in as their bits (unsigned ints)."""
     if arr.dtype.kind in "biufc":
         return arr
@@ -275,24 +275,30 @@ def write_npz(path: str | Path, graph: Graph, tensors: Mapping[int, np.ndarray])
     arrays = _complete(graph, tensors)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {f"t{uid}": _store(graph.by_uid[uid], a) for uid, a in arrays.items()}
+    payload = {f"t{uid}": _store(a) for uid, a in arrays.items()}
     with path.open("wb") as fh:
         np.savez(fh, graph=np.array(dumps(graph)), **payload)
     return path
 
 
-def read_npz(path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
-    """Inverse of :func:`write_npz`."""
-    path = Path(path)
+def _open_npz(path: Path, *, arrays: bool) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The graph of a .npz bundle and, when ``arrays``, its stored arrays by key (np.load
+    reads members lazily: without them only the graph is read)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             if "graph" not in npz.files:
                 raise BundleError(f"{path}: no 'graph' entry (not a hipdnn-trace .npz bundle)")
             text = str(npz["graph"])
-            stored = {k: npz[k] for k in npz.files if k != "graph"}
+            stored = {k: npz[k] for k in npz.files if k != "graph"} if arrays else {}
     except (OSError, ValueError, EOFError) as exc:
         raise BundleError(f"{path}: not a readable .npz ({exc})") from None
-    graph = load_bytes(text.encode("utf-8"), f"{path}:graph")
+    return load_bytes(text.encode("utf-8"), f"{path}:graph"), stored
+
+
+def read_npz(path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
+    """Inverse of :func:`write_npz`."""
+    path = Path(path)
+    graph, stored = _open_npz(path, arrays=True)
     arrays: dict[int, np.ndarray] = {}
     for t in graph.tensors:
         key = f"t{t.uid}"
@@ -320,7 +326,7 @@ def find_bundle(folder: str | Path, graph: Graph) -> Path | None:
 
     def same(path: Path) -> bool:
         try:
-            other = read_npz(path)[0] if path.suffix == ".npz" else load_file(path)
+            other = _open_npz(path, arrays=False)[0] if path.suffix == ".npz" else load_file(path)
         except UserError:
             return False
         return other.graph_id == graph.graph_id
