@@ -122,20 +122,22 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[in
     return make_inputs(graph, settings.seed), {}
 
 
-def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettings) -> list[tuple[Config, Engine | None, str | None]]:
-    """(config, engine, problem) per concrete configuration; ``--engine all`` expands here."""
-    out: list[tuple[Config, Engine | None, str | None]] = []
+def _expand_configs(graph: Graph, configs: Sequence[Config],
+                    settings: RunSettings) -> list[tuple[Config, Engine | None, tuple[str, str] | None]]:
+    """(config, engine, problem) per concrete configuration, a problem being (status, message)
+    for a configuration that cannot run; ``--engine all`` expands here."""
+    out: list[tuple[Config, Engine | None, tuple[str, str] | None]] = []
     for cfg in configs:
         options = replace(settings.options, plugin_path=cfg.plugin_path)
         try:
             backend = backends.get(cfg.backend)
             available = backend.available()
             if not available:
-                out.append((cfg, None, f"{UNSUPPORTED}: backend {cfg.backend} not available: {available.reason}"))
+                out.append((cfg, None, (UNSUPPORTED, f"backend {cfg.backend} not available: {available.reason}")))
                 continue
             support = backend.check(graph)
             if not support:
-                out.append((cfg, None, f"{UNSUPPORTED}: {support.reason}"))
+                out.append((cfg, None, (UNSUPPORTED, support.reason)))
                 continue
             if cfg.engine == ENGINE_ALL:
                 listed = backend.engines(graph, options)
@@ -148,7 +150,7 @@ def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettin
             else:
                 out.append((cfg, None, None))
         except UserError as exc:
-            out.append((cfg, None, f"{ERROR}: {exc}"))
+            out.append((cfg, None, (ERROR, str(exc))))
     return out
 
 
@@ -320,7 +322,7 @@ def run_graph(
         expected["golden"] = golden_out
     for cfg, engine, problem in _expand_configs(graph, configs, settings):
         if problem is not None:
-            status, _, message = problem.partition(": ")
+            status, message = problem
             run.configs.append(ConfigRun(config=cfg, status=status, error=message))
             continue
         run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration))
