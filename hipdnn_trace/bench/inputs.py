@@ -42,8 +42,6 @@ def _domain(graph: Graph, uid: int) -> str:
                 mode = str(node.params.get("operation", "")).lower()   # hipDNN accepts any case
                 if mode in POSITIVE_MODES and port == "in_0":
                     return "positive"
-                if mode == "pow" and port == "in_0":
-                    return "positive"
                 if mode in NONZERO_MODES and (port == "in_1" or mode == "reciprocal"):
                     return "nonzero"
     return "any"
