@@ -47,5 +47,7 @@ def test_sigkill_mid_suite_keeps_finished_graphs(tmp_path: Path) -> None:
     assert json.loads((out / "k" / "run.json").read_text())["status"] == "running"
     contents = read_trace(out / "k" / "trace.pftrace")
     graphs_in_trace = contents.slices.filter(pl.col("name").str.starts_with("graph "))
-    assert graphs_in_trace.height >= finished
+    # the trace is appended after the tables (it never shows an unfinished graph), so a kill
+    # between the two leaves the last finished graph out of it
+    assert finished - 1 <= graphs_in_trace.height <= finished
     assert not any(p.name.endswith(".tmp") for p in (out / "k").iterdir() if p.name.startswith(".summary"))
