@@ -52,7 +52,8 @@ def autotune(
         try:
             session.bind(inputs)
             samples, _ = run_loop(session, AUTOTUNE_LOOP, markers)
-            median = float(sorted(samples.timed_kernel_ms())[len(samples.timed_kernel_ms()) // 2])
+            timed = sorted(samples.timed_kernel_ms())
+            median = float(timed[len(timed) // 2])
             results.append((engine, median, ""))
             if best is None or median < best[0]:
                 best = (median, engine)

@@ -31,7 +31,7 @@ class LoopSettings:
     ci_check_every: int = 10
 
     def cap(self) -> int:
-        return self.max_iters if self.max_iters is not None else max(self.iters * 100, self.iters)
+        return self.max_iters if self.max_iters is not None else self.iters * 100
 
 
 @dataclass
@@ -135,9 +135,10 @@ def run_loop(
 
 def stop_reason(samples: Samples, settings: LoopSettings) -> str:
     """Why the loop stopped, for run.json and verbose output."""
-    n = len(samples.timed_kernel_ms())
+    timed = samples.timed_kernel_ms()
+    n = len(timed)
     if settings.max_rel_ci is not None:
-        width = relative_ci_width(samples.timed_kernel_ms())
+        width = relative_ci_width(timed)
         if width <= settings.max_rel_ci:
             return f"median CI within {settings.max_rel_ci:.2%} after {n} iterations"
         return f"hit the {settings.cap()}-iteration cap with median CI {width:.2%}" if math.isfinite(width) \
