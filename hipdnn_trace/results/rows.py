@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from hipdnn_trace.bench.records import ConfigRun, GraphRun
+from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.graph.ops import graph_bytes, graph_flops
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.stats import timing_stats
@@ -16,9 +16,9 @@ from hipdnn_trace.results.stats import timing_stats
 CLOCK_FLAG_RATIO = 0.9
 
 
-def _key(run_id: str, g: GraphRun, c: ConfigRun | None) -> dict[str, Any]:
-    return {"run_id": run_id, "graph": g.name, "graph_id": g.graph_id,
-            "config": c.config.name if c else None}
+def _key(run_id: str, g: GraphRun, config: str | None) -> dict[str, Any]:
+    """The columns every frame starts with (schemas.KEY)."""
+    return {"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "config": config}
 
 
 def iterations_frame(run_id: str, g: GraphRun) -> pl.DataFrame:
@@ -62,9 +62,9 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
     flops, nbytes = graph_flops(g.graph), graph_bytes(g.graph)
     rows = []
     for c in g.configs:
-        row: dict[str, Any] = {**_key(run_id, g, c), "source": g.source, "backend": c.config.backend,
-                               "engine": c.engine, "dtype": _dtype(g), "init_ms": c.init_ms,
-                               "e2e_ms": c.e2e_ms, "flops": flops, "bytes": nbytes,
+        row: dict[str, Any] = {**_key(run_id, g, c.config.name), "source": g.source,
+                               "backend": c.config.backend, "engine": c.engine, "dtype": _dtype(g),
+                               "init_ms": c.init_ms, "e2e_ms": c.e2e_ms, "flops": flops, "bytes": nbytes,
                                "status": c.status, "validation": c.validation, "error": c.error}
         if c.samples is not None:
             timed = c.samples.timed_kernel_ms()
@@ -82,11 +82,11 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
 def validation_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
     out = []
     for v in g.validation:
-        out.append({"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "config": v.config,
-                    "output_uid": v.output_uid, "output": v.output, "against": v.against, "dtype": v.dtype,
-                    "rtol": v.rtol, "atol": v.atol, "max_abs": v.max_abs, "max_rel": v.max_rel,
-                    "mismatches": v.mismatches, "nonfinite": v.nonfinite, "total": v.total,
-                    "worst_index": v.worst_index, "passed": v.passed, "message": v.message})
+        out.append({**_key(run_id, g, v.config), "output_uid": v.output_uid, "output": v.output,
+                    "against": v.against, "dtype": v.dtype, "rtol": v.rtol, "atol": v.atol,
+                    "max_abs": v.max_abs, "max_rel": v.max_rel, "mismatches": v.mismatches,
+                    "nonfinite": v.nonfinite, "total": v.total, "worst_index": v.worst_index,
+                    "passed": v.passed, "message": v.message})
     return out
 
 
@@ -97,8 +97,8 @@ def mismatch_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
         if v.passed:
             continue
         for rank, e in enumerate(v.worst):
-            out.append({"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "config": v.config,
-                        "output": v.output, "against": v.against, "rank": rank,
-                        "index": str(list(e["index"])), "actual": e["actual"], "expected": e["expected"],
-                        "reference": e["reference"], "abs_err": e["abs_err"], "rel_err": e["rel_err"]})
+            out.append({**_key(run_id, g, v.config), "output": v.output, "against": v.against,
+                        "rank": rank, "index": str(list(e["index"])), "actual": e["actual"],
+                        "expected": e["expected"], "reference": e["reference"],
+                        "abs_err": e["abs_err"], "rel_err": e["rel_err"]})
     return out
