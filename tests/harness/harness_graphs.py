@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace.graph.layout import packed_strides
+
 
 def tensor(uid: int, name: str, dims: list[int], dtype: str = "float", virtual: bool = False) -> dict[str, Any]:
-    strides, step = [], 1
-    for d in reversed(dims):
-        strides.insert(0, step)
-        step *= d
-    return {"uid": uid, "name": name, "dims": dims, "strides": strides, "data_type": dtype, "virtual": virtual}
+    """A packed (NCHW-style) tensor entry."""
+    return {"uid": uid, "name": name, "dims": dims, "strides": list(packed_strides(dims)), "data_type": dtype,
+            "virtual": virtual}
 
 
 def matmul(name: str = "mm_small", m: int = 8, k: int = 16, n: int = 4, dtype: str = "float") -> dict[str, Any]:
