@@ -24,7 +24,7 @@ import polars as pl
 import pytest
 
 from hipdnn_trace.cli import main as cli_main
-from hipdnn_trace.errors import GraphError, UserError
+from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph import sources
 from hipdnn_trace.graph.load import MAX_DEPTH, MAX_FILE_BYTES, load_bytes, load_file
 from hipdnn_trace.graph.sources import MAX_ARCHIVE_BYTES, expand
