@@ -289,7 +289,7 @@ def main(args: argparse.Namespace) -> int:
         run_id = args.run_id or new_run_id()
         folder = args.out / run_id
         # a profiled child writes into the folder its parent checked and the tool prepared
-        if folder.exists() and any(folder.iterdir()) and not args.profile_child:
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not args.profile_child:
             raise UserError(f"{folder} already exists; choose another --run-id or --out, or --resume it")
     loop = LoopSettings(warmup=args.warmup, iters=max(1, args.iters), min_time_ms=args.min_time_ms,
                         max_rel_ci=args.max_rel_ci, max_iters=args.max_iters)

@@ -161,8 +161,8 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
         raise UserError(f"{dup} is given twice")
     if folder.resolve() in resolved:
         raise UserError(f"--out {folder} is one of the inputs; merge into a new folder")
-    if folder.exists() and any(folder.iterdir()):
-        raise UserError(f"{folder} already exists and is not empty")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UserError(f"{folder} already exists and is not an empty folder")
     runs = [load_run(p) for p in inputs]
     _check_methods(runs)
     _check_duplicates(runs)

@@ -56,7 +56,10 @@ class RunWriter:
         self.folder = folder
         self.meta = meta
         self.formats = tuple(dict.fromkeys(["parquet", *formats]))
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # e.g. --out names a file
+            raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
         self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
         if resume:
             existing = finished_part(load_run(folder))

@@ -97,3 +97,20 @@ def test_graph_too_big_for_host_memory_is_refused_before_allocating(tmp_path: Pa
     assert row["status"] == "error" and "GiB of host memory" in row["error"] and row["graph_id"]
     assert run.summary.filter(pl.col("graph") == "mm_small")["status"].to_list() == ["ok"]
     assert path
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "is_a_file"])
+@pytest.mark.parametrize("command", ["run", "merge"])
+def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    command: str, where: str) -> None:
+    path = hg.write(tmp_path / "g", [hg.matmul()])[0]
+    assert main(["run", str(path), "-w", "0", "-i", "1", "--out", str(tmp_path / "r"), "--run-id", "a", "-q"]) == 0
+    (tmp_path / "file").write_text("not a folder")
+    out = tmp_path / "file" / "x" if where == "under_a_file" else tmp_path / "file"
+    capsys.readouterr()
+    if command == "run":
+        argv = ["run", str(path), "--out", str(out.parent), "--run-id", out.name]
+    else:
+        argv = ["merge", str(tmp_path / "r" / "a"), "--out", str(out)]
+    assert main(argv) == 1
+    assert str(out) in _one_line_error(capsys)
