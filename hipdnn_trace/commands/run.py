@@ -275,6 +275,8 @@ def main(args: argparse.Namespace) -> int:
         return _list_engines(args, sources)
     if args.golden is not None and not args.golden.is_dir():
         raise UserError(f"--golden {args.golden}: not a folder")
+    if args.save_tensors is not None and args.save_tensors.exists() and not args.save_tensors.is_dir():
+        raise UserError(f"--save-tensors {args.save_tensors}: not a folder")   # else every graph errs
     for cfg in configs:
         backends.get(cfg.backend)   # unknown/unbuilt backends fail before any work
     timeout = _isolation(args, configs, len(sources), profiling=bool(hooks) or bool(args.profile_child))

@@ -99,6 +99,15 @@ def test_graph_too_big_for_host_memory_is_refused_before_allocating(tmp_path: Pa
     assert path
 
 
+def test_save_tensors_into_a_file_is_one_line_before_any_work(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = hg.write(tmp_path / "g", [hg.matmul()])[0]
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--save-tensors", str(tmp_path / "file")]) == 1
+    assert "--save-tensors" in _one_line_error(capsys)
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("where", ["under_a_file", "is_a_file"])
 @pytest.mark.parametrize("command", ["run", "merge"])
 def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
