@@ -20,7 +20,7 @@ from hipdnn_trace.bench.records import ERROR, FAILED, OK, GraphRun
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers
 
-# exit codes (docs/cli.md)
+# exit codes, as 'hipdnn-trace run --help' lists them
 EXIT_OK, EXIT_ERROR, EXIT_MISMATCH = 0, 1, 2
 
 

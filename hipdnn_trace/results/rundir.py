@@ -3,8 +3,9 @@
 ``<out>/<run_id>/`` holds run.json, summary.{csv,json}, validation.csv,
 mismatches.csv, iterations.parquet (and the big frames in every format asked for),
 kernels/counters when a profiler ran, and trace.pftrace. After each graph every
-table is rewritten atomically (temp file + rename) and the trace appended, so a
-run killed at any point leaves complete, valid files for every finished graph.
+table is rewritten atomically (temp file + rename) and then the trace appended, so a
+run killed at any point leaves complete, valid files for every finished graph (the
+trace may lack the last one, when the kill fell between its tables and the trace).
 
 ``summary.csv`` is written last: a graph is *finished* once its summary rows are
 there. A run killed between two renames may leave rows of the next graph in the
