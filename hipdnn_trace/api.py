@@ -29,8 +29,6 @@ def _flags(options: dict[str, Any]) -> list[str]:
         if value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")
-        if key in ("a", "b"):
-            flag = f"--{key}"
         if value is True:
             argv.append(flag)
         elif isinstance(value, (list, tuple)):

@@ -143,3 +143,14 @@ def test_reference_runs_skip_perf_folders_and_say_how_many(tmp_path: Path, capsy
     assert main([*argv, "--run-id", "all", "--include-perf"]) == 0
     assert "skipped" not in capsys.readouterr().out
     assert load_run(tmp_path / "runs" / "all").summary.height == 3
+
+
+def test_library_run_takes_the_cli_options_as_keywords(tmp_path: Path) -> None:
+    import hipdnn_trace
+
+    path = hg.write(tmp_path / "g", [hg.matmul()])[0]
+    run = hipdnn_trace.run(path, out=tmp_path / "runs", warmup=0, iters=2, a="reference", b="reference",
+                           isolate=False, format=["csv"])
+    assert run.meta["exit_code"] == 0
+    assert run.summary["config"].to_list() == ["reference#A", "reference#B"]
+    assert run.meta["isolation"]["enabled"] is False and (run.path / "iterations.csv").is_file()
