@@ -26,7 +26,6 @@ from hipdnn_trace.results.atomic import write_bytes_atomic
 from hipdnn_trace.results.rundir import Run, RunWriter, load_run, written_formats
 
 _POS = "__position"
-FRAME_NAMES = ("summary", "iterations", "validation", "mismatches", "kernels", "counters")
 
 
 @dataclass
@@ -202,7 +201,7 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
     all_formats = list(dict.fromkeys([*formats, *(f for r in runs for f in written_formats(r.path))]))
     writer = RunWriter(folder, meta, formats=all_formats or ("parquet",), trace=False)
     rows = 0
-    for name in FRAME_NAMES:
+    for name in schemas.FRAMES:
         df = _ordered([(i, getattr(r, name)) for i, r in enumerate(runs)], name, runs, positions, run_id)
         writer.frames[name] = [df] if df.height else []
         if name == "summary":

@@ -250,5 +250,4 @@ def load_run(path: str | Path) -> Run:
         meta = json.loads(meta_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{meta_path}: unreadable run.json ({exc})") from None
-    return Run(folder, meta, *(_read(folder, n) for n in
-                               ("summary", "iterations", "validation", "mismatches", "kernels", "counters")))
+    return Run(folder, meta, **{name: _read(folder, name) for name in schemas.FRAMES})
