@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipdnn_trace.graph import dtypes, ops
-from hipdnn_trace.graph.layout import channels_last_order, packed_strides
+from hipdnn_trace.graph.layout import channels_last_order, packed_strides, stride_order
 from hipdnn_trace.graph.load import parse_graph
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 from hipdnn_trace.graph.write import graph_to_json
@@ -91,11 +91,6 @@ def _spatial(value: int | Sequence[int], count: int, what: str) -> list[int]:
     if len(values) != count:
         raise ValueError(f"{what} needs {count} values (one per spatial dim), got {values}")
     return values
-
-
-def _order_of(t: Tensor) -> list[int]:
-    """Dim order of ``t``'s layout, outermost first (ties keep logical order)."""
-    return sorted(range(len(t.dims)), key=lambda a: (-t.strides[a], a))
 
 
 class GraphBuilder:
@@ -181,7 +176,7 @@ class GraphBuilder:
         if layout is not None or like is None or len(like.dims) != len(dims):
             strides = self._strides(dims, layout, None)
         else:
-            strides = packed_strides(dims, _order_of(like))
+            strides = packed_strides(dims, stride_order(like.strides))
         return self._add(name, dims, strides, dtype, virtual)
 
     # -------------------------------------------------------------- nodes

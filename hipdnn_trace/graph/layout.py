@@ -47,6 +47,11 @@ def channels_last_order(rank: int) -> list[int]:
     return [0, *range(2, rank), 1] if rank >= 3 else list(range(rank))
 
 
+def stride_order(strides: Sequence[int]) -> list[int]:
+    """Dims from outermost (largest stride) to innermost; ties keep logical order."""
+    return sorted(range(len(strides)), key=lambda a: (-strides[a], a))
+
+
 def layout_name(dims: Sequence[int], strides: Sequence[int]) -> str:
     """NCHW / NHWC (or NCDHW / NDHWC, NCW / NWC) when the strides match, else the order."""
     rank = len(dims)
@@ -55,8 +60,7 @@ def layout_name(dims: Sequence[int], strides: Sequence[int]) -> str:
     if rank in _DIM_LETTERS and tuple(strides) == packed_strides(dims, channels_last_order(rank)):
         letters = _DIM_LETTERS[rank]
         return letters[0] + letters[2:] + letters[1]
-    order = sorted(range(rank), key=lambda a: (-strides[a], a))
-    return "strided(" + ",".join(str(a) for a in order) + ")"
+    return "strided(" + ",".join(str(a) for a in stride_order(strides)) + ")"
 
 
 def storage_elements(dims: Sequence[int], strides: Sequence[int]) -> int:
