@@ -1,1 +1,1 @@
-"""results"""
+"""Frames, the run directory and its files: the only package that knows file formats."""

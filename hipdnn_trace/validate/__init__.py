@@ -1,1 +1,1 @@
-"""validate"""
+"""Output checks: element-wise comparison, never-written (poisoned) outputs, tolerances."""
