@@ -309,7 +309,9 @@ def main(args: argparse.Namespace) -> int:
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
               "profiler": wanted,
               "clocks": clocks}
-    meta = run_metadata(run_id=run_id, argv=sys.argv if sys.argv else [], timing=timing, seed=args.seed,
+    # the run's own command line, also when it came from hipdnn_trace.run() inside a script
+    meta = run_metadata(run_id=run_id, argv=["hipdnn-trace", "run", *getattr(args, "argv", [])],
+                        timing=timing, seed=args.seed,
                         configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
                                   "plugin_path": c.plugin_path} for c in configs],
                         extra={"graphs": [s.name for s in sources], "shard": shard_meta,
