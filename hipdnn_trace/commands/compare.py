@@ -32,6 +32,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("run_a", metavar="RUN_A", help="baseline run directory (or a file in it)")
     parser.add_argument("run_b", metavar="RUN_B", help="run to judge against the baseline")
+    add_comparison_options(parser)
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                        help="what to print on stdout (default table)")
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write everything as JSON")
+    parser.add_argument("--top", type=int, default=5,
+                        help="regressions and improvements to highlight (default 5)")
+    parser.set_defaults(main=main)
+    return parser
+
+
+def add_comparison_options(parser: argparse.ArgumentParser) -> None:
+    """The options that shape a comparison: shared by ``compare`` and ``report``."""
     parser.add_argument("--by", choices=MODES, default="graph",
                         help="pair rows by graph x config (default), also by engine, "
                              "or each run's best engine")
@@ -42,12 +55,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--allow-mismatch", action="store_true",
                         help="compare even if the runs used different timers, cache modes "
                              "or clock control")
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                        help="what to print on stdout (default table)")
-    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="also write everything as JSON")
-    parser.add_argument("--top", type=int, default=5,
-                        help="regressions and improvements to highlight (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
                         help=f"bootstrap replicates per row (default {N_BOOT})")
@@ -59,8 +66,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="judge each graph against the suite's centre instead of 1: for "
                              "machines whose overall speed moves between runs (a suite-wide "
                              "change then shows only in the geomean)")
-    parser.set_defaults(main=main)
-    return parser
+
+
+def comparison_options(args: argparse.Namespace) -> dict:
+    """Those options as keyword arguments of :func:`hipdnn_trace.compare.compare_runs`."""
+    return dict(by=args.by, threshold=args.threshold, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
+                seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative)
 
 
 def _write(path: Path, text: str) -> None:
@@ -72,18 +83,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    comparison = compare_runs(
-        args.run_a,
-        args.run_b,
-        by=args.by,
-        threshold=args.threshold,
-        alpha=args.alpha,
-        allow_mismatch=args.allow_mismatch,
-        seed=args.seed,
-        n_boot=args.bootstrap,
-        drift=args.drift,
-        relative=args.relative,
-    )
+    comparison = compare_runs(args.run_a, args.run_b, **comparison_options(args))
     if args.csv:
         _write(args.csv, render.to_csv(comparison))
     if args.json:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hipdnn_trace.compare.comparison import N_BOOT
-from hipdnn_trace.compare.matching import MODES
+from hipdnn_trace.commands.compare import add_comparison_options, comparison_options
 
 DESCRIPTION = """\
 Write one self-contained HTML file (figures embedded, nothing fetched when it opens)
@@ -32,16 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                              "RUN_B/report-vs-<A>.html); the .md goes beside it")
     parser.add_argument("--top", type=int, default=12,
                         help="graphs to plot (default 12); tables list all")
-    parser.add_argument("--by", choices=MODES, default="graph", help="as in compare")
-    parser.add_argument("-t", "--threshold", type=float, default=0.05, help="as in compare")
-    parser.add_argument("--alpha", type=float, default=0.05, help="as in compare")
-    parser.add_argument("--allow-mismatch", action="store_true", help="as in compare")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
-                        help=f"bootstrap replicates per row (default {N_BOOT})")
-    parser.add_argument("--drift", default="auto", metavar="auto|off|FRACTION",
-                        help="as in compare")
-    parser.add_argument("--relative", action="store_true", help="as in compare")
+    add_comparison_options(parser)   # used with RUN_B
     parser.set_defaults(main=main)
     return parser
 
@@ -51,9 +41,7 @@ def main(args: argparse.Namespace) -> int:
 
     options = {}
     if args.run_b is not None:
-        options = dict(by=args.by, threshold=args.threshold, alpha=args.alpha,
-                       allow_mismatch=args.allow_mismatch, seed=args.seed, n_boot=args.bootstrap,
-                       drift=args.drift, relative=args.relative)
+        options = comparison_options(args)
     html_path, md_path = write_report(args.run, args.run_b, output=args.output, top=args.top,
                                       **options)
     print(f"wrote {html_path}")
