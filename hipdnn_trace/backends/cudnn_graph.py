@@ -34,6 +34,7 @@ import numpy as np
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node, Tensor
+from hipdnn_trace.graph.ops import norm_forward_phase, pointwise_mode
 
 #: hipDNN data type -> cudnn.data_type member.
 DTYPES: dict[str, str] = {
@@ -549,14 +550,6 @@ _POINTWISE: dict[str, tuple[str, tuple[str, ...]]] = {
     "swish_bwd": ("swish_backward", ("loss", "input")),
     "binary_select": ("binary_select", ("input0", "input1", "mask")),
 }
-_ALIASES = {"max": "max_op", "min": "min_op"}
-
-
-def pointwise_mode(node: Node) -> str:
-    raw = str(node.params.get("operation", "")).strip().lower()
-    return _ALIASES.get(raw, raw)
-
-
 def _pointwise(b: _Builder, node: Node) -> None:
     mode = pointwise_mode(node)
     if mode not in _POINTWISE:
@@ -670,10 +663,8 @@ def _batchnorm_backward(b: _Builder, node: Node) -> None:
 
 
 def _phase(node: Node, has_stats: bool) -> str:
-    raw = node.params.get("forward_phase", "NOT_SET")
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        raw = {1: "INFERENCE", 2: "TRAINING"}.get(raw, "NOT_SET")
-    phase = str(raw).upper()
+    """cuDNN needs a definite phase: NOT_SET becomes TRAINING when the node writes statistics."""
+    phase = norm_forward_phase(node)
     if phase not in ("INFERENCE", "TRAINING"):
         phase = "TRAINING" if has_stats else "INFERENCE"
     return phase

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
+from hipdnn_trace.graph.ops import norm_forward_phase, pointwise_mode
 
 Values = Mapping[str, "torch.Tensor | None"]
 OpFn = Callable[[Node, Graph, Values, "Ctx"], dict[str, torch.Tensor]]
@@ -306,14 +307,6 @@ POINTWISE: dict[str, PointwiseFn] = {
     "softplus_bwd": lambda p, dy, a: dy * torch.sigmoid(_beta(p, "softplus_beta") * a),
     "binary_select": lambda p, a, b, m: torch.where(m != 0, a, b),
 }
-_ALIASES = {"max": "max_op", "min": "min_op"}
-
-
-def pointwise_mode(node: Node) -> str:
-    raw = str(node.params.get("operation", "")).strip().lower()
-    return _ALIASES.get(raw, raw)
-
-
 def pointwise(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
     mode = pointwise_mode(node)
     out_dims = ctx.out_dims(node, "out_0")
@@ -399,13 +392,6 @@ def batchnorm_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[st
     return out
 
 
-def _phase(node: Node) -> str:
-    raw = node.params.get("forward_phase", "NOT_SET")
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return {1: "INFERENCE", 2: "TRAINING"}.get(raw, "NOT_SET")
-    return str(raw).upper()
-
-
 def layernorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
     count = node.params.get("normalized_dim_count")
     inp = f32(x["x"])
@@ -416,7 +402,7 @@ def layernorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.
     bias = None if x.get("bias") is None else f32(x["bias"]).reshape(norm_shape)
     y, mean, rstd = torch.ops.aten.native_layer_norm(inp, norm_shape, scale, bias, ctx.scalar(node, "epsilon"))
     out = {"y": y.to(ctx.out_dtype(node, "y"))}
-    if _phase(node) != "INFERENCE":
+    if norm_forward_phase(node) != "INFERENCE":
         for port, value in (("mean", mean), ("inv_variance", rstd)):
             if node.outputs.get(port) is not None:
                 out[port] = value.reshape(ctx.out_dims(node, port)).to(ctx.out_dtype(node, port))
@@ -443,7 +429,7 @@ def rmsnorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Te
         bias = f32(x["bias"])
         y = y + bias.reshape([1] * (inp.dim() - bias.dim()) + list(bias.shape))
     out = {"y": y.to(ctx.out_dtype(node, "y"))}
-    if inv_uid is not None and _phase(node) != "INFERENCE":
+    if inv_uid is not None and norm_forward_phase(node) != "INFERENCE":
         out["inv_rms"] = inv.to(ctx.out_dtype(node, "inv_rms"))
     return out
 

@@ -170,6 +170,23 @@ POINTWISE_ARITY: dict[str, int] = {
 }
 
 
+
+def pointwise_mode(node: Node) -> str:
+    """A pointwise node's mode as the key of :data:`POINTWISE_ARITY` (hipDNN writes it in any case)."""
+    return str(node.params.get("operation", "")).strip().lower()
+
+
+#: hipDNN's NormFwdPhase enum values, for graphs that write the number instead of the name.
+_NORM_PHASES = {0: "NOT_SET", 1: "INFERENCE", 2: "TRAINING"}
+
+
+def norm_forward_phase(node: Node) -> str:
+    """A layernorm/rmsnorm node's forward_phase: INFERENCE, TRAINING or NOT_SET (int or any-case string)."""
+    raw = node.params.get("forward_phase", "NOT_SET")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return _NORM_PHASES.get(raw, "NOT_SET")
+    return str(raw).strip().upper()
+
 def _option_path(node: Node, key: str, default: str) -> str:
     section = node.param_sections.get(key, default)
     return key if section == "node" else f"{section}.{key}"

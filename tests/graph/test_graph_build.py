@@ -138,6 +138,28 @@ def test_norms_and_reduction() -> None:
     assert all(np.isfinite(a.astype(np.float64)).all() for a in evaluate(graph, inputs).stored.values())
 
 
+
+@pytest.mark.parametrize("raw, phase", [(1, "INFERENCE"), (2, "TRAINING"), (0, "NOT_SET"), (7, "NOT_SET"),
+                                        ("inference", "INFERENCE"), (" Training ", "TRAINING"), (None, "NONE")])
+def test_norm_forward_phase_reads_hipdnn_ints_and_any_case(raw, phase) -> None:
+    b = GraphBuilder("phase")
+    t = b.tensor("t", [2, 5, 8])
+    b.layernorm(t, b.tensor("g", [1, 1, 8]))
+    node = b.build().nodes[0]
+    node.params["forward_phase"] = raw
+    assert ops.norm_forward_phase(node) == phase
+    del node.params["forward_phase"]
+    assert ops.norm_forward_phase(node) == "NOT_SET"
+
+
+def test_pointwise_mode_is_the_arity_key_in_any_case() -> None:
+    b = GraphBuilder("mode")
+    x = b.tensor("x", [2, 3])
+    b.pointwise("max_op", x, x)
+    node = b.build().nodes[0]
+    node.params["operation"] = " MAX_OP"
+    assert ops.pointwise_mode(node) == "max_op" and ops.POINTWISE_ARITY[ops.pointwise_mode(node)] == 2
+
 def test_builder_misuse_is_a_value_error() -> None:
     b = GraphBuilder("a")
     other = GraphBuilder("b").tensor("x", [2, 2])

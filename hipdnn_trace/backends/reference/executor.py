@@ -124,21 +124,13 @@ def _bn_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | 
                                   inv_variance=x.get("inv_variance"), epsilon=1e-5)
 
 
-def _phase(node: Node) -> str:
-    """forward_phase as hipDNN writes it: int 0/1/2 or a string, any case."""
-    raw = node.params.get("forward_phase", "NOT_SET")
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return {0: "NOT_SET", 1: "INFERENCE", 2: "TRAINING"}.get(raw, str(raw))
-    return str(raw).upper()
-
-
 def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     count = node.params.get("normalized_dim_count")
     if not isinstance(count, int) or isinstance(count, bool):
         raise UnsupportedError(f"layernorm node {node.name!r} needs an integer normalized_dim_count")
     out = ref.layernorm(x["x"], x.get("scale"), x.get("bias"),
                         epsilon=_scalar(x["epsilon"], "layernorm epsilon"), normalized_dim_count=count)
-    if _phase(node) == "INFERENCE":
+    if ops.norm_forward_phase(node) == "INFERENCE":
         out = {"y": out["y"]}
     return out
 
