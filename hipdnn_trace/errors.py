@@ -40,5 +40,14 @@ class ToolMissingError(UserError):
     """An external tool (profiler, library) the user asked for is not installed."""
 
 
+def describe(exc: BaseException) -> str:
+    """One line for an error row or a status column: a user error's own message, anything
+    else prefixed by its type (a bare ``KeyError: 'x'`` says nothing without it)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, UserError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class ExecutionError(Exception):
     """A backend failed while running a graph it said it supports."""

@@ -23,7 +23,7 @@ from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.device.clock import now_ns
-from hipdnn_trace.errors import GraphError, UnsupportedError, UserError
+from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import GraphSource
@@ -54,11 +54,6 @@ class RunSettings:
     hooks: Sequence[Hooks] = ()
     ab: bool = False                       # the two configs are an A/B pair
     keep_outputs: bool = False             # an isolated child sends outputs back (split A/B)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if isinstance(exc, UserError) else f"{type(exc).__name__}: {text}"
 
 
 def _load(source: GraphSource, run: GraphRun) -> Graph | None:
@@ -212,14 +207,14 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
     except UserError as exc:
         run.status, run.error = ERROR, f"{phase}: {exc}"
     except Exception as exc:   # backend failures are results, not crashes
-        run.status, run.error = ERROR, f"{phase}: {_one_line(exc)}"
+        run.status, run.error = ERROR, f"{phase}: {describe(exc)}"
         run.info["traceback"] = traceback.format_exc(limit=8)
     finally:
         if session is not None:
             try:
                 session.close()
             except Exception as exc:   # noqa: BLE001 - a failed close must not hide the result
-                run.info["close_error"] = _one_line(exc)
+                run.info["close_error"] = describe(exc)
     return run
 
 

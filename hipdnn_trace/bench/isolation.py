@@ -36,7 +36,7 @@ from hipdnn_trace.bench.graph_run import RunSettings, run_graph
 from hipdnn_trace.bench.loop import Phase
 from hipdnn_trace.bench.records import ERROR, ConfigRun, GraphRun
 from hipdnn_trace.device.clock import now_ns
-from hipdnn_trace.errors import UserError
+from hipdnn_trace.errors import UserError, describe
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers
@@ -190,12 +190,12 @@ def child_main(payload: bytes, fds: list[int]) -> int:
         status.send_bytes(b"R" + _pickle_run(run))
         return 0
     except MemoryError as exc:
-        send("failed", f"out of memory (MemoryError: {' '.join(str(exc).split())})")
+        send("failed", f"out of memory ({describe(exc)})")
     except Exception as exc:   # noqa: BLE001 - reported, with its traceback in the output tail
         import traceback
 
         traceback.print_exc()
-        send("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+        send("failed", describe(exc))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -17,6 +17,7 @@ from typing import Protocol
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, GraphRun
+from hipdnn_trace.errors import describe
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers
 
@@ -71,9 +72,8 @@ def run_in_process(source: GraphSource, configs: Sequence[Config], settings: Run
     except Exception as exc:   # noqa: BLE001 - recorded, the suite goes on
         from hipdnn_trace.bench.isolation import failure_run
 
-        text = " ".join(str(exc).split())
-        what = "out of memory (MemoryError" if isinstance(exc, MemoryError) else f"unexpected error ({type(exc).__name__}"
-        return failure_run(source, configs, f"{what}: {text})")
+        what = "out of memory" if isinstance(exc, MemoryError) else "unexpected error"
+        return failure_run(source, configs, f"{what} ({describe(exc)})")
 
 
 def run_suite(

@@ -10,6 +10,7 @@ from typing import Any
 
 from hipdnn_trace import backends
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.errors import describe as describe_error
 from hipdnn_trace.graph import ops, sources
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
@@ -76,16 +77,14 @@ class _Backends:
         if name not in self._state:
             try:
                 backend = backends.get(name)
-            except UserError as exc:
-                self._state[name] = (None, False, str(exc))
             except Exception as exc:   # a GPU library that fails to import must not stop inspect
-                self._state[name] = (None, False, _one_line(f"{type(exc).__name__}: {exc}"))
+                self._state[name] = (None, False, describe_error(exc))
             else:
                 try:
                     support = backend.available()
                     self._state[name] = (backend, bool(support), support.reason)
                 except Exception as exc:
-                    self._state[name] = (backend, False, _one_line(f"{type(exc).__name__}: {exc}"))
+                    self._state[name] = (backend, False, describe_error(exc))
         return self._state[name]
 
     def verdicts(self, graph: Graph) -> list[BackendVerdict]:
@@ -99,13 +98,9 @@ class _Backends:
                     support = backend.check(graph)
                     supported, why = bool(support), support.reason
                 except Exception as exc:
-                    supported, why = False, _one_line(f"{type(exc).__name__}: {exc}")
+                    supported, why = False, describe_error(exc)
             out.append(BackendVerdict(name, available, reason, supported, why))
         return out
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def op_label(node: Node) -> str:

@@ -24,7 +24,7 @@ import polars as pl
 import pytest
 
 from hipdnn_trace.cli import main as cli_main
-from hipdnn_trace.errors import UserError
+from hipdnn_trace.errors import GraphError, UserError, describe
 from hipdnn_trace.graph import sources
 from hipdnn_trace.graph.load import MAX_DEPTH, MAX_FILE_BYTES, load_bytes, load_file
 from hipdnn_trace.graph.sources import MAX_ARCHIVE_BYTES, expand
@@ -205,3 +205,14 @@ def test_bomb_on_the_command_line_is_one_line_and_exit_1(tmp_path, capsys):
     assert code == 1
     assert err == f"hipdnn-trace run: error: {BOMB}: refused: unpacks to more than {MAX_ARCHIVE_BYTES} bytes"
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("exc, line", [
+    (GraphError("g.json", "$.nodes[0]", "bad\n  uid"), "g.json: $.nodes[0]: bad uid"),
+    (KeyError("x"), "KeyError: 'x'"),
+    (MemoryError(), "MemoryError"),
+    (RuntimeError("cuda\nfailed"), "RuntimeError: cuda failed"),
+])
+def test_error_rows_describe_an_exception_in_one_line(exc, line) -> None:
+    """A user error speaks for itself; anything else keeps its type, which is half the message."""
+    assert describe(exc) == line
