@@ -263,7 +263,7 @@ def _hold_function(major: int, minor: int) -> Any:
     size = check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
     ptx = b" " * size
     check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-    module = check(driver.cuModuleLoadData(np.char.array(ptx).ctypes.data), "cuModuleLoadData")
+    module = check(driver.cuModuleLoadData(np.frombuffer(ptx, dtype=np.uint8).ctypes.data), "cuModuleLoadData")
     return check(driver.cuModuleGetFunction(module, HOLD_KERNEL.encode()), "cuModuleGetFunction")
 
 
