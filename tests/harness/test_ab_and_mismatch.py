@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-import harness_graphs as hg
+import graph_dicts as hg
 from hipdnn_trace import backends
 from hipdnn_trace.backends.reference import ReferenceBackend, ReferenceSession
 from hipdnn_trace.cli import main

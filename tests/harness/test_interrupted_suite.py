@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-import harness_graphs as hg
+import graph_dicts as hg
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace.reader import read_trace
 

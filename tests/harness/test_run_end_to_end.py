@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-import harness_graphs as hg
+import graph_dicts as hg
 from hipdnn_trace.cli import main
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.rundir import load_run

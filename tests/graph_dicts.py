@@ -1,4 +1,4 @@
-"""Small hand-written hipDNN graphs for harness tests (JSON dicts in hipDNN's layout)."""
+"""Small hand-written hipDNN graphs for the harness and AMD-path tests (JSON dicts in hipDNN's layout)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hipdnn_trace.graph.layout import packed_strides
+from hipdnn_trace.graph.layout import channels_last_order, packed_strides
 
 
-def tensor(uid: int, name: str, dims: list[int], dtype: str = "float", virtual: bool = False) -> dict[str, Any]:
-    """A packed (NCHW-style) tensor entry."""
-    return {"uid": uid, "name": name, "dims": dims, "strides": list(packed_strides(dims)), "data_type": dtype,
-            "virtual": virtual}
+def tensor(uid: int, name: str, dims: list[int], dtype: str = "float", virtual: bool = False, *,
+           nhwc: bool = False) -> dict[str, Any]:
+    """A packed tensor entry: NCHW-style strides, or channels-last with ``nhwc``."""
+    order = channels_last_order(len(dims)) if nhwc else None
+    return {"uid": uid, "name": name, "dims": dims, "strides": list(packed_strides(dims, order)),
+            "data_type": dtype, "virtual": virtual}
 
 
 def matmul(name: str = "mm_small", m: int = 8, k: int = 16, n: int = 4, dtype: str = "float") -> dict[str, Any]:
