@@ -198,6 +198,6 @@ def _brief(g: GraphRun, c: ConfigRun) -> str:
 def _throughput(g: GraphRun, median_ms: float | None) -> str:
     if not median_ms or g.graph is None:
         return ""
-    flops, nbytes = graph_flops(g.graph), graph_bytes(g.graph)
+    flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
     secs = median_ms * 1e-3
     return f"{flops / secs / 1e12:.3f} TFLOPS, {nbytes / secs / 1e9:.2f} GB/s"

@@ -20,6 +20,7 @@ from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.inputs import make_inputs
+from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.device.clock import now_ns
@@ -298,6 +299,7 @@ def run_graph(
     except UserError as exc:
         run.status, run.error = ERROR, str(exc)
         return run
+    run.flops = graph_flops(graph, inputs)
     expected: dict[str, dict[int, np.ndarray]] = {}
     if settings.validate == "reference" and not run.skip_reference:
         reason = executor.check(graph)

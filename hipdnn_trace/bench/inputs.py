@@ -13,6 +13,7 @@ import hashlib
 
 import numpy as np
 
+from hipdnn_trace.bench import attention_inputs
 from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 
@@ -72,14 +73,25 @@ def make_input(graph: Graph, tensor: Tensor, seed: int) -> np.ndarray:
     """One input tensor: logical dims, in the tensor's own dtype."""
     from hipdnn_trace.backends.reference.ops.rounding import round_to
 
-    rng = _seed_for(seed, graph.graph_id, tensor.uid)
-    values = _values(rng, tuple(tensor.dims), tensor.data_type, _domain(graph, tensor.uid))
+    def rng_for(uid: int) -> np.random.Generator:
+        return _seed_for(seed, graph.graph_id, uid)
+
+    values = attention_inputs.metadata_value(graph, tensor, rng_for)
+    if values is None:
+        values = _values(rng_for(tensor.uid), tuple(tensor.dims), tensor.data_type, _domain(graph, tensor.uid))
     return round_to(values, tensor.data_type)
 
 
 def make_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
-    """Every tensor the caller must supply, keyed by uid."""
-    return {t.uid: make_input(graph, t, seed) for t in graph.input_tensors}
+    """Every tensor the caller must supply, keyed by uid.
+
+    Inputs that are another op's results in real use (an attention backward's O and
+    stats) are computed from the generated ones rather than drawn.
+    """
+    inputs = {t.uid: make_input(graph, t, seed) for t in graph.input_tensors}
+    if attention_inputs.attention_nodes(graph):
+        inputs.update(attention_inputs.forward_results(graph, inputs))
+    return inputs
 
 
 def scalar_value(tensor: Tensor) -> float:

@@ -80,6 +80,15 @@ class GraphRun:
     intermediates: dict[int, np.ndarray] = field(default_factory=dict)   # reference, stored dtypes
     notes: list[str] = field(default_factory=list)
     skip_reference: bool = False      # set when the float64 oracle would not fit in memory
+    flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
+
+    def graph_flops(self) -> float:
+        """FLOPs of one execution: from the inputs when counted, else from the graph alone."""
+        if self.flops is not None:
+            return self.flops
+        from hipdnn_trace.graph.ops import graph_flops
+
+        return graph_flops(self.graph) if self.graph is not None else 0.0
 
     @property
     def unrunnable(self) -> bool:

@@ -11,52 +11,21 @@ frontend attributes; docs/hipdnn-format.md has the details and citations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from hipdnn_trace.graph import attention
+from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
 if TYPE_CHECKING:
-    from hipdnn_trace.graph.model import Graph, Node, Tensor
+    from hipdnn_trace.graph.model import Graph, Node
 
-ShapeCheck = Callable[["Node", "Graph"], "list[tuple[str, str]]"]   # -> [(json path suffix, problem)]
-FlopCount = Callable[["Node", "Graph"], float]
+__all__ = ["OpSpec", "SPECS", "graph_bytes", "graph_flops", "node_flops", "node_notes", "spec"]
 
-
-@dataclass(frozen=True)
-class OpSpec:
-    type: str
-    inputs: tuple[str, ...]                 # required input ports
-    outputs: tuple[str, ...]                # required output ports
-    optional_inputs: tuple[str, ...] = ()
-    optional_outputs: tuple[str, ...] = ()
-    list_inputs: tuple[str, ...] = ()       # ports holding a list of uids (peer stats)
-    options: Mapping[str, str] = field(default_factory=dict)   # option -> section it is written in
-    layout: str = "nested"                  # "nested": inputs/outputs dicts; "flat": keys on the node
-    uid_named_options: tuple[str, ...] = () # keys ending in _tensor_uid that are not tensors
-    check: ShapeCheck | None = None
-    flops: FlopCount | None = None
-
-    @property
-    def all_inputs(self) -> tuple[str, ...]:
-        return self.inputs + self.optional_inputs + self.list_inputs
-
-    @property
-    def all_outputs(self) -> tuple[str, ...]:
-        return self.outputs + self.optional_outputs
-
-
-# ---------------------------------------------------------------- shape helpers
-
-def _t(node: Node, graph: Graph, port: str) -> Tensor | None:
-    uid = node.inputs.get(port, node.outputs.get(port))
-    if isinstance(uid, int):
-        return graph.by_uid.get(uid)
-    return None
-
-
-def _port_path(node: Node, port: str) -> str:
-    return _option_path(node, port + "_tensor_uid", "inputs")
+_t = port_tensor
+_port_path = port_path
+_option_path = option_path
 
 
 #: ConvMode strings of hipDNN's JSON (upper case there; any case accepted).
@@ -186,11 +155,6 @@ def norm_forward_phase(node: Node) -> str:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return _NORM_PHASES.get(raw, "NOT_SET")
     return str(raw).strip().upper()
-
-def _option_path(node: Node, key: str, default: str) -> str:
-    section = node.param_sections.get(key, default)
-    return key if section == "node" else f"{section}.{key}"
-
 
 def _pointwise_mode(node: Node) -> list[tuple[str, str]]:
     """The operation must be a hipDNN mode (any case) with its number of inputs connected."""
@@ -396,6 +360,7 @@ SPECS: dict[str, OpSpec] = {
             options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
             check=_same_dims(("y",), "x"), flops=_elementwise_flops(6.0, "x"),
         ),
+        *attention.SPECS,
         OpSpec(
             "ReductionAttributes", ("in",), ("out",),
             options={"mode": "node", "is_deterministic": "node"}, layout="flat",
@@ -407,8 +372,7 @@ SPECS: dict[str, OpSpec] = {
 #: Node types hipDNN defines that hipdnn-trace loads but has no reference for yet.
 #: (newest graph.fbs NodeAttributes union; docs/hipdnn-format.md section 2.0)
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
-    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "SdpaAttributes",
-    "SdpaBackwardAttributes", "ResampleFwdAttributes", "ResampleBwdAttributes",
+    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "ResampleFwdAttributes", "ResampleBwdAttributes",
     "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes", "CustomOpAttributes",
     "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes", "LayernormFpropAttributes",
 })
@@ -418,14 +382,27 @@ def spec(node_type: str) -> OpSpec | None:
     return SPECS.get(node_type)
 
 
-def node_flops(node: Node, graph: Graph) -> float:
+def node_flops(node: Node, graph: Graph, values: Mapping[int, Any] | None = None) -> float:
+    """FLOPs of one node; ``values`` (input arrays by uid) lets data-dependent counts use
+    the real numbers (attention's per-sequence lengths)."""
     s = SPECS.get(node.type)
-    return float(s.flops(node, graph)) if s and s.flops else 0.0
+    if not s or not s.flops:
+        return 0.0
+    if values is not None and s.flops_use_values:
+        return float(s.flops(node, graph, dict(values)))   # type: ignore[call-arg]
+    return float(s.flops(node, graph))
 
 
-def graph_flops(graph: Graph) -> float:
-    """Analytical floating-point operations of one execution of the graph."""
-    return sum(node_flops(n, graph) for n in graph.nodes)
+def node_notes(node: Node, graph: Graph) -> list[str]:
+    """Facts about a node a reader should know (defaults applied, how FLOPs were counted)."""
+    s = SPECS.get(node.type)
+    return list(s.notes(node, graph)) if s and s.notes else []
+
+
+def graph_flops(graph: Graph, values: Mapping[int, Any] | None = None) -> float:
+    """Analytical floating-point operations of one execution of the graph (with
+    ``values``, counted from the bound inputs where the count depends on them)."""
+    return sum(node_flops(n, graph, values) for n in graph.nodes)
 
 
 def graph_bytes(graph: Graph) -> float:

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.bench.records import GraphRun
-from hipdnn_trace.graph.ops import graph_bytes, graph_flops
+from hipdnn_trace.graph.ops import graph_bytes
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.stats import timing_stats
 
@@ -59,7 +59,7 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
     if g.unrunnable:
         return [{**_key(run_id, g, None), "source": g.source, "status": g.status, "error": g.error,
                  "validation": "skipped"}]
-    flops, nbytes = graph_flops(g.graph), graph_bytes(g.graph)
+    flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
     rows = []
     for c in g.configs:
         row: dict[str, Any] = {**_key(run_id, g, c.config.name), "source": g.source,

@@ -19,7 +19,6 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.bench.records import ConfigRun, GraphRun
-from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.trace.writer import TraceWriter
 
 PROCESS_NAME = "hipdnn-trace"
@@ -101,7 +100,7 @@ class Timeline:
                      flow_ids=flows, args={"iteration": iters[timed], "kernel_ms": kernel_ms})
             time_track = w.counter_track(f"{c.config.name} iteration ms", unit="ms", parent=self.process)
             w.counters(time_track, starts[timed], kernel_ms)
-            flops = graph_flops(g.graph) if g.graph is not None else 0.0
+            flops = g.graph_flops()
             if flops:
                 tflops_track = w.counter_track(f"{c.config.name} TFLOPS", parent=self.process)
                 with np.errstate(divide="ignore"):

@@ -17,7 +17,7 @@ import numpy as np
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import dtypes, ops
+from hipdnn_trace.graph import attention, dtypes, ops
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 
@@ -152,6 +152,70 @@ def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None
                        epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=count)
 
 
+def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionConfig, dict[str, Any]]:
+    """The config and the keyword arguments both attention directions share."""
+    cfg = attention.config(node, graph)
+    reason = attention_refusal(cfg, node)
+    if reason:
+        raise UnsupportedError(reason)
+    lq, lkv = attention.seq_lengths(node, graph, {u: x[p] for p, u in node.inputs.items()
+                                                  if isinstance(u, int) and x.get(p) is not None})
+    scale = cfg.scale if cfg.scale is not None else _scalar(x["scale"], "attention scale")
+    mask = x.get("attn_mask")
+    kwargs: dict[str, Any] = {
+        "scale": scale,
+        "masking": ref.Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
+                               right_bound=cfg.right_bound, seq_len_q=tuple(lq) if cfg.padded else None,
+                               seq_len_kv=tuple(lkv) if cfg.padded else None),
+        "bias": mask if cfg.mask_kind == "additive" else None,
+        "allow": mask if cfg.mask_kind == "boolean" else None,
+        "sink": x.get("sink_token"),
+    }
+    return cfg, kwargs
+
+
+def _keys_values(cfg: attention.AttentionConfig, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    if not cfg.paged:
+        return x["k"], x["v"]   # type: ignore[return-value]
+    return (ref.gather_pages(x["k"], x["page_table_k"], cfg.seq_kv),   # type: ignore[arg-type]
+            ref.gather_pages(x["v"], x["page_table_v"], cfg.seq_kv))   # type: ignore[arg-type]
+
+
+def _sdpa(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    cfg, kwargs = _attention_inputs(node, graph, x)
+    k, v = _keys_values(cfg, x)
+    return dict(ref.sdpa_forward(x["q"], k, v, **kwargs))
+
+
+def _sdpa_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    cfg, kwargs = _attention_inputs(node, graph, x)
+    dbias_uid = node.outputs.get("dbias")
+    shape = tuple(graph.by_uid[dbias_uid].dims) if isinstance(dbias_uid, int) else None
+    out = ref.sdpa_backward(x["q"], x["k"], x["v"], x["do"], bias_shape=shape, **kwargs)
+    result: dict[str, np.ndarray | None] = {"dq": out["dq"], "dk": out["dk"], "dv": out["dv"]}
+    if "dbias" in out:
+        result["dbias"] = out["dbias"]
+    if node.outputs.get("dsink_token") is not None:
+        result["dsink_token"] = out["dsink"]
+    return result
+
+
+def attention_refusal(cfg: attention.AttentionConfig, node: Node) -> str | None:
+    """Why the float64 reference does not compute this attention node, or None."""
+    if cfg.dropout:
+        return (f"{node.op} {node.name!r}: dropout needs hipDNN's RNG stream (Philox seed/offset "
+                "as its kernels draw it); the reference computes attention without dropout only")
+    if cfg.fp8:
+        return f"{node.op} {node.name!r}: fp8 descale/scale/amax ports are not modelled by the reference"
+    if cfg.alibi:
+        return f"{node.op} {node.name!r}: alibi_mask is not modelled by the reference"
+    if node.inputs.get("block_mask") is not None:
+        return f"{node.op} {node.name!r}: block_mask is not modelled by the reference"
+    if cfg.backward and cfg.paged:
+        return f"{node.op} {node.name!r}: paged K/V in the backward pass is not modelled"
+    return None
+
+
 def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return {"out": ref.reduce(str(node.params.get("mode", "")), x["in"], out_shape=_dims(graph, node, "out"))}
 
@@ -169,6 +233,8 @@ HANDLERS: dict[str, Handler] = {
     "LayernormAttributes": _layernorm,
     "RMSNormAttributes": _rmsnorm,
     "ReductionAttributes": _reduction,
+    attention.SDPA: _sdpa,
+    attention.SDPA_BACKWARD: _sdpa_backward,
 }
 
 
@@ -191,6 +257,10 @@ def check(graph: Graph) -> str | None:
                 ref.pointwise_arity(str(node.params.get("operation", "")))
             except UnsupportedError as exc:
                 return str(exc)
+        if node.type in (attention.SDPA, attention.SDPA_BACKWARD):
+            reason = attention_refusal(attention.config(node, graph), node)
+            if reason:
+                return reason
         if node.type == "ReductionAttributes":
             mode = str(node.params.get("mode", "")).upper()
             if mode.removesuffix("_OP") not in ref.REDUCTION_MODES:

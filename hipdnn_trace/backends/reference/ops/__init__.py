@@ -28,8 +28,10 @@ from hipdnn_trace.backends.reference.ops.pointwise import (
 from hipdnn_trace.backends.reference.ops.reduction import REDUCTION_MODES, reduce
 from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm
 from hipdnn_trace.backends.reference.ops.rounding import round_to
+from hipdnn_trace.backends.reference.ops.sdpa import Masking, gather_pages, sdpa_backward, sdpa_forward
 
 __all__ = [
+    "Masking",
     "POINTWISE_MODES",
     "REDUCTION_MODES",
     "batchnorm_backward",
@@ -39,6 +41,7 @@ __all__ = [
     "conv_fwd",
     "conv_output_shape",
     "conv_wgrad",
+    "gather_pages",
     "layernorm",
     "layernorm_backward",
     "matmul",
@@ -48,4 +51,6 @@ __all__ = [
     "reduce",
     "rmsnorm",
     "round_to",
+    "sdpa_backward",
+    "sdpa_forward",
 ]

@@ -1,0 +1,320 @@
+"""Scaled dot-product attention, forward and backward, in float64, blockwise.
+
+``O = softmax(scale * Q K^T + bias, masked) V`` per batch and query head, with GQA/MQA
+(query head ``h`` reads key/value head ``h // (Hq / Hkv)``), d_qk != d_v (MLA),
+additive or boolean masks broadcast to ``[B, Hq, Sq, Skv]``, causal masks with either
+diagonal alignment, sliding windows, per-sequence lengths (padded varlen), per-head
+sink logits that join the softmax's denominator, and the softmax statistics
+(``stats`` = natural-log sum-exp of the masked scaled scores, ``max``, ``sum_exp``).
+docs/hipdnn-format.md section 3.10 gives the sources for each rule.
+
+Memory: the score matrix is never formed whole. Query rows are taken in blocks so
+one block of scores for a key/value head's query group, ``G * rows * Skv`` float64
+values, stays under :data:`SCORE_BLOCK_BYTES` (64 MiB); keys a block cannot see
+(beyond a causal diagonal or outside a window) are not computed at all.
+
+The backward pass is the exact gradient of the forward as a function of q, k, v (and
+the additive bias and sinks): probabilities are recomputed in float64 from q and k,
+not read from the rounded O and stats a GPU kernel consumes, so the oracle carries
+no rounding of its own inputs' forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from hipdnn_trace.backends.reference.ops._arrays import f64
+from hipdnn_trace.errors import UnsupportedError
+
+__all__ = ["SCORE_BLOCK_BYTES", "Masking", "gather_pages", "sdpa_backward", "sdpa_forward"]
+
+#: Upper bound of one block of float64 scores (and each same-sized temporary).
+SCORE_BLOCK_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Masking:
+    """Which (query i, key j) pairs of one batch entry take part.
+
+    With ``offset = 0`` (TOP_LEFT) or ``offset = kv_len - q_len`` (BOTTOM_RIGHT), a pair
+    is kept when ``j <= i + offset + right`` (causal: right = 0) and
+    ``j > i + offset - left`` (a window of ``left`` keys ending at the diagonal), and
+    when ``i < q_len`` and ``j < kv_len`` for the sequence's own lengths.
+    """
+
+    causal: bool = False
+    bottom_right: bool = False
+    left_bound: int | None = None
+    right_bound: int | None = None
+    seq_len_q: tuple[int, ...] | None = None
+    seq_len_kv: tuple[int, ...] | None = None
+
+    def lengths(self, b: int, sq: int, skv: int) -> tuple[int, int]:
+        """The real (query, key) lengths of batch entry ``b``."""
+        q_len = sq if self.seq_len_q is None else min(int(self.seq_len_q[b]), sq)
+        kv_len = skv if self.seq_len_kv is None else min(int(self.seq_len_kv[b]), skv)
+        return max(q_len, 0), max(kv_len, 0)
+
+    def upper(self) -> int | None:
+        """Largest kept ``j - i - offset`` (None: unbounded)."""
+        if self.right_bound is not None:
+            return int(self.right_bound)
+        return 0 if self.causal else None
+
+    def key_range(self, rows: range, q_len: int, kv_len: int) -> tuple[int, int]:
+        """Half-open key range any row of ``rows`` can see (a superset, for skipping work)."""
+        off = kv_len - q_len if self.bottom_right else 0
+        hi = kv_len
+        up = self.upper()
+        if up is not None:
+            hi = min(hi, rows.stop - 1 + off + up + 1)
+        lo = 0
+        if self.left_bound is not None:
+            lo = max(lo, rows.start + off - int(self.left_bound) + 1)
+        return max(lo, 0), max(min(hi, kv_len), 0)
+
+    def keep(self, rows: range, cols: range, q_len: int, kv_len: int) -> np.ndarray:
+        """Boolean [len(rows), len(cols)]: True where the pair takes part."""
+        i = np.arange(rows.start, rows.stop)[:, None]
+        j = np.arange(cols.start, cols.stop)[None, :]
+        off = kv_len - q_len if self.bottom_right else 0
+        ok = (i < q_len) & (j < kv_len)
+        up = self.upper()
+        if up is not None:
+            ok &= j <= i + off + up
+        if self.left_bound is not None:
+            ok &= j > i + off - int(self.left_bound)
+        return ok
+
+    def pairs(self, q_len: int, kv_len: int) -> int:
+        """Number of kept pairs for one batch entry and head, counted exactly."""
+        off = kv_len - q_len if self.bottom_right else 0
+        i = np.arange(q_len, dtype=np.int64)
+        hi = np.full(q_len, kv_len, dtype=np.int64)          # exclusive
+        up = self.upper()
+        if up is not None:
+            hi = np.minimum(hi, i + off + up + 1)
+        lo = np.zeros(q_len, dtype=np.int64)
+        if self.left_bound is not None:
+            lo = np.maximum(lo, i + off - int(self.left_bound) + 1)
+        return int(np.clip(hi - lo, 0, None).sum())
+
+
+def gather_pages(container: np.ndarray, table: np.ndarray, seq_len: int) -> np.ndarray:
+    """Paged K or V ``[pages, H, page_size, D]`` + table ``[B, pages_per_seq]`` -> ``[B, H, seq_len, D]``."""
+    container = np.asarray(container)
+    table = np.asarray(table).reshape(table.shape[0], -1).astype(np.int64)
+    pages, _, page_size, _ = container.shape
+    if table.size and (table.min() < 0 or table.max() >= pages):
+        raise UnsupportedError(f"page table entries must index the {pages} pages of the container "
+                               f"(found {int(table.min())}..{int(table.max())})")
+    if table.shape[1] * page_size < seq_len:
+        raise UnsupportedError(f"{table.shape[1]} pages of {page_size} tokens hold fewer than "
+                               f"max_seq_len_kv = {seq_len}")
+    gathered = container[table]                              # [B, pages_per_seq, H, page, D]
+    b, n, h, p, d = gathered.shape
+    return gathered.transpose(0, 2, 1, 3, 4).reshape(b, h, n * p, d)[:, :, :seq_len]
+
+
+def _group(hq: int, hkv: int) -> int:
+    if hkv < 1 or hq % hkv:
+        raise UnsupportedError(f"{hq} query heads are not a multiple of {hkv} key/value heads")
+    return hq // hkv
+
+
+def _row_blocks(sq: int, group: int, skv: int, block_rows: int | None) -> Iterator[range]:
+    rows = block_rows or max(1, SCORE_BLOCK_BYTES // (8 * group * max(skv, 1)))
+    for start in range(0, sq, rows):
+        yield range(start, min(sq, start + rows))
+
+
+def _broadcast4(a: np.ndarray | None, shape: tuple[int, int, int, int], what: str) -> np.ndarray | None:
+    if a is None:
+        return None
+    arr = np.asarray(a)
+    if arr.ndim > 4:
+        raise UnsupportedError(f"{what} has rank {arr.ndim}; attention masks have rank <= 4")
+    arr = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        raise UnsupportedError(f"{what} {list(arr.shape)} does not broadcast to [B, Hq, Sq, Skv] "
+                               f"{list(shape)}") from None
+
+
+def _sinks(sink: np.ndarray | None, hq: int) -> np.ndarray | None:
+    if sink is None:
+        return None
+    s = f64(sink).reshape(-1)
+    if s.size != hq:
+        raise UnsupportedError(f"sink_token has {s.size} values, expected one per query head ({hq})")
+    return s
+
+
+@dataclass
+class _Block:
+    """Scores of one row block of one query group, masked, with their softmax."""
+
+    rows: range
+    cols: range
+    keep: np.ndarray          # [rows, cols] bool
+    p: np.ndarray             # [G, rows, cols] probabilities (0 where masked)
+    row_max: np.ndarray       # [G, rows] max over kept scores and the sink (-inf: none)
+    sum_exp: np.ndarray       # [G, rows] sum of exp(score - max), sink included
+    p_sink: np.ndarray | None # [G, rows] the sink's share of the softmax
+
+
+def _softmax_block(q_blk: np.ndarray, k_cols: np.ndarray, scale: float, keep: np.ndarray,
+                   bias_blk: np.ndarray | None, allow_blk: np.ndarray | None,
+                   sink: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """(p, max, sum_exp, p_sink, mask) for q_blk [G, r, d] against k_cols [c, d]."""
+    s = np.matmul(q_blk, k_cols.T) * scale                      # [G, r, c]
+    if bias_blk is not None:
+        s += bias_blk
+    mask = np.broadcast_to(keep, s.shape)
+    if allow_blk is not None:
+        mask = mask & allow_blk
+    s = np.where(mask, s, -np.inf)
+    m = s.max(axis=-1, initial=-np.inf)                          # [G, r]
+    if sink is not None:
+        m = np.maximum(m, sink[:, None])
+    safe = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - safe[..., None])                              # exp(-inf) = 0 where masked
+    total = e.sum(axis=-1)
+    p_sink = None
+    if sink is not None:
+        sink_e = np.exp(sink[:, None] - safe)
+        total = total + sink_e
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(total[..., None] > 0, e / np.where(total > 0, total, 1.0)[..., None], 0.0)
+        if sink is not None:
+            p_sink = np.where(total > 0, sink_e / np.where(total > 0, total, 1.0), 0.0)
+    return p, m, total, p_sink, mask
+
+
+def sdpa_forward(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, *, scale: float, masking: Masking = Masking(),
+    bias: np.ndarray | None = None, allow: np.ndarray | None = None, sink: np.ndarray | None = None,
+    block_rows: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Attention forward: ``o`` [B,Hq,Sq,Dv], ``stats`` / ``max`` / ``sum_exp`` [B,Hq,Sq,1].
+
+    ``bias`` is added to the scaled scores, ``allow`` (boolean) keeps pairs where True;
+    both broadcast to [B, Hq, Sq, Skv]. Rows with no kept key (and no sink) give o = 0,
+    max = -inf, sum_exp = 0 and stats = -inf.
+    """
+    q, k, v = f64(q), f64(k), f64(v)
+    b_, hq, sq, dqk = q.shape
+    _, hkv, skv, _ = k.shape
+    dv = v.shape[-1]
+    if k.shape[:3] != v.shape[:3] or k.shape[0] != b_ or k.shape[-1] != dqk:
+        raise UnsupportedError(f"attention shapes do not agree: q {list(q.shape)}, k {list(k.shape)}, "
+                               f"v {list(v.shape)}")
+    g = _group(hq, hkv)
+    shape4 = (b_, hq, sq, skv)
+    bias4 = _broadcast4(None if bias is None else f64(bias), shape4, "attn_mask")
+    allow4 = _broadcast4(None if allow is None else np.asarray(allow) != 0, shape4, "attn_mask")
+    sinks = _sinks(sink, hq)
+    o = np.zeros((b_, hq, sq, dv))
+    row_max = np.full((b_, hq, sq), -np.inf)
+    sum_exp = np.zeros((b_, hq, sq))
+    for b in range(b_):
+        q_len, kv_len = masking.lengths(b, sq, skv)
+        for hk in range(hkv):
+            heads = slice(hk * g, (hk + 1) * g)
+            for rows in _row_blocks(q_len, g, kv_len, block_rows):
+                lo, hi = masking.key_range(rows, q_len, kv_len)
+                cols = range(lo, max(lo, hi))
+                sink_g = None if sinks is None else sinks[heads]
+                keep = masking.keep(rows, cols, q_len, kv_len)
+                rs, cs = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
+                p, m, total, _, _ = _softmax_block(
+                    q[b, heads, rs], k[b, hk, cs], scale, keep,
+                    None if bias4 is None else bias4[b, heads, rs, cs],
+                    None if allow4 is None else allow4[b, heads, rs, cs], sink_g)
+                o[b, heads, rs] = np.matmul(p, v[b, hk, cs])
+                row_max[b, heads, rs] = m
+                sum_exp[b, heads, rs] = np.where(np.isfinite(m), total, 0.0)
+    with np.errstate(divide="ignore"):
+        stats = np.where(sum_exp > 0, row_max + np.log(np.where(sum_exp > 0, sum_exp, 1.0)), -np.inf)
+    return {"o": o, "stats": stats[..., None], "max": row_max[..., None], "sum_exp": sum_exp[..., None]}
+
+
+def sdpa_backward(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, *, scale: float,
+    masking: Masking = Masking(), bias: np.ndarray | None = None, allow: np.ndarray | None = None,
+    sink: np.ndarray | None = None, bias_shape: tuple[int, ...] | None = None,
+    block_rows: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Gradients of :func:`sdpa_forward` for output gradient ``do``: dq, dk, dv, and
+    ``dbias`` (summed down to ``bias_shape``, default the bias's shape) and ``dsink``."""
+    q, k, v, do = f64(q), f64(k), f64(v), f64(do)
+    b_, hq, sq, dqk = q.shape
+    _, hkv, skv, _ = k.shape
+    g = _group(hq, hkv)
+    shape4 = (b_, hq, sq, skv)
+    bias4 = _broadcast4(None if bias is None else f64(bias), shape4, "attn_mask")
+    allow4 = _broadcast4(None if allow is None else np.asarray(allow) != 0, shape4, "attn_mask")
+    sinks = _sinks(sink, hq)
+    want_dbias = bias is not None or bias_shape is not None
+    dbias_shape = tuple(bias_shape) if bias_shape is not None else (np.shape(bias) if bias is not None else ())
+    dbias_full = _reduced_accumulator(dbias_shape, shape4) if want_dbias else None
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    dsink = np.zeros(hq)
+    for b in range(b_):
+        q_len, kv_len = masking.lengths(b, sq, skv)
+        for hk in range(hkv):
+            heads = slice(hk * g, (hk + 1) * g)
+            for rows in _row_blocks(q_len, g, kv_len, block_rows):
+                lo, hi = masking.key_range(rows, q_len, kv_len)
+                cols = range(lo, max(lo, hi))
+                keep = masking.keep(rows, cols, q_len, kv_len)
+                rs, cs = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
+                sink_g = None if sinks is None else sinks[heads]
+                p, _, _, p_sink, _ = _softmax_block(
+                    q[b, heads, rs], k[b, hk, cs], scale, keep,
+                    None if bias4 is None else bias4[b, heads, rs, cs],
+                    None if allow4 is None else allow4[b, heads, rs, cs], sink_g)
+                vb, kb, dob = v[b, hk, cs], k[b, hk, cs], do[b, heads, rs]
+                o_exact = np.matmul(p, vb)                                  # [G, r, dv]
+                delta = np.sum(dob * o_exact, axis=-1)                      # [G, r]
+                dp = np.matmul(dob, vb.T)                                   # [G, r, c]
+                ds = p * (dp - delta[..., None])                            # d(score incl. bias)
+                dv[b, hk, cs] += np.einsum("grc,grd->cd", p, dob)
+                dq[b, heads, rs] += scale * np.matmul(ds, kb)
+                dk[b, hk, cs] += scale * np.einsum("grc,grd->cd", ds, q[b, heads, rs])
+                if p_sink is not None:
+                    dsink[heads] -= np.sum(p_sink * delta, axis=-1)
+                if dbias_full is not None:
+                    _accumulate_bias(dbias_full, ds, b, heads, rs, cs)
+    out = {"dq": dq, "dk": dk, "dv": dv, "dsink": dsink}
+    if dbias_full is not None:
+        out["dbias"] = dbias_full.reshape(dbias_shape)
+    return out
+
+
+def _reduced_accumulator(shape: tuple[int, ...], full: tuple[int, int, int, int]) -> np.ndarray:
+    """A rank-4 zero array of ``shape`` padded with leading 1s (a broadcast of it fills ``full``)."""
+    shape4 = (1,) * (4 - len(shape)) + tuple(shape)
+    if any(s not in (1, f) for s, f in zip(shape4, full)):
+        raise UnsupportedError(f"dbias {list(shape)} does not broadcast to [B, Hq, Sq, Skv] {list(full)}")
+    return np.zeros(shape4)
+
+
+def _accumulate_bias(acc: np.ndarray, ds: np.ndarray, b: int, heads: slice, rs: slice, cs: slice) -> None:
+    """Add one block's score gradient into the (possibly broadcast) bias gradient."""
+    block = ds                                                    # [G, r, c]
+    if acc.shape[2] == 1:
+        block = block.sum(axis=1, keepdims=True)
+        rs = slice(0, 1)
+    if acc.shape[3] == 1:
+        block = block.sum(axis=2, keepdims=True)
+        cs = slice(0, 1)
+    if acc.shape[1] == 1:
+        block = block.sum(axis=0, keepdims=True)
+        heads = slice(0, 1)
+    bi = 0 if acc.shape[0] == 1 else b
+    acc[bi, heads, rs, cs] += block

@@ -1,0 +1,117 @@
+"""Attention inputs that mean something: valid metadata and forward results for the backward.
+
+Random integers in [-8, 8] as sequence lengths or page tables would send negative
+lengths and out-of-range page indices to a GPU kernel. So, per attention node:
+
+* ``seq_len_q`` / ``seq_len_kv``: lengths in [1, max] (the padded dims or
+  max_seq_len_kv), one per batch entry, the first at the maximum so the padded size
+  is exercised;
+* ``page_table_k`` / ``page_table_v``: each sequence's pages distinct and existing,
+  drawn without replacement from the container (shared across sequences only when the
+  container has fewer pages than the batch needs in total);
+* a ``scale`` tensor: 1/sqrt(d_qk); a boolean ``attn_mask``: mostly True, with
+  every row keeping key 0 so no row is empty by chance;
+* a backward node's ``o`` and ``stats``: the float64 forward of the generated q, k, v
+  (and mask, lengths, sinks), rounded to their types, and never random.
+
+Everything is drawn from the same per-(seed, graph, tensor) streams as other inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from hipdnn_trace.graph import attention
+from hipdnn_trace.graph.model import Graph, Node, Tensor
+
+RngFor = Callable[[int], np.random.Generator]
+#: Share of pairs a generated boolean attention mask keeps.
+BOOLEAN_MASK_KEEP = 0.85
+
+
+def attention_nodes(graph: Graph) -> list[Node]:
+    return [n for n in graph.nodes if n.type in (attention.SDPA, attention.SDPA_BACKWARD)]
+
+
+def metadata_value(graph: Graph, tensor: Tensor, rng_for: RngFor) -> np.ndarray | None:
+    """The value of ``tensor`` when an attention node gives it a meaning, else None."""
+    for node in attention_nodes(graph):
+        port = next((p for p, u in node.inputs.items() if u == tensor.uid), None)
+        if port is None:
+            continue
+        cfg = attention.config(node, graph)
+        rng = rng_for(tensor.uid)
+        if port in ("seq_len_q", "seq_len_kv"):
+            top = cfg.seq_q if port == "seq_len_q" else cfg.seq_kv
+            return _lengths(rng, cfg.batch, top).reshape(tensor.dims).astype(np.float64)
+        if port in ("page_table_k", "page_table_v"):
+            return _page_table(rng, cfg).reshape(tensor.dims).astype(np.float64)
+        if port == "scale":
+            return np.full(tensor.dims, 1.0 / math.sqrt(cfg.d_qk))
+        if port == "attn_mask" and tensor.data_type == "boolean":
+            keep = rng.random(tensor.dims) < BOOLEAN_MASK_KEEP
+            keep[..., 0] = True
+            return keep.astype(np.float64)
+    return None
+
+
+def _lengths(rng: np.random.Generator, batch: int, top: int) -> np.ndarray:
+    lengths = rng.integers(1, top + 1, size=batch)
+    lengths[0] = top
+    return lengths
+
+
+def _page_table(rng: np.random.Generator, cfg: attention.AttentionConfig) -> np.ndarray:
+    per_seq, pages = cfg.pages_per_seq, cfg.pages
+    if cfg.batch * per_seq <= pages:
+        return rng.permutation(pages)[: cfg.batch * per_seq].reshape(cfg.batch, per_seq)
+    if per_seq <= pages:
+        return np.stack([rng.permutation(pages)[:per_seq] for _ in range(cfg.batch)])
+    # more page slots than pages: only the slots max_seq_len_kv reaches must be distinct
+    used = -(-cfg.seq_kv // cfg.page_size)
+    table = np.stack([np.resize(rng.permutation(pages), per_seq) for _ in range(cfg.batch)])
+    if used > pages:
+        raise ValueError(f"max_seq_len_kv {cfg.seq_kv} needs {used} distinct pages, the container has {pages}")
+    return table
+
+
+def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """For each backward node: its ``o`` and ``stats`` inputs from the float64 forward.
+
+    Values are returned rounded to the tensors' types, keyed by uid; ``inputs`` must
+    already hold q, k, v, dO and the metadata.
+    """
+    from hipdnn_trace.backends.reference.ops import Masking, round_to, sdpa_forward
+
+    out: dict[int, np.ndarray] = {}
+    for node in attention_nodes(graph):
+        if node.type != attention.SDPA_BACKWARD:
+            continue
+        wanted = {p: node.inputs.get(p) for p in ("o", "stats")}
+        if not any(isinstance(u, int) and u in inputs for u in wanted.values()):
+            continue
+        cfg = attention.config(node, graph)
+        values = {u: inputs[u] for u in node.input_uids() if u in inputs}
+        lq, lkv = attention.seq_lengths(node, graph, values)
+        mask_uid = node.inputs.get("attn_mask")
+        mask = inputs.get(mask_uid) if isinstance(mask_uid, int) else None
+        sink_uid = node.inputs.get("sink_token")
+        scale = cfg.scale if cfg.scale is not None else float(np.asarray(inputs[node.inputs["scale"]]).reshape(-1)[0])
+        fwd = sdpa_forward(
+            inputs[node.inputs["q"]], inputs[node.inputs["k"]], inputs[node.inputs["v"]], scale=scale,
+            masking=Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
+                            right_bound=cfg.right_bound, seq_len_q=tuple(lq) if cfg.padded else None,
+                            seq_len_kv=tuple(lkv) if cfg.padded else None),
+            bias=mask if cfg.mask_kind == "additive" else None,
+            allow=mask if cfg.mask_kind == "boolean" else None,
+            sink=inputs.get(sink_uid) if isinstance(sink_uid, int) else None,
+        )
+        for port, key in (("o", "o"), ("stats", "stats")):
+            uid = wanted[port]
+            if isinstance(uid, int) and uid in inputs:
+                t = graph.by_uid[uid]
+                out[uid] = round_to(fwd[key].reshape(t.dims), t.data_type)
+    return out

@@ -1,0 +1,66 @@
+"""The shape of an op description, shared by every op family's spec module.
+
+:class:`OpSpec` says what a hipDNN node type is: its ports, where its options sit in
+the JSON, its shape rule and its cost. ``graph/ops.py`` collects the specs of every
+family (``graph/attention.py`` holds attention's); this module holds only the type
+and the small port helpers each family's rules use, so no family imports another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hipdnn_trace.graph.model import Graph, Node, Tensor
+
+ShapeCheck = Callable[["Node", "Graph"], "list[tuple[str, str]]"]   # -> [(json path suffix, problem)]
+FlopCount = Callable[["Node", "Graph"], float]
+ByteCount = Callable[["Node", "Graph"], float]
+Notes = Callable[["Node", "Graph"], "list[str]"]                    # facts inspect shows a reader
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    type: str
+    inputs: tuple[str, ...]                 # required input ports
+    outputs: tuple[str, ...]                # required output ports
+    optional_inputs: tuple[str, ...] = ()
+    optional_outputs: tuple[str, ...] = ()
+    list_inputs: tuple[str, ...] = ()       # ports holding a list of uids (peer stats)
+    options: Mapping[str, str] = field(default_factory=dict)   # option -> section it is written in
+    layout: str = "nested"                  # "nested": inputs/outputs dicts; "flat": keys on the node
+    uid_named_options: tuple[str, ...] = () # keys ending in _tensor_uid that are not tensors
+    check: ShapeCheck | None = None
+    flops: FlopCount | None = None
+    notes: Notes | None = None              # defaults and counting rules worth saying in inspect
+    flops_use_values: bool = False          # flops(node, graph, values) counts from bound inputs
+
+    @property
+    def all_inputs(self) -> tuple[str, ...]:
+        return self.inputs + self.optional_inputs + self.list_inputs
+
+    @property
+    def all_outputs(self) -> tuple[str, ...]:
+        return self.outputs + self.optional_outputs
+
+
+def port_tensor(node: Node, graph: Graph, port: str) -> Tensor | None:
+    """The tensor connected to ``port`` (input or output), or None when unconnected."""
+    uid = node.inputs.get(port, node.outputs.get(port))
+    if isinstance(uid, int):
+        return graph.by_uid.get(uid)
+    return None
+
+
+def option_path(node: Node, key: str, default: str) -> str:
+    """JSON path of an option inside its node (``attributes.causal_mask``, or the bare key)."""
+    section = node.param_sections.get(key, default)
+    return key if section == "node" else f"{section}.{key}"
+
+
+def port_path(node: Node, port: str) -> str:
+    """JSON path of a port's uid key inside its node."""
+    section = "outputs" if port in node.outputs and port not in node.inputs else "inputs"
+    return option_path(node, port + "_tensor_uid", section)
