@@ -148,6 +148,7 @@ class TorchSession:
             self.steps.append((node, ops.OPS[node.type], ins, dict(node.outputs)))
         self.ctx = ops.Ctx(graph, device, {t.uid: float(t.value) for t in graph.value_tensors
                                            if isinstance(t.value, (int, float))})
+        self.ctx.sdpa_backend = str((options.extra or {}).get("torch_sdpa_backend", "default"))
         if self.gpu:
             self.stream = torch.cuda.Stream(device=device)
             self.timer = self._gpu_timer()
@@ -269,6 +270,8 @@ class TorchSession:
             out["timing_fallback"] = reason
         if self.math:
             out["math"] = self.math
+        if any(n.type.startswith("Sdpa") for n in self.graph.nodes):
+            out["sdpa_backend"] = self.ctx.sdpa_backend
         if self._flush is not None:
             out["l2_flush"] = self._flush.info() if hasattr(self._flush, "info") else \
                 {"flush_bytes": int(self._flush.numel()), "flush": "torch fill_"}

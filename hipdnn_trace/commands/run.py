@@ -98,6 +98,9 @@ def add_parser(sub: Any) -> None:
                         "in run.json, where unavailable); events: plain events around each execute")
     t.add_argument("--cuda-graph", action="store_true", help="capture the execution in a CUDA graph and replay it")
     t.add_argument("--device", type=argtypes.non_negative_int, default=0, help="GPU index (default 0)")
+    t.add_argument("--torch-sdpa-backend", choices=("default", "flash", "efficient", "math", "cudnn"),
+                   default="default", help="torch backend: which SDPA kernel family torch may use for "
+                   "attention (default: torch chooses)")
     t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default="auto",
                    help="profiler markers around phases (default: what is importable)")
     r = p.add_argument_group("reliability and scale-out (docs/reliability.md)")
@@ -142,7 +145,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(cache=args.cache, timing=args.timing, cuda_graph=args.cuda_graph, device=args.device)
+    extra = {"torch_sdpa_backend": args.torch_sdpa_backend} if args.torch_sdpa_backend != "default" else {}
+    return RunOptions(cache=args.cache, timing=args.timing, cuda_graph=args.cuda_graph, device=args.device,
+                      extra=extra)
 
 
 def _list_engines(args: argparse.Namespace, sources: list) -> int:

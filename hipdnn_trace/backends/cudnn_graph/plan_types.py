@@ -1,0 +1,103 @@
+"""The plan as plain data: tensors, op calls, outputs (what ``backends.cudnn`` replays)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hipdnn_trace.errors import UnsupportedError
+
+#: hipDNN data type -> cudnn.data_type member.
+DTYPES: dict[str, str] = {
+    "float": "FLOAT", "half": "HALF", "bfloat16": "BFLOAT16", "double": "DOUBLE",
+    "int8": "INT8", "int32": "INT32", "int64": "INT64", "uint8": "UINT8", "boolean": "BOOLEAN",
+    "fp8_e4m3": "FP8_E4M3", "fp8_e5m2": "FP8_E5M2",
+}
+
+CONV_TYPES = ("ConvolutionFwdAttributes", "ConvolutionBwdAttributes", "ConvolutionWrwAttributes")
+
+
+@dataclass(frozen=True)
+class EnumValue:
+    """A cuDNN python enum member named by family and member (``reduction_mode.ADD``)."""
+
+    family: str
+    member: str
+
+
+@dataclass(frozen=True)
+class TensorDecl:
+    """A tensor the caller provides: a device buffer, a by-value scalar, or a constant."""
+
+    key: str
+    uid: int                         # cuDNN uid (1, 2, ...): hipDNN uids may be 0 or negative
+    name: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str                       # cudnn.data_type member
+    hipdnn_uid: int | None = None    # bound from this hipDNN tensor
+    by_value: float | int | None = None   # pass-by-value host scalar (graph constant)
+    by_value_from_input: bool = False     # pass-by-value scalar read from the bound input
+    fill: float | None = None        # a device constant the plan synthesizes (zero bias)
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.by_value is not None or self.by_value_from_input
+
+
+@dataclass(frozen=True)
+class OutputDecl:
+    """One op output: its cuDNN uid, geometry, and whether a buffer backs it."""
+
+    key: str
+    uid: int
+    name: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+    virtual: bool
+    hipdnn_uid: int | None = None    # None: scratch output nobody fetches
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """``getattr(pygraph, method)(**tensors, **attrs, name=..., compute_data_type=...)``."""
+
+    method: str
+    name: str
+    tensors: Mapping[str, str | None]     # kwarg -> tensor key (None: not passed)
+    attrs: Mapping[str, Any]
+    outputs: tuple[str | None, ...]       # output keys in the method's return order
+    compute: str | None = None
+    node: str = ""
+
+
+@dataclass
+class Plan:
+    io: str | None
+    intermediate: str | None
+    compute: str | None
+    inputs: list[TensorDecl] = field(default_factory=list)
+    ops: list[OpCall] = field(default_factory=list)
+    outputs: list[OutputDecl] = field(default_factory=list)
+    fp32_math: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def output(self, key: str) -> OutputDecl:
+        return next(o for o in self.outputs if o.key == key)
+
+    @property
+    def buffers(self) -> list[TensorDecl | OutputDecl]:
+        """Everything that needs a device buffer."""
+        return [t for t in self.inputs if not t.is_scalar] + [o for o in self.outputs if not o.virtual]
+
+
+def _dtype(name: str, what: str) -> str:
+    if name not in DTYPES:
+        raise UnsupportedError(f"{what}: data type {name} has no cuDNN equivalent")
+    return DTYPES[name]
+
+
+def _graph_dtype(name: str) -> str | None:
+    return None if name in ("unset", "", None) else _dtype(name, "graph")

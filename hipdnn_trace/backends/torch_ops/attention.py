@@ -1,0 +1,220 @@
+"""Attention in torch: ``F.scaled_dot_product_attention`` where it can say the graph.
+
+What maps to what (the rules themselves live in ``graph/attention.py``):
+
+* GQA/MQA: ``enable_gqa=True`` (kv head ``h // g`` serves query head ``h``, as hipDNN);
+* causal TOP_LEFT with nothing else: ``is_causal=True``; every other mask (bottom-right
+  diagonal, windows, per-sequence lengths, hipDNN's attn_mask) becomes one explicit
+  mask, boolean (keep = True) or additive, so torch picks a kernel that takes masks;
+* paged K/V: gathered through the page tables into dense ``[B, Hkv, S, D]`` first (torch
+  has no paged SDPA: the gather is part of the timed work, as for a torch user);
+* rows a sequence does not have (past ``seq_len_q``) and rows with no kept key are 0;
+* sinks, or the softmax statistics as outputs (stats / max / sum_exp): torch's SDPA
+  returns neither, so those graphs run as an explicit float32 composite
+  (scores, masked softmax with the sink in the denominator, P V);
+* the backward pass: autograd through the same forward (torch cannot take hipDNN's
+  O and stats), so a backward row times forward recompute + backward.
+
+``--torch-sdpa-backend flash|efficient|math|cudnn`` pins torch's kernel choice
+(``torch.nn.attention.sdpa_kernel``); ``default`` lets torch choose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from hipdnn_trace.backends.torch_ops._common import Ctx, Values
+from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph import attention
+from hipdnn_trace.graph.model import Graph, Node
+
+#: --torch-sdpa-backend choices -> torch.nn.attention.SDPBackend member names.
+SDPA_BACKENDS = {"default": None, "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                 "math": "MATH", "cudnn": "CUDNN_ATTENTION"}
+
+
+def attention_refusal(node: Node, graph: Graph) -> str | None:
+    """Why torch cannot run this attention node, or None."""
+    cfg = attention.config(node, graph)
+    if cfg.dropout:
+        return (f"{node.op} {node.name!r}: dropout needs hipDNN's RNG stream; torch's dropout draws "
+                "other numbers, so its output could not be validated")
+    if cfg.fp8:
+        return f"{node.op} {node.name!r}: fp8 descale/scale/amax ports have no torch SDPA equivalent"
+    if cfg.alibi:
+        return f"{node.op} {node.name!r}: alibi_mask is not mapped to torch"
+    if node.inputs.get("block_mask") is not None:
+        return f"{node.op} {node.name!r}: block_mask is not mapped to torch"
+    if cfg.backward and cfg.paged:
+        return f"{node.op} {node.name!r}: paged K/V in the backward pass is not mapped"
+    return None
+
+
+def _kernel_choice(ctx: Ctx) -> Any:
+    name = SDPA_BACKENDS.get(getattr(ctx, "sdpa_backend", "default") or "default")
+    if name is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([getattr(SDPBackend, name)])
+
+
+def _gather(container: torch.Tensor, table: torch.Tensor, seq: int) -> torch.Tensor:
+    """[pages, H, page, D] + table [B, ...pages_per_seq...] -> [B, H, seq, D]."""
+    idx = table.reshape(table.shape[0], -1).long()
+    g = container[idx]                                    # [B, n, H, page, D]
+    b, n, h, p, d = g.shape
+    return g.permute(0, 2, 1, 3, 4).reshape(b, h, n * p, d)[:, :, :seq]
+
+
+def _lengths(x: Values, port: str, batch: int, full: int, device: torch.device) -> torch.Tensor:
+    t = x.get(port)
+    if t is None:
+        return torch.full((batch,), full, device=device, dtype=torch.long)
+    return t.reshape(-1)[:batch].long().clamp(0, full)
+
+
+def _keep_mask(cfg: attention.AttentionConfig, x: Values, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keep [B, 1, Sq, Skv] bool from diagonal, window and lengths; valid rows [B, 1, Sq, 1])."""
+    lq = _lengths(x, "seq_len_q", cfg.batch, cfg.seq_q, device)
+    lkv = _lengths(x, "seq_len_kv", cfg.batch, cfg.seq_kv, device)
+    i = torch.arange(cfg.seq_q, device=device).view(1, -1, 1)
+    j = torch.arange(cfg.seq_kv, device=device).view(1, 1, -1)
+    off = (lkv - lq).view(-1, 1, 1) if cfg.bottom_right else torch.zeros((cfg.batch, 1, 1), device=device,
+                                                                           dtype=torch.long)
+    keep = (i < lq.view(-1, 1, 1)) & (j < lkv.view(-1, 1, 1))
+    if cfg.right_bound is not None:
+        keep = keep & (j <= i + off + cfg.right_bound)
+    if cfg.left_bound is not None:
+        keep = keep & (j > i + off - cfg.left_bound)
+    rows = (i < lq.view(-1, 1, 1)).unsqueeze(1)
+    return keep.unsqueeze(1), rows.reshape(cfg.batch, 1, cfg.seq_q, 1)
+
+
+def _plain_causal(cfg: attention.AttentionConfig) -> bool:
+    """Only a top-left causal diagonal: torch's is_causal says exactly that."""
+    return (cfg.causal and not cfg.bottom_right and cfg.right_bound == 0 and cfg.left_bound is None
+            and not cfg.padded and cfg.mask_kind is None)
+
+
+def _needs_mask(cfg: attention.AttentionConfig) -> bool:
+    return cfg.right_bound is not None or cfg.left_bound is not None or cfg.padded
+
+
+def _scale(cfg: attention.AttentionConfig, node: Node, ctx: Ctx) -> float:
+    return cfg.scale if cfg.scale is not None else ctx.scalar(node, "scale")
+
+
+def _keys_values(cfg: attention.AttentionConfig, x: Values) -> tuple[torch.Tensor, torch.Tensor]:
+    k, v = x["k"], x["v"]
+    assert k is not None and v is not None
+    if cfg.paged:
+        k = _gather(k, x["page_table_k"], cfg.seq_kv)   # type: ignore[arg-type]
+        v = _gather(v, x["page_table_v"], cfg.seq_kv)   # type: ignore[arg-type]
+    return k, v
+
+
+def _forward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: Ctx, q: torch.Tensor,
+             k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
+             sink: torch.Tensor | None, composite: bool) -> dict[str, torch.Tensor]:
+    scale = _scale(cfg, node, ctx)
+    keep = rows = None
+    if _needs_mask(cfg) and not _plain_causal(cfg):
+        keep, rows = _keep_mask(cfg, x, q.device)
+    mask = x.get("attn_mask")
+    if cfg.mask_kind == "boolean" and mask is not None:
+        keep = mask.bool() if keep is None else keep & mask.bool()
+    if composite or ctx.cpu:
+        return _composite(cfg, q, k, v, scale, keep, bias, sink, rows)
+    attn_mask: torch.Tensor | None = keep
+    if bias is not None:
+        add = bias.to(q.dtype)
+        attn_mask = add if keep is None else torch.where(keep, add, torch.full((), float("-inf"), dtype=add.dtype,
+                                                                                device=add.device))
+    with _kernel_choice(ctx):
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale,
+                                           is_causal=_plain_causal(cfg), enable_gqa=cfg.group > 1)
+    if keep is not None:   # rows with no key give NaN in some kernels; hipDNN's reference gives 0
+        o = torch.where(keep.any(dim=-1, keepdim=True), o, torch.zeros((), dtype=o.dtype, device=o.device))
+    return {"o": o}
+
+
+def _composite(cfg: attention.AttentionConfig, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               scale: float, keep: torch.Tensor | None, bias: torch.Tensor | None,
+               sink: torch.Tensor | None, rows: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """Attention in float32 torch ops: the path for sinks and softmax statistics (and the CPU)."""
+    qf, kf, vf = q.float(), k.float(), v.float()
+    if cfg.group > 1:
+        kf, vf = kf.repeat_interleave(cfg.group, dim=1), vf.repeat_interleave(cfg.group, dim=1)
+    s = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if bias is not None:
+        s = s + bias.float()
+    if keep is None and _plain_causal(cfg):
+        i = torch.arange(cfg.seq_q, device=q.device).view(-1, 1)
+        j = torch.arange(cfg.seq_kv, device=q.device).view(1, -1)
+        keep = (j <= i).view(1, 1, cfg.seq_q, cfg.seq_kv)
+    if keep is not None:
+        s = s.masked_fill(~keep, float("-inf"))
+    m = s.amax(dim=-1, keepdim=True)
+    if sink is not None:
+        m = torch.maximum(m, sink.float().reshape(1, -1, 1, 1))
+    safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(s - safe)
+    total = e.sum(dim=-1, keepdim=True)
+    if sink is not None:
+        total = total + torch.exp(sink.float().reshape(1, -1, 1, 1) - safe)
+    p = e / torch.where(total > 0, total, torch.ones_like(total))
+    o = torch.matmul(p, vf)
+    stats = torch.where(total > 0, safe + torch.log(torch.where(total > 0, total, torch.ones_like(total))),
+                        torch.full_like(total, float("-inf")))
+    return {"o": o, "stats": stats, "max": m, "sum_exp": total}
+
+
+def _needs_composite(cfg: attention.AttentionConfig, node: Node) -> bool:
+    return cfg.sink or any(node.outputs.get(p) is not None for p in ("stats", "max", "sum_exp"))
+
+
+def sdpa(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    cfg = attention.config(node, graph)
+    k, v = _keys_values(cfg, x)
+    bias = x.get("attn_mask") if cfg.mask_kind == "additive" else None
+    out = _forward(cfg, node, x, ctx, x["q"], k, v, bias, x.get("sink_token"),   # type: ignore[arg-type]
+                   _needs_composite(cfg, node))
+    result = {"o": out["o"].to(ctx.out_dtype(node, "o"))}
+    for port in ("stats", "max", "sum_exp"):
+        if node.outputs.get(port) is not None:
+            if port not in out:
+                raise UnsupportedError(f"{node.op} {node.name!r}: output {port} needs the composite path")
+            result[port] = out[port].reshape(ctx.out_dims(node, port)).to(ctx.out_dtype(node, port))
+    return result
+
+
+def sdpa_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    """dq, dk, dv (and dbias, dsink) by autograd through the forward (O and stats unused)."""
+    cfg = attention.config(node, graph)
+    q = x["q"].detach().requires_grad_(True)          # type: ignore[union-attr]
+    k = x["k"].detach().requires_grad_(True)          # type: ignore[union-attr]
+    v = x["v"].detach().requires_grad_(True)          # type: ignore[union-attr]
+    bias = sink = None
+    if cfg.mask_kind == "additive" and x.get("attn_mask") is not None:
+        bias = x["attn_mask"].detach().float().requires_grad_(node.outputs.get("dbias") is not None)  # type: ignore[union-attr]
+    if x.get("sink_token") is not None:
+        sink = x["sink_token"].detach().float().requires_grad_(node.outputs.get("dsink_token") is not None)  # type: ignore[union-attr]
+    with torch.enable_grad():
+        # per-sequence lengths leave rows with no key, whose gradients some SDPA kernels make NaN
+        out = _forward(cfg, node, x, ctx, q, k, v, bias, sink, cfg.sink or cfg.padded)["o"]
+        grads_of = [q, k, v] + [t for t in (bias, sink) if t is not None and t.requires_grad]
+        grads = torch.autograd.grad(out, grads_of, grad_outputs=x["do"].to(out.dtype))  # type: ignore[union-attr]
+    result = {"dq": grads[0].to(ctx.out_dtype(node, "dq")), "dk": grads[1].to(ctx.out_dtype(node, "dk")),
+              "dv": grads[2].to(ctx.out_dtype(node, "dv"))}
+    rest = list(grads[3:])
+    if bias is not None and bias.requires_grad:
+        result["dbias"] = rest.pop(0).reshape(ctx.out_dims(node, "dbias")).to(ctx.out_dtype(node, "dbias"))
+    if sink is not None and sink.requires_grad:
+        result["dsink_token"] = rest.pop(0).reshape(ctx.out_dims(node, "dsink_token")).to(
+            ctx.out_dtype(node, "dsink_token"))
+    return result

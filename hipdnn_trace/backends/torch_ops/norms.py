@@ -1,0 +1,116 @@
+"""Batchnorm, layernorm and RMSNorm in torch, float32 math rounded once to the output type."""
+
+from __future__ import annotations
+
+import torch
+
+from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
+from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph.model import Graph, Node
+from hipdnn_trace.graph.ops import norm_forward_phase
+
+# --------------------------------------------------------------------------- norms
+
+def _channel(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else f32(t).reshape(-1)
+
+
+def batchnorm_inference(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    inp = f32(x["x"])
+    shape = [1, inp.shape[1]] + [1] * (inp.dim() - 2)
+    mean, inv, scale, bias = (f32(x[k]).reshape(shape) for k in ("mean", "inv_variance", "scale", "bias"))
+    return {"y": ((inp - mean) * inv * scale + bias).to(ctx.out_dtype(node, "y"))}
+
+
+def batchnorm_inference_variance(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    inp = f32(x["x"])
+    shape = [1, inp.shape[1]] + [1] * (inp.dim() - 2)
+    mean, var, scale, bias = (f32(x[k]).reshape(shape) for k in ("mean", "variance", "scale", "bias"))
+    inv = torch.rsqrt(var + ctx.scalar(node, "epsilon"))
+    return {"y": ((inp - mean) * inv * scale + bias).to(ctx.out_dtype(node, "y"))}
+
+
+def batchnorm_train(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    if node.inputs.get("peer_stats"):
+        raise UnsupportedError(f"batchnorm {node.name!r}: peer stats are not supported")
+    inp = x["x"] if not ctx.cpu else f32(x["x"])
+    c = inp.shape[1]
+    stat_shape = [1, c] + [1] * (inp.dim() - 2)
+    running = x.get("prev_running_mean") is not None and x.get("prev_running_variance") is not None
+    momentum = ctx.scalar(node, "momentum", 0.1)
+    eps = ctx.scalar(node, "epsilon")
+    next_mean = _channel(x["prev_running_mean"]).clone() if running else None
+    next_var = _channel(x["prev_running_variance"]).clone() if running else None
+    y, mean, invstd = torch.ops.aten.native_batch_norm(inp, _channel(x["scale"]), _channel(x["bias"]),
+                                                       next_mean, next_var, True, momentum, eps)
+    out = {"y": y.to(ctx.out_dtype(node, "y"))}
+    for port, value in (("mean", mean), ("inv_variance", invstd), ("next_running_mean", next_mean),
+                        ("next_running_variance", next_var)):
+        if node.outputs.get(port) is not None and value is not None:
+            out[port] = value.reshape(stat_shape).to(ctx.out_dtype(node, port))
+    return out
+
+
+def batchnorm_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    if node.inputs.get("peer_stats"):
+        raise UnsupportedError(f"batchnorm backward {node.name!r}: peer stats are not supported")
+    dy, inp = x["dy"], x["x"]
+    if ctx.cpu or dy.dtype != inp.dtype:
+        dy, inp = f32(dy), f32(inp)
+    c = inp.shape[1]
+    stat_shape = [1, c] + [1] * (inp.dim() - 2)
+    mean, inv = _channel(x.get("mean")), _channel(x.get("inv_variance"))
+    if mean is None or inv is None:
+        axes = [0, *range(2, inp.dim())]
+        xf = f32(inp)
+        mean = xf.mean(dim=axes)
+        inv = torch.rsqrt(xf.var(dim=axes, unbiased=False) + 1e-5)
+    dx, dscale, dbias = torch.ops.aten.native_batch_norm_backward(
+        dy, inp, _channel(x["scale"]), None, None, mean, inv, True, 0.0, [True, True, True])
+    out = {"dx": dx.to(ctx.out_dtype(node, "dx"))}
+    for port, value in (("dscale", dscale), ("dbias", dbias)):
+        if node.outputs.get(port) is not None:
+            out[port] = value.reshape(stat_shape).to(ctx.out_dtype(node, port))
+    return out
+
+
+def layernorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    count = node.params.get("normalized_dim_count")
+    inp = f32(x["x"])
+    if not isinstance(count, int) or not 1 <= count <= inp.dim():
+        raise UnsupportedError(f"layernorm {node.name!r}: normalized_dim_count {count!r} is not usable")
+    norm_shape = list(inp.shape[inp.dim() - count:])
+    scale = None if x.get("scale") is None else f32(x["scale"]).reshape(norm_shape)
+    bias = None if x.get("bias") is None else f32(x["bias"]).reshape(norm_shape)
+    y, mean, rstd = torch.ops.aten.native_layer_norm(inp, norm_shape, scale, bias, ctx.scalar(node, "epsilon"))
+    out = {"y": y.to(ctx.out_dtype(node, "y"))}
+    if norm_forward_phase(node) != "INFERENCE":
+        for port, value in (("mean", mean), ("inv_variance", rstd)):
+            if node.outputs.get(port) is not None:
+                out[port] = value.reshape(ctx.out_dims(node, port)).to(ctx.out_dtype(node, port))
+    return out
+
+
+def rmsnorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm_start_axis
+
+    inp = f32(x["x"])
+    count = node.params.get("normalized_dim_count")
+    inv_uid = node.outputs.get("inv_rms")
+    if count is None and inv_uid is not None:
+        stats = graph.by_uid[inv_uid].dims
+        reduced = [a for a, (xd, sd) in enumerate(zip(inp.shape, stats)) if sd == 1 and xd > 1]
+        if reduced and reduced == list(range(reduced[0], inp.dim())):
+            count = inp.dim() - reduced[0]
+    scale = f32(x["scale"])
+    start = rmsnorm_start_axis(tuple(inp.shape), tuple(scale.shape), count)
+    axes = list(range(start, inp.dim()))
+    inv = torch.rsqrt(inp.pow(2).mean(dim=axes, keepdim=True) + ctx.scalar(node, "epsilon"))
+    y = inp * inv * scale.reshape([1] * (inp.dim() - scale.dim()) + list(scale.shape))
+    if x.get("bias") is not None:
+        bias = f32(x["bias"])
+        y = y + bias.reshape([1] * (inp.dim() - bias.dim()) + list(bias.shape))
+    out = {"y": y.to(ctx.out_dtype(node, "y"))}
+    if inv_uid is not None and norm_forward_phase(node) != "INFERENCE":
+        out["inv_rms"] = inv.to(ctx.out_dtype(node, "inv_rms"))
+    return out
