@@ -196,6 +196,63 @@ def matmul_bias_gelu(a_dims, b_dims) -> Recipe:
     return make
 
 
+def _bshd(b: GraphBuilder, name: str, batch: int, heads: int, seq: int, d: int):
+    """A BHSD tensor stored BSHD (heads interleaved per token), as LLM frameworks lay q/k/v out."""
+    return b.tensor(name, [batch, heads, seq, d], strides=[seq * heads * d, d, heads * d, 1])
+
+
+def sdpa(batch, hq, hkv, sq, skv, d_qk, d_v=None, *, bshd=True, mask=None, lengths=False, sink=False,
+         stats=False, pages=None, **opts) -> Recipe:
+    """Attention forward. ``mask``: "additive" [1, 1, Sq, Skv] or "boolean" [B, 1, Sq, Skv];
+    ``lengths``: per-sequence seq_len_q / seq_len_kv ([B, 1, 1, 1] int32); ``pages``:
+    (page_size, total pages) for paged K/V with max_seq_len_kv = skv."""
+    d_v = d_v or d_qk
+
+    def make(b: GraphBuilder) -> None:
+        qkv = _bshd if bshd else (lambda b_, n, bb, h, s, d: b_.tensor(n, [bb, h, s, d]))
+        q = qkv(b, "query", batch, hq, sq, d_qk)
+        if pages is None:
+            k, v = qkv(b, "key", batch, hkv, skv, d_qk), qkv(b, "value", batch, hkv, skv, d_v)
+            paged = {}
+        else:
+            page, total = pages
+            k = b.tensor("key_cache", [total, hkv, page, d_qk])
+            v = b.tensor("value_cache", [total, hkv, page, d_v])
+            per_seq = -(-skv // page)
+            paged = {"page_table_k": b.tensor("page_table_k", [batch, 1, per_seq, 1], dtype="int32"),
+                     "page_table_v": b.tensor("page_table_v", [batch, 1, per_seq, 1], dtype="int32"),
+                     "max_seq_len_kv": skv}
+        extra = {}
+        if mask == "additive":
+            extra["attn_mask"] = b.tensor("attention_bias", [1, 1, sq, skv])
+        elif mask == "boolean":
+            extra["attn_mask"] = b.tensor("attention_mask", [batch, 1, sq, skv], dtype="boolean")
+        if lengths:
+            extra["seq_len_q"] = b.tensor("seq_len_q", [batch, 1, 1, 1], dtype="int32")
+            extra["seq_len_kv"] = b.tensor("seq_len_kv", [batch, 1, 1, 1], dtype="int32")
+        if sink:
+            extra["sink"] = b.tensor("sink_logits", [1, hq, 1, 1], dtype="float")
+        b.sdpa(q, k, v, stats=stats, **paged, **extra, **opts)
+    return make
+
+
+def sdpa_backward(batch, hq, hkv, s, d_qk, d_v=None, *, lengths=False, **opts) -> Recipe:
+    """Attention backward; o and stats are inputs (the harness computes them from q, k, v)."""
+    d_v = d_v or d_qk
+
+    def make(b: GraphBuilder) -> None:
+        q, k = _bshd(b, "query", batch, hq, s, d_qk), _bshd(b, "key", batch, hkv, s, d_qk)
+        v = _bshd(b, "value", batch, hkv, s, d_v)
+        o, do = _bshd(b, "output", batch, hq, s, d_v), _bshd(b, "grad_output", batch, hq, s, d_v)
+        stats = b.tensor("stats", [batch, hq, s, 1], dtype="float")
+        extra = {}
+        if lengths:
+            extra["seq_len_q"] = b.tensor("seq_len_q", [batch, 1, 1, 1], dtype="int32")
+            extra["seq_len_kv"] = b.tensor("seq_len_kv", [batch, 1, 1, 1], dtype="int32")
+        b.sdpa_backward(q, k, v, o, do, stats, **extra, **opts)
+    return make
+
+
 SMALL: dict[str, Recipe] = {
     "conv/conv_fwd_nchw": conv_fwd([2, 8, 12, 12], [16, 8, 3, 3], pad=1),
     "conv/conv_fwd_nhwc_stride2": conv_fwd([2, 8, 12, 12], [16, 8, 3, 3], "NHWC", pad=1, stride=2),
@@ -228,6 +285,23 @@ SMALL: dict[str, Recipe] = {
     "reduction/reduce_max_rows": reduction("max", [64, 256], [64, 1]),
     "fused/conv_bias_relu_nhwc": conv_bias_relu([2, 8, 12, 12], [16, 8, 3, 3], pad=1),
     "fused/matmul_bias_gelu": matmul_bias_gelu([64, 96], [96, 128]),
+    "attention/sdpa_mha": sdpa(2, 4, 4, 64, 64, 32),
+    "attention/sdpa_mha_bhsd_scale_default": sdpa(2, 4, 4, 48, 80, 32, bshd=False),
+    "attention/sdpa_gqa_causal": sdpa(2, 8, 2, 64, 64, 32, causal=True, scale=0.125),
+    "attention/sdpa_mqa_causal_bottom_right": sdpa(2, 4, 1, 48, 80, 32, causal=True, alignment="BOTTOM_RIGHT"),
+    "attention/sdpa_mla_dqk48_dv32_causal": sdpa(1, 4, 4, 64, 64, 48, 32, causal=True),
+    "attention/sdpa_sliding_window": sdpa(1, 4, 2, 96, 96, 32, causal=True, left_bound=16),
+    "attention/sdpa_sink_window_gqa": sdpa(1, 8, 2, 64, 64, 32, causal=True, left_bound=32, sink=True),
+    "attention/sdpa_varlen_causal": sdpa(4, 4, 2, 48, 48, 32, causal=True, lengths=True),
+    "attention/sdpa_paged_gqa": sdpa(3, 8, 2, 16, 64, 32, lengths=True, causal=True, alignment="BOTTOM_RIGHT",
+                                     pages=(16, 16)),
+    "attention/sdpa_additive_bias": sdpa(2, 2, 2, 32, 48, 32, mask="additive"),
+    "attention/sdpa_boolean_mask": sdpa(2, 2, 2, 32, 48, 32, mask="boolean"),
+    "attention/sdpa_training_stats": sdpa(2, 4, 2, 64, 64, 32, causal=True, stats=True),
+    "attention/sdpa_backward_mha": sdpa_backward(2, 4, 4, 64, 32),
+    "attention/sdpa_backward_gqa_causal": sdpa_backward(2, 8, 2, 64, 32, causal=True),
+    "attention/sdpa_backward_window": sdpa_backward(1, 4, 4, 96, 32, causal=True, left_bound=16),
+    "attention/sdpa_backward_varlen": sdpa_backward(3, 4, 2, 48, 32, causal=True, lengths=True),
 }
 
 # ------------------------------------------------------------------- perf set
@@ -263,6 +337,18 @@ PERF.update({
     "perf/norm/resnet50_batchnorm_backward_256x56x56": bn_backward([32, 256, 56, 56]),
     "perf/norm/llm_layernorm_8x2048x4096": layernorm([8, 2048, 4096]),
     "perf/norm/llm_rmsnorm_8x2048x4096": rmsnorm([8, 2048, 4096]),
+    # LLM attention: prefill (causal, s 4096) and decode (one query against a 4096-token cache)
+    "perf/attention/llama3_8b_prefill_s4096": sdpa(1, 32, 8, 4096, 4096, 128, causal=True),
+    "perf/attention/llama3_70b_prefill_s4096": sdpa(1, 64, 8, 4096, 4096, 128, causal=True),
+    "perf/attention/llama3_8b_decode_b16_kv4096": sdpa(16, 32, 8, 1, 4096, 128),
+    "perf/attention/llama3_8b_decode_paged_b16_kv4096": sdpa(16, 32, 8, 1, 4096, 128, lengths=True,
+                                                             pages=(64, 16 * 64)),
+    "perf/attention/qwen3_30b_a3b_prefill_s4096": sdpa(1, 32, 4, 4096, 4096, 128, causal=True),
+    "perf/attention/deepseek_v3_mla_prefill_s4096": sdpa(1, 128, 128, 4096, 4096, 192, 128, causal=True,
+                                                         scale=0.1352337788608801),
+    "perf/attention/gpt_oss_window128_sink_s4096": sdpa(1, 64, 8, 4096, 4096, 64, causal=True,
+                                                        left_bound=128, sink=True),
+    "perf/attention/llama3_8b_prefill_s4096_backward": sdpa_backward(1, 32, 8, 4096, 128, causal=True),
 })
 
 
