@@ -100,6 +100,11 @@ class BuiltGraph:
                                    data_type=getattr(dt, t.dtype), is_pass_by_value=t.is_scalar, uid=t.uid)
         for op in plan.ops:
             kw: dict[str, Any] = {k: made[v] for k, v in op.tensors.items() if v is not None}
+            for kwarg, key in op.output_kwargs.items():   # outputs the method takes as arguments
+                decl = plan.output(key)
+                made[key] = g.tensor(name=decl.name, dim=list(decl.dims), stride=list(decl.strides),
+                                     data_type=getattr(dt, decl.dtype), uid=decl.uid).set_output(True)
+                kw[kwarg] = made[key]
             kw.update({k: _enum(cudnn, v) if isinstance(v, EnumValue) else v for k, v in op.attrs.items()})
             if op.compute:
                 kw["compute_data_type"] = getattr(dt, op.compute)

@@ -1,15 +1,119 @@
-"""Attention -> ``sdpa`` / ``sdpa_backward`` (filled in below)."""
+"""Attention -> cuDNN frontend ``sdpa`` / ``sdpa_backward``.
+
+The hipDNN node's meaning comes from ``graph.attention.config``; this module says it
+in the frontend's words (kwarg names as in nvidia-cudnn-frontend 1.32's
+``cudnn/_sdpa_validate.py`` and its pybind): ``attn_scale`` (float or by-value tensor),
+``bias`` (additive only: cuDNN rejects boolean bias), ``use_padding_mask`` with
+``seq_len_q`` / ``seq_len_kv`` as [B, 1, 1, 1] int32, ``diagonal_alignment`` with
+``diagonal_band_right_bound`` (0 = causal) and ``diagonal_band_left_bound`` (the window
+length, the same number hipDNN's left_bound holds), ``paged_attention_k_table`` /
+``_v_table`` as [B, 1, pages, 1] int32 with ``paged_attention_max_seq_len_kv``, and
+``sink_token`` as [1, H, 1, 1] float. score_max / score_sum_exp and dBias are
+outputs the frontend takes as arguments (``output_kwargs``).
+
+What cuDNN cannot say is refused here with the reason, before any library call:
+dropout (another RNG stream than hipDNN's), fp8 ports, ALiBi (not modelled by the
+reference), boolean masks, int64 lengths or page tables.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
 from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph import attention
 from hipdnn_trace.graph.model import Node
 
 
+def _refuse(cfg: attention.AttentionConfig, node: Node) -> None:
+    what = f"{node.op} {node.name!r}"
+    if cfg.dropout:
+        raise UnsupportedError(f"{what}: dropout needs hipDNN's RNG stream; cuDNN's Philox draws other "
+                               "numbers, so the output could not be validated")
+    if cfg.fp8:
+        raise UnsupportedError(f"{what}: fp8 attention (descale/scale/amax ports) is not mapped to sdpa_fp8")
+    if cfg.alibi:
+        raise UnsupportedError(f"{what}: alibi_mask is not modelled by the float64 reference")
+    if node.inputs.get("block_mask") is not None:
+        raise UnsupportedError(f"{what}: block_mask is not mapped")
+    if cfg.mask_kind == "boolean":
+        raise UnsupportedError(f"{what}: cuDNN takes an additive bias only ('Bias mask data type cannot be "
+                               "boolean')")
+    if cfg.backward and cfg.paged:
+        raise UnsupportedError(f"{what}: cuDNN's sdpa_backward has no paged K/V")
+
+
+def _int32(b: _Builder, node: Node, port: str, dims: list[int]) -> str:
+    t = b.graph.by_uid[node.inputs[port]]   # type: ignore[index]
+    if t.data_type != "int32":
+        raise UnsupportedError(f"{node.op} {node.name!r}: cuDNN takes {port} as int32, not {t.data_type}")
+    return b.reshaped(t.uid, dims, port)
+
+
+def _common(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> tuple[dict[str, str | None], dict[str, Any]]:
+    """Tensors and attributes both directions share: scale, bias, lengths, masks, sinks."""
+    i = node.inputs
+    tensors: dict[str, str | None] = {"q": b.tensor(i["q"], "q"), "k": b.tensor(i["k"], "k"),   # type: ignore[arg-type]
+                                      "v": b.tensor(i["v"], "v")}                                # type: ignore[arg-type]
+    attrs: dict[str, Any] = {}
+    if cfg.scale is not None:
+        attrs["attn_scale"] = float(cfg.scale)
+    else:
+        tensors["attn_scale"] = b.scalar(i["scale"], None, "scale")   # type: ignore[arg-type]
+    if cfg.mask_kind == "additive":
+        tensors["bias"] = b.tensor(i["attn_mask"], "attn_mask")       # type: ignore[arg-type]
+    if cfg.padded:
+        if i.get("seq_len_q") is None or i.get("seq_len_kv") is None:
+            raise UnsupportedError(f"{node.op} {node.name!r}: cuDNN's padding mask needs both seq_len_q and "
+                                   "seq_len_kv")
+        attrs["use_padding_mask"] = True
+        tensors["seq_len_q"] = _int32(b, node, "seq_len_q", [cfg.batch, 1, 1, 1])
+        tensors["seq_len_kv"] = _int32(b, node, "seq_len_kv", [cfg.batch, 1, 1, 1])
+    if cfg.right_bound is not None or cfg.left_bound is not None:
+        align = "BOTTOM_RIGHT" if cfg.bottom_right else "TOP_LEFT"
+        attrs["diagonal_alignment"] = EnumValue("diagonal_alignment", align)
+        if cfg.right_bound is not None:
+            attrs["diagonal_band_right_bound"] = int(cfg.right_bound)
+        if cfg.left_bound is not None:
+            attrs["diagonal_band_left_bound"] = int(cfg.left_bound)
+    if cfg.sink:
+        tensors["sink_token"] = b.reshaped(i["sink_token"], [1, cfg.heads_q, 1, 1], "sink_token")   # type: ignore[arg-type]
+    return tensors, attrs
+
+
 def sdpa(b: _Builder, node: Node) -> None:
-    raise UnsupportedError("not yet")
+    cfg = attention.config(node, b.graph)
+    _refuse(cfg, node)
+    tensors, attrs = _common(b, node, cfg)
+    i, o = node.inputs, node.outputs
+    if cfg.paged:
+        pages = [cfg.batch, 1, cfg.pages_per_seq, 1]
+        tensors["paged_attention_k_table"] = _int32(b, node, "page_table_k", pages)
+        tensors["paged_attention_v_table"] = _int32(b, node, "page_table_v", pages)
+        attrs["paged_attention_max_seq_len_kv"] = int(cfg.seq_kv)
+    stats_uid = o.get("stats")
+    attrs["generate_stats"] = stats_uid is not None
+    out_kwargs = {kw: b.output(o[port]) for port, kw in (("max", "score_max"), ("sum_exp", "score_sum_exp"))
+                  if o.get(port) is not None}
+    outs = [b.output(o["o"]), b.output(stats_uid) if stats_uid is not None else None]
+    del i
+    b.call(node, "sdpa", tensors, outs, attrs, output_kwargs=out_kwargs)
 
 
 def sdpa_backward(b: _Builder, node: Node) -> None:
-    raise UnsupportedError("not yet")
+    cfg = attention.config(node, b.graph)
+    _refuse(cfg, node)
+    tensors, attrs = _common(b, node, cfg)
+    i, o = node.inputs, node.outputs
+    tensors.update({"o": b.tensor(i["o"], "o"), "dO": b.tensor(i["do"], "do"),       # type: ignore[arg-type]
+                    "stats": b.tensor(i["stats"], "stats")})                         # type: ignore[arg-type]
+    out_kwargs = {}
+    if o.get("dbias") is not None:
+        out_kwargs["dBias"] = b.output(o["dbias"])
+    if o.get("dsink_token") is not None:
+        out_kwargs["dSink_token"] = b.reshaped(o["dsink_token"], [1, cfg.heads_q, 1, 1], "dsink_token",  # type: ignore[arg-type]
+                                               output=True)
+    outs = [b.output(o["dq"]), b.output(o["dk"]), b.output(o["dv"])]
+    b.call(node, "sdpa_backward", tensors, outs, attrs, output_kwargs=out_kwargs)

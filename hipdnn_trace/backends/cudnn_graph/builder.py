@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from hipdnn_trace.backends.cudnn_graph.geometry import (
     ELEMENTWISE_TYPES,
     channels_last_permutation,
@@ -212,13 +214,37 @@ class _Builder:
         return decl.key
 
     def call(self, node: Node, method: str, tensors: Mapping[str, str | None], outputs: Sequence[str | None],
-             attrs: Mapping[str, Any] | None = None, suffix: str = "") -> None:
+             attrs: Mapping[str, Any] | None = None, suffix: str = "",
+             output_kwargs: Mapping[str, str] | None = None) -> None:
         compute = node.compute_data_type
         self.plan.ops.append(OpCall(
             method=method, name=f"{node.name}{suffix}", tensors=dict(tensors), attrs=dict(attrs or {}),
             outputs=tuple(outputs), compute=None if compute in ("unset", "", None) else _dtype(compute, node.name),
-            node=node.name,
+            node=node.name, output_kwargs=dict(output_kwargs or {}),
         ))
+
+    def reshaped(self, uid: int, dims: Sequence[int], what: str, *, output: bool = False) -> str:
+        """Key of hipDNN tensor ``uid`` declared with other dims of the same packed memory
+        (a [B] length vector as cuDNN's [B, 1, 1, 1]); UnsupportedError when the memory differs."""
+        from hipdnn_trace.graph.layout import packed_strides
+
+        t = self.graph.by_uid[uid]
+        live = [(d, s) for d, s in zip(t.dims, t.strides) if d > 1]
+        packed = [(d, s) for d, s in zip(t.dims, packed_strides(t.dims)) if d > 1]
+        if live != packed or t.numel != int(np.prod(dims)):
+            raise UnsupportedError(f"{what} {t.name!r}: dims {list(t.dims)} / strides {list(t.strides)} are not "
+                                   f"a packed {list(dims)} tensor as cuDNN takes it")
+        strides = packed_strides(dims)
+        key = f"t{uid}"
+        if output:
+            decl = OutputDecl(key, self.uid(), t.name, tuple(dims), tuple(strides),
+                              _dtype(t.data_type, f"tensor {t.name!r}"), virtual=t.virtual, hipdnn_uid=uid)
+            self.plan.outputs.append(decl)
+        else:
+            self.plan.inputs.append(TensorDecl(key, self.uid(), t.name, tuple(dims), tuple(strides),
+                                               _dtype(t.data_type, f"tensor {t.name!r}"), hipdnn_uid=uid))
+        self._keys[uid] = key
+        return key
 
 
 def _scalar_dtype(t: Tensor) -> str:

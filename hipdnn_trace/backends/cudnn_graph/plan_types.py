@@ -69,6 +69,8 @@ class OpCall:
     tensors: Mapping[str, str | None]     # kwarg -> tensor key (None: not passed)
     attrs: Mapping[str, Any]
     outputs: tuple[str | None, ...]       # output keys in the method's return order
+    output_kwargs: Mapping[str, str] = field(default_factory=dict)   # kwarg -> output key made before the
+                                          # call and passed in (sdpa's score_max, sdpa_backward's dBias)
     compute: str | None = None
     node: str = ""
 
