@@ -298,10 +298,10 @@ SMALL: dict[str, Recipe] = {
     "attention/sdpa_additive_bias": sdpa(2, 2, 2, 32, 48, 32, mask="additive"),
     "attention/sdpa_boolean_mask": sdpa(2, 2, 2, 32, 48, 32, mask="boolean"),
     "attention/sdpa_training_stats": sdpa(2, 4, 2, 64, 64, 32, causal=True, stats=True),
-    "attention/sdpa_backward_mha": sdpa_backward(2, 4, 4, 64, 32),
-    "attention/sdpa_backward_gqa_causal": sdpa_backward(2, 8, 2, 64, 32, causal=True),
+    "attention/sdpa_backward_mha": sdpa_backward(1, 4, 4, 64, 32),
+    "attention/sdpa_backward_gqa_causal": sdpa_backward(1, 8, 2, 48, 32, causal=True),
     "attention/sdpa_backward_window": sdpa_backward(1, 4, 4, 96, 32, causal=True, left_bound=16),
-    "attention/sdpa_backward_varlen": sdpa_backward(3, 4, 2, 48, 32, causal=True, lengths=True),
+    "attention/sdpa_backward_varlen": sdpa_backward(3, 4, 2, 40, 32, causal=True, lengths=True),
 }
 
 # ------------------------------------------------------------------- perf set
