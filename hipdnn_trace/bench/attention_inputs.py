@@ -115,3 +115,30 @@ def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np
                 t = graph.by_uid[uid]
                 out[uid] = round_to(fwd[key].reshape(t.dims), t.data_type)
     return out
+
+
+def undefined_elements(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """Per output uid, a boolean mask of elements outside every sequence's real length.
+
+    With per-sequence lengths an attention output has no defined value in rows past
+    ``seq_len_q`` (o, stats, dq) or ``seq_len_kv`` (dk, dv): seen on an H100, cuDNN 9.19's
+    fp32 engine leaves them unwritten while its bf16 flash engine writes zeros. They are
+    excluded from validation (and counted in its message), not compared against zero.
+    """
+    out: dict[int, np.ndarray] = {}
+    for node in attention_nodes(graph):
+        cfg = attention.config(node, graph)
+        if not cfg.padded:
+            continue
+        values = {u: inputs[u] for u in node.input_uids() if u in inputs}
+        lq, lkv = attention.seq_lengths(node, graph, values)
+        rows_q = np.arange(cfg.seq_q)[None, :] >= np.asarray(lq)[:, None]        # [B, Sq]
+        rows_kv = np.arange(cfg.seq_kv)[None, :] >= np.asarray(lkv)[:, None]    # [B, Skv]
+        for port, rows in (("o", rows_q), ("stats", rows_q), ("max", rows_q), ("sum_exp", rows_q),
+                           ("dq", rows_q), ("dk", rows_kv), ("dv", rows_kv)):
+            uid = node.outputs.get(port)
+            if not isinstance(uid, int) or (cfg.paged and port in ("dk", "dv")):
+                continue
+            dims = graph.by_uid[uid].dims
+            out[uid] = np.broadcast_to(rows[:, None, :, None], (dims[0], dims[1], dims[2], dims[3])).copy()
+    return out

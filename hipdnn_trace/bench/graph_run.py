@@ -19,6 +19,7 @@ from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
+from hipdnn_trace.bench.attention_inputs import undefined_elements
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
@@ -236,7 +237,7 @@ def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict
             if settings.atol is None:
                 atol = scaled_atol(atol, values[uid])
             result = compare_tensor(c.outputs[uid], values[uid], atol=atol, rtol=rtol,
-                                    reference=run.reference.get(uid))
+                                    reference=run.reference.get(uid), ignore=run.undefined.get(uid))
             run.validation.append(ValidationRecord(
                 config=c.config.name, output_uid=uid, output=tensor.name, against=against,
                 dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,
@@ -300,6 +301,7 @@ def run_graph(
         run.status, run.error = ERROR, str(exc)
         return run
     run.flops = graph_flops(graph, inputs)
+    run.undefined = undefined_elements(graph, inputs)
     expected: dict[str, dict[int, np.ndarray]] = {}
     if settings.validate == "reference" and not run.skip_reference:
         reason = executor.check(graph)

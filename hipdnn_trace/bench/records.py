@@ -81,6 +81,7 @@ class GraphRun:
     notes: list[str] = field(default_factory=list)
     skip_reference: bool = False      # set when the float64 oracle would not fit in memory
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
+    undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined
 
     def graph_flops(self) -> float:
         """FLOPs of one execution: from the inputs when counted, else from the graph alone."""

@@ -40,6 +40,7 @@ class TensorComparison:
     rtol: float
     worst: list[Element] = field(default_factory=list)
     shape_problem: str | None = None
+    ignored: int = 0          # elements outside the output's defined region (padded attention rows)
 
     @property
     def passed(self) -> bool:
@@ -50,8 +51,10 @@ class TensorComparison:
         """One line: what failed and by how much."""
         if self.shape_problem:
             return self.shape_problem
+        skipped = f"; {self.ignored} padded element(s) not compared" if self.ignored else ""
         if self.passed:
-            return f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} within atol {self.atol:g} rtol {self.rtol:g}"
+            return (f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} within atol {self.atol:g} "
+                    f"rtol {self.rtol:g}{skipped}")
         parts = []
         if self.unwritten:
             parts.append(f"{self.unwritten} element(s) never written (still poisoned)")
@@ -60,7 +63,7 @@ class TensorComparison:
         if self.mismatches:
             parts.append(f"{self.mismatches}/{self.total} elements outside atol {self.atol:g} rtol {self.rtol:g}")
         worst = f"; worst at {list(self.worst_index)}" if self.worst_index is not None else ""
-        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{worst})"
+        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{worst}{skipped})"
 
 
 def compare_tensor(
@@ -71,8 +74,13 @@ def compare_tensor(
     rtol: float,
     reference: np.ndarray | None = None,
     top: int = TOP,
+    ignore: np.ndarray | None = None,
 ) -> TensorComparison:
-    """Compare logical arrays; ``reference`` (float64 oracle) is only reported, not judged."""
+    """Compare logical arrays; ``reference`` (float64 oracle) is only reported, not judged.
+
+    ``ignore`` (boolean, the output's shape) marks elements the op leaves undefined, such
+    as attention rows past a sequence's length: they are neither compared nor counted.
+    """
     if tuple(actual.shape) != tuple(expected.shape):
         return TensorComparison(int(np.prod(expected.shape)), 0, 0, 0, np.nan, np.nan, None, atol, rtol,
                                 shape_problem=f"shape {list(actual.shape)} differs from expected "
@@ -80,7 +88,14 @@ def compare_tensor(
     poisoned = unwritten_mask(actual)
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
-    total = a.size
+    ignored = 0
+    if ignore is not None and ignore.any():
+        keep = ~np.broadcast_to(ignore, a.shape)
+        ignored = int(a.size - keep.sum())
+        poisoned = poisoned & keep
+        a = np.where(keep, a, 0.0)
+        e = np.where(keep, e, 0.0)
+    total = a.size - ignored
     finite_a = np.isfinite(a)
     nonfinite_mask = ~finite_a & ~poisoned      # NaN/Inf in an output always fails
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -117,4 +132,5 @@ def compare_tensor(
         atol=atol,
         rtol=rtol,
         worst=worst,
+        ignored=ignored,
     )

@@ -191,7 +191,7 @@ def _sdpa_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray 
     cfg, kwargs = _attention_inputs(node, graph, x)
     dbias_uid = node.outputs.get("dbias")
     shape = tuple(graph.by_uid[dbias_uid].dims) if isinstance(dbias_uid, int) else None
-    out = ref.sdpa_backward(x["q"], x["k"], x["v"], x["do"], bias_shape=shape, **kwargs)
+    out = ref.sdpa_backward(x["q"], x["k"], x["v"], x["do"], bias_shape=shape, o=x.get("o"), **kwargs)
     result: dict[str, np.ndarray | None] = {"dq": out["dq"], "dk": out["dk"], "dv": out["dv"]}
     if "dbias" in out:
         result["dbias"] = out["dbias"]

@@ -13,10 +13,9 @@ one block of scores for a key/value head's query group, ``G * rows * Skv`` float
 values, stays under :data:`SCORE_BLOCK_BYTES` (64 MiB); keys a block cannot see
 (beyond a causal diagonal or outside a window) are not computed at all.
 
-The backward pass is the exact gradient of the forward as a function of q, k, v (and
-the additive bias and sinks): probabilities are recomputed in float64 from q and k,
-not read from the rounded O and stats a GPU kernel consumes, so the oracle carries
-no rounding of its own inputs' forward pass.
+The backward pass recomputes the probabilities in float64 from q and k (not from the
+rounded stats a GPU kernel reads) and forms ``D = rowsum(dO * O)`` from the O the op
+was given, which is how the backward op is defined (see :func:`sdpa_backward`).
 """
 
 from __future__ import annotations
@@ -247,11 +246,19 @@ def sdpa_backward(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, *, scale: float,
     masking: Masking = Masking(), bias: np.ndarray | None = None, allow: np.ndarray | None = None,
     sink: np.ndarray | None = None, bias_shape: tuple[int, ...] | None = None,
-    block_rows: int | None = None,
+    o: np.ndarray | None = None, block_rows: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Gradients of :func:`sdpa_forward` for output gradient ``do``: dq, dk, dv, and
-    ``dbias`` (summed down to ``bias_shape``, default the bias's shape) and ``dsink``."""
+    ``dbias`` (summed down to ``bias_shape``, default the bias's shape) and ``dsink``.
+
+    ``o``, when given, is the forward output the op received: the softmax-gradient term
+    ``D = rowsum(dO * O)`` is formed from it, as the backward op is defined (FlashAttention,
+    cuDNN) and as a kernel computes it. Without it, O is recomputed exactly. The two differ
+    by the rounding of O (a bf16 O moves D by ~2^-9 of sum|dO*O|), which on an H100 put
+    1 in 15000 bf16 dq elements outside tolerance until the reference used the given O.
+    """
     q, k, v, do = f64(q), f64(k), f64(v), f64(do)
+    o_given = None if o is None else f64(o)
     b_, hq, sq, dqk = q.shape
     _, hkv, skv, _ = k.shape
     g = _group(hq, hkv)
@@ -279,8 +286,8 @@ def sdpa_backward(
                     None if bias4 is None else bias4[b, heads, rs, cs],
                     None if allow4 is None else allow4[b, heads, rs, cs], sink_g)
                 vb, kb, dob = v[b, hk, cs], k[b, hk, cs], do[b, heads, rs]
-                o_exact = np.matmul(p, vb)                                  # [G, r, dv]
-                delta = np.sum(dob * o_exact, axis=-1)                      # [G, r]
+                o_rows = np.matmul(p, vb) if o_given is None else o_given[b, heads, rs]   # [G, r, dv]
+                delta = np.sum(dob * o_rows, axis=-1)                       # [G, r]
                 dp = np.matmul(dob, vb.T)                                   # [G, r, c]
                 ds = p * (dp - delta[..., None])                            # d(score incl. bias)
                 dv[b, hk, cs] += np.einsum("grc,grd->cd", p, dob)
