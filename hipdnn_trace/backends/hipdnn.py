@@ -49,8 +49,8 @@ from hipdnn_trace.backends.hipdnn_api import (
 )
 from hipdnn_trace.device.hip import HipEventTimer, make_hip_timer
 from hipdnn_trace.errors import ExecutionError, ToolMissingError, UnsupportedError, UserError
-from hipdnn_trace.graph import dtypes, layout
-from hipdnn_trace.graph.model import Graph, Tensor
+from hipdnn_trace.graph import attention, dtypes, layout
+from hipdnn_trace.graph.model import Graph, Node, Tensor
 from hipdnn_trace.graph.write import graph_to_json
 from hipdnn_trace.validate.poison import POISON_BYTE
 
@@ -70,6 +70,32 @@ HIPDNN_NODE_TYPES = frozenset({
 #: Bytes written between iterations for ``--cache cold``: more than the L2 and the
 #: MI300 Infinity Cache (256 MiB) together, so nothing of the last iteration survives.
 FLUSH_BYTES = 512 * 2**20
+
+
+
+#: Attention ports hipDNN's JSON carries (its sample graphs write every key, null when unset:
+#: sample_sdpa.json, sample_sdpa_backward.json @ 72505df3 / 63827a2a; docs/hipdnn-format.md 2.10).
+HIPDNN_ATTENTION_PORTS = {
+    attention.SDPA: frozenset(("q", "k", "v", "o", *attention.FWD_OPTIONAL_INPUTS, *attention.FWD_OPTIONAL_OUTPUTS)),
+    attention.SDPA_BACKWARD: frozenset(("q", "k", "v", "o", "do", "stats", "scale", "attn_mask", "seq_len_q",
+                                        "seq_len_kv", "seed", "offset", "dropout_mask", "dropout_scale",
+                                        "dropout_scale_inv", "dq", "dk", "dv", "dbias")),
+}
+
+
+def attention_support(node: Node) -> str | None:
+    """Why hipDNN cannot be handed this attention node (a port its schema lacks), or None.
+
+    Everything hipDNN's JSON can say is passed on: which SDPA features an installed
+    plugin executes is hipDNN's answer at graph build, reported as its own error.
+    """
+    known = HIPDNN_ATTENTION_PORTS.get(node.type)
+    if known is None:
+        return None
+    extra = sorted(p for p, u in {**node.inputs, **node.outputs}.items() if u is not None and p not in known)
+    if extra:
+        return f"hipDNN's {node.type} has no {', '.join(p + '_tensor_uid' for p in extra)}"
+    return None
 
 
 class PluginPathConflict(UserError):
@@ -422,6 +448,9 @@ class HipdnnBackend:
         for i, node in enumerate(graph.nodes):
             if node.type not in HIPDNN_NODE_TYPES:
                 return Support(False, f"node {i} ({node.name}): type {node.type!r} is not one hipDNN's JSON knows")
+            reason = attention_support(node)
+            if reason:
+                return Support(False, f"node {i} ({node.name}): {reason}")
         for t in graph.tensors:
             if t.virtual or t.is_value:
                 continue

@@ -133,7 +133,7 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict]) -> dict[
         "intermediate_data_type": graph.intermediate_data_type,
         "ops": [op_label(n) for n in graph.nodes],
         "nodes": [{"name": n.name, "type": n.type, "op": op_label(n),
-                   "flops": ops.node_flops(n, graph)} for n in graph.nodes],
+                   "flops": ops.node_flops(n, graph), "notes": ops.node_notes(n, graph)} for n in graph.nodes],
         "tensors": [
             {"uid": t.uid, "name": t.name, "role": tensor_role(graph, t), "data_type": t.data_type,
              "dims": list(t.dims), "strides": list(t.strides), "layout": t.layout,
@@ -176,6 +176,10 @@ def render_text(info: dict[str, Any]) -> str:
         f"  ops        {', '.join(info['ops'])}",
         f"  cost       {_si(info['flops'], 'FLOP')}, {_si(info['bytes'], 'B')} moved (minimum), "
         f"{'n/a' if ai is None else f'{ai:.3g}'} FLOP/B",
+    ]
+    for node in info["nodes"]:
+        lines += [f"  note       {note}" for note in node.get("notes", [])]
+    lines += [
         "  tensors",
     ]
     rows = [["uid", "name", "role", "dtype", "dims", "strides", "layout"]]

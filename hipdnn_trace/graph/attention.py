@@ -73,6 +73,7 @@ class AttentionConfig:
     page_size: int = 0
     pages_per_seq: int = 0
     pages: int = 0
+    ragged_batch: int = 0             # >0: page tables / lengths list this many sequences packed in q's rows
     mask_kind: str | None = None      # "additive" | "boolean" | None
     sink: bool = False
     dropout: bool = False
@@ -130,12 +131,14 @@ def config(node: Node, graph: Graph) -> AttentionConfig:
     backward = node.type == SDPA_BACKWARD
     b, hq, sq, dqk = q.dims
     paged = node.inputs.get("page_table_k") is not None
-    page_size = pages_per_seq = pages = 0
+    page_size = pages_per_seq = pages = ragged = 0
     if paged:
         table = port_tensor(node, graph, "page_table_k")
         assert table is not None
         pages, _, page_size, _ = k.dims
-        pages_per_seq = table.numel // b
+        rows = table.dims[0]
+        ragged = rows if rows != b else 0
+        pages_per_seq = table.numel // rows
         skv = _int_option(node, "max_seq_len_kv") or pages_per_seq * page_size
     else:
         skv = k.dims[2]
@@ -159,7 +162,7 @@ def config(node: Node, graph: Graph) -> AttentionConfig:
         left_bound=left if left is not None and left >= 0 else None,
         right_bound=right if right is not None and right >= 0 else (0 if causal else None),
         padded=_lengths_given(node), paged=paged, page_size=page_size, pages_per_seq=pages_per_seq,
-        pages=pages, mask_kind=mask_kind, sink=node.inputs.get("sink_token") is not None,
+        pages=pages, ragged_batch=ragged, mask_kind=mask_kind, sink=node.inputs.get("sink_token") is not None,
         dropout=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in DROPOUT_PORTS)
         or (isinstance(dropout_p, (int, float)) and not isinstance(dropout_p, bool) and dropout_p > 0),
         fp8=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in FP8_PORTS),
@@ -266,7 +269,7 @@ def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
             continue
         if t.data_type not in ("int32", "int64"):
             problems.append((port_path(node, port), f"sequence lengths must be int32 or int64, got {t.data_type}"))
-        elif not _per_batch(t, b):
+        elif not _per_batch(t, b) and not _per_batch(t, _table_rows(node, graph, b)):
             problems.append((port_path(node, port), f"dims {_dims(t)}: expected one length per batch entry "
                              f"([{b}] or [{b}, 1, 1, 1])"))
     mask = port_tensor(node, graph, "attn_mask")
@@ -291,28 +294,39 @@ def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     return problems
 
 
+def _table_rows(node: Node, graph: Graph, b: int) -> int:
+    """Sequences a paged node's page table lists (q's batch unless q packs several)."""
+    table = port_tensor(node, graph, "page_table_k")
+    return table.dims[0] if table is not None else b
+
+
 def _paged_problems(node: Node, graph: Graph, b: int, k: Tensor) -> list[tuple[str, str]]:
     problems = []
+    rows = _table_rows(node, graph, b)
+    seq_q = port_tensor(node, graph, "seq_len_q")
+    if rows != b and (seq_q is None or seq_q.numel != rows):
+        return [(port_path(node, "page_table_k"), f"{rows} page-table rows but q's batch is {b} and no "
+                 f"seq_len_q lists {rows} sequences")]
     max_kv = _int_option(node, "max_seq_len_kv")
     for port in ("page_table_k", "page_table_v"):
         t = port_tensor(node, graph, port)
         assert t is not None
         if t.data_type not in ("int32", "int64"):
             problems.append((port_path(node, port), f"page tables must be int32 or int64, got {t.data_type}"))
-        elif t.dims[0] != b or t.numel % b:
+        elif t.dims[0] != rows or t.numel % rows:
             problems.append((port_path(node, port), f"dims {_dims(t)}: expected [B, 1, pages_per_seq, 1] "
-                             f"with B = {b}"))
+                             f"with B = {rows}"))
     if problems:
         return problems
     table = port_tensor(node, graph, "page_table_k")
     assert table is not None
-    capacity = table.numel // b * k.dims[2]
+    capacity = table.numel // rows * k.dims[2]
     if max_kv is None:
         problems.append((option_path(node, "max_seq_len_kv", "attributes"),
                          "paged attention needs max_seq_len_kv (the longest key sequence)"))
     elif max_kv > capacity:
         problems.append((option_path(node, "max_seq_len_kv", "attributes"),
-                         f"{max_kv} is more than the {table.numel // b} pages x {k.dims[2]} tokens a "
+                         f"{max_kv} is more than the {table.numel // rows} pages x {k.dims[2]} tokens a "
                          "sequence's page table can hold"))
     return problems
 
@@ -416,3 +430,13 @@ SPECS: tuple[OpSpec, ...] = (
            optional_inputs=BWD_OPTIONAL_INPUTS, optional_outputs=BWD_OPTIONAL_OUTPUTS,
            options=dict.fromkeys(BWD_OPTIONS, "parameters"), check=check, flops=flops, notes=notes, flops_use_values=True),
 )
+
+
+def layout_refusal(cfg: AttentionConfig, node: Node) -> str | None:
+    """A layout no backend here models, with the reason (the same words everywhere)."""
+    if cfg.ragged_batch:
+        return (f"{node.op} {node.name!r}: the page tables and seq_len_q list {cfg.ragged_batch} sequences "
+                f"while q's batch is {cfg.batch}: queries packed several sequences to a batch row (THD/ragged) "
+                "are not modelled; hipDNN's rule for where each sequence's rows start could not be confirmed "
+                "from its schema or reference (docs/hipdnn-format.md 3.10)")
+    return None

@@ -29,6 +29,9 @@ from hipdnn_trace.graph.model import Node
 
 def _refuse(cfg: attention.AttentionConfig, node: Node) -> None:
     what = f"{node.op} {node.name!r}"
+    layout = attention.layout_refusal(cfg, node)
+    if layout:
+        raise UnsupportedError(layout)
     if cfg.dropout:
         raise UnsupportedError(f"{what}: dropout needs hipDNN's RNG stream; cuDNN's Philox draws other "
                                "numbers, so the output could not be validated")

@@ -202,6 +202,9 @@ def _sdpa_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray 
 
 def attention_refusal(cfg: attention.AttentionConfig, node: Node) -> str | None:
     """Why the float64 reference does not compute this attention node, or None."""
+    layout = attention.layout_refusal(cfg, node)
+    if layout:
+        return layout
     if cfg.dropout:
         return (f"{node.op} {node.name!r}: dropout needs hipDNN's RNG stream (Philox seed/offset "
                 "as its kernels draw it); the reference computes attention without dropout only")

@@ -40,6 +40,9 @@ SDPA_BACKENDS = {"default": None, "flash": "FLASH_ATTENTION", "efficient": "EFFI
 def attention_refusal(node: Node, graph: Graph) -> str | None:
     """Why torch cannot run this attention node, or None."""
     cfg = attention.config(node, graph)
+    layout = attention.layout_refusal(cfg, node)
+    if layout:
+        return layout
     if cfg.dropout:
         return (f"{node.op} {node.name!r}: dropout needs hipDNN's RNG stream; torch's dropout draws "
                 "other numbers, so its output could not be validated")
@@ -193,9 +196,67 @@ def sdpa(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tenso
     return result
 
 
+def _composite_backward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: Ctx
+                        ) -> dict[str, torch.Tensor]:
+    """The backward of the float32 composite written out, with D = rowsum(dO * O) from the
+    O the node was given (the op's definition; autograd would use its own O)."""
+    q, k, v = x["q"].float(), x["k"].float(), x["v"].float()        # type: ignore[union-attr]
+    do, o = x["do"].float(), x["o"].float()                          # type: ignore[union-attr]
+    scale = _scale(cfg, node, ctx)
+    keep, _ = _keep_mask(cfg, x, q.device) if _needs_mask(cfg) else (None, None)
+    if cfg.mask_kind == "boolean" and x.get("attn_mask") is not None:
+        keep = x["attn_mask"].bool() if keep is None else keep & x["attn_mask"].bool()   # type: ignore[union-attr]
+    bias = x.get("attn_mask") if cfg.mask_kind == "additive" else None
+    sink = x.get("sink_token")
+    kr = k.repeat_interleave(cfg.group, dim=1) if cfg.group > 1 else k
+    vr = v.repeat_interleave(cfg.group, dim=1) if cfg.group > 1 else v
+    fwd = _composite(cfg, q, k, v, scale, keep, bias, sink, None)
+    s = torch.matmul(q, kr.transpose(-1, -2)) * scale
+    if bias is not None:
+        s = s + bias.float()
+    if keep is not None:
+        s = s.masked_fill(~keep, float("-inf"))
+    stats = fwd["stats"]
+    p = torch.where(torch.isfinite(stats), torch.exp(s - torch.where(torch.isfinite(stats), stats,
+                                                                       torch.zeros_like(stats))),
+                    torch.zeros_like(s))
+    delta = (do * o).sum(dim=-1, keepdim=True)
+    ds = p * (torch.matmul(do, vr.transpose(-1, -2)) - delta)
+    dq = scale * torch.matmul(ds, kr)
+    dk = scale * torch.matmul(ds.transpose(-1, -2), q)
+    dv = torch.matmul(p.transpose(-1, -2), do)
+    if cfg.group > 1:
+        b_, _, skv, _ = k.shape
+        dk = dk.reshape(b_, cfg.heads_kv, cfg.group, skv, -1).sum(dim=2)
+        dv = dv.reshape(b_, cfg.heads_kv, cfg.group, skv, -1).sum(dim=2)
+    out = {"dq": dq.to(ctx.out_dtype(node, "dq")), "dk": dk.to(ctx.out_dtype(node, "dk")),
+           "dv": dv.to(ctx.out_dtype(node, "dv"))}
+    if node.outputs.get("dbias") is not None:
+        dims = ctx.out_dims(node, "dbias")
+        db = ds
+        for axis, size in enumerate(dims):
+            if size == 1 and db.shape[axis] != 1:
+                db = db.sum(dim=axis, keepdim=True)
+        out["dbias"] = db.reshape(dims).to(ctx.out_dtype(node, "dbias"))
+    if node.outputs.get("dsink_token") is not None and sink is not None:
+        p_sink = torch.exp(sink.float().reshape(1, -1, 1, 1) - torch.where(torch.isfinite(stats), stats,
+                                                                            torch.zeros_like(stats)))
+        dsink = -(p_sink * delta).sum(dim=(0, 2, 3))
+        out["dsink_token"] = dsink.reshape(ctx.out_dims(node, "dsink_token")).to(ctx.out_dtype(node, "dsink_token"))
+    return out
+
+
 def sdpa_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
-    """dq, dk, dv (and dbias, dsink) by autograd through the forward (O and stats unused)."""
+    """dq, dk, dv (and dbias, dsink): autograd through torch's SDPA where it can say the
+    graph (its kernels use their own O and LSE); the explicit composite backward, which
+    reads the given O, for sinks, per-sequence lengths and the CPU."""
     cfg = attention.config(node, graph)
+    if cfg.sink or cfg.padded or ctx.cpu:
+        return _composite_backward(cfg, node, x, ctx)
+    return _autograd_backward(cfg, node, x, ctx)
+
+
+def _autograd_backward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
     q = x["q"].detach().requires_grad_(True)          # type: ignore[union-attr]
     k = x["k"].detach().requires_grad_(True)          # type: ignore[union-attr]
     v = x["v"].detach().requires_grad_(True)          # type: ignore[union-attr]
@@ -205,8 +266,7 @@ def sdpa_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, to
     if x.get("sink_token") is not None:
         sink = x["sink_token"].detach().float().requires_grad_(node.outputs.get("dsink_token") is not None)  # type: ignore[union-attr]
     with torch.enable_grad():
-        # per-sequence lengths leave rows with no key, whose gradients some SDPA kernels make NaN
-        out = _forward(cfg, node, x, ctx, q, k, v, bias, sink, cfg.sink or cfg.padded)["o"]
+        out = _forward(cfg, node, x, ctx, q, k, v, bias, sink, False)["o"]
         grads_of = [q, k, v] + [t for t in (bias, sink) if t is not None and t.requires_grad]
         grads = torch.autograd.grad(out, grads_of, grad_outputs=x["do"].to(out.dtype))  # type: ignore[union-attr]
     result = {"dq": grads[0].to(ctx.out_dtype(node, "dq")), "dk": grads[1].to(ctx.out_dtype(node, "dk")),
