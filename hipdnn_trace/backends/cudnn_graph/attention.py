@@ -86,6 +86,16 @@ def _common(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> tuple[di
     return tensors, attrs
 
 
+def _stats(b: _Builder, uid: int, cfg: attention.AttentionConfig, *, output: bool) -> str:
+    """Stats as cuDNN's [B, H, Sq, 1]: hipDNN graphs also write [B, H, Sq] (sample_sdpa_backward.json),
+    which lifting to rank 4 would turn into [1, B, H, Sq] (seen on an H100: every dq wrong)."""
+    t = b.graph.by_uid[uid]
+    want = (cfg.batch, cfg.heads_q, cfg.seq_q, 1)
+    if len(t.dims) == 4 and tuple(t.dims) == want:
+        return b.output(uid) if output else b.tensor(uid, "stats")   # type: ignore[return-value]
+    return b.reshaped(uid, list(want), "stats", output=output)
+
+
 def sdpa(b: _Builder, node: Node) -> None:
     cfg = attention.config(node, b.graph)
     _refuse(cfg, node)
@@ -100,7 +110,7 @@ def sdpa(b: _Builder, node: Node) -> None:
     attrs["generate_stats"] = stats_uid is not None
     out_kwargs = {kw: b.output(o[port]) for port, kw in (("max", "score_max"), ("sum_exp", "score_sum_exp"))
                   if o.get(port) is not None}
-    outs = [b.output(o["o"]), b.output(stats_uid) if stats_uid is not None else None]
+    outs = [b.output(o["o"]), _stats(b, stats_uid, cfg, output=True) if stats_uid is not None else None]
     del i
     b.call(node, "sdpa", tensors, outs, attrs, output_kwargs=out_kwargs)
 
@@ -111,7 +121,7 @@ def sdpa_backward(b: _Builder, node: Node) -> None:
     tensors, attrs = _common(b, node, cfg)
     i, o = node.inputs, node.outputs
     tensors.update({"o": b.tensor(i["o"], "o"), "dO": b.tensor(i["do"], "do"),       # type: ignore[arg-type]
-                    "stats": b.tensor(i["stats"], "stats")})                         # type: ignore[arg-type]
+                    "stats": _stats(b, i["stats"], cfg, output=False)})             # type: ignore[arg-type]
     out_kwargs = {}
     if o.get("dbias") is not None:
         out_kwargs["dBias"] = b.output(o["dbias"])
