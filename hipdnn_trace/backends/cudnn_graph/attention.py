@@ -96,9 +96,26 @@ def _stats(b: _Builder, uid: int, cfg: attention.AttentionConfig, *, output: boo
     return b.reshaped(uid, list(want), "stats", output=output)
 
 
+def float_intermediates(b: _Builder) -> None:
+    """SDPA's internal tensors (scores, mask, probabilities) in float, whatever the graph's
+    intermediate type says.
+
+    hipDNN's intermediate_data_type describes virtual tensors between nodes; inside one SDPA
+    node its reference computes in float. cuDNN applies the graph-level type to the fused
+    SDPA's internals: seen on an H100 (cuDNN 9.19, frontend 1.32), hipDNN's own graphs with
+    intermediate half/bfloat16 and an additive bias, a sliding window, or causal + padding
+    gave wrong outputs for nearly every element, and the same graphs with float intermediates
+    validate (docs/benchmarks.md, attention)."""
+    if b.plan.intermediate != "FLOAT":
+        b.plan.notes.append(f"attention: intermediate type {b.plan.intermediate} replaced by FLOAT (SDPA "
+                            "internals are float in hipDNN's reference)")
+        b.plan.intermediate = "FLOAT"
+
+
 def sdpa(b: _Builder, node: Node) -> None:
     cfg = attention.config(node, b.graph)
     _refuse(cfg, node)
+    float_intermediates(b)
     tensors, attrs = _common(b, node, cfg)
     i, o = node.inputs, node.outputs
     if cfg.paged:
@@ -118,6 +135,7 @@ def sdpa(b: _Builder, node: Node) -> None:
 def sdpa_backward(b: _Builder, node: Node) -> None:
     cfg = attention.config(node, b.graph)
     _refuse(cfg, node)
+    float_intermediates(b)
     tensors, attrs = _common(b, node, cfg)
     i, o = node.inputs, node.outputs
     tensors.update({"o": b.tensor(i["o"], "o"), "dO": b.tensor(i["do"], "do"),       # type: ignore[arg-type]
