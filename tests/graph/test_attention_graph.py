@@ -190,3 +190,20 @@ def test_inspect_notes_say_the_scale_default_and_the_pair_count() -> None:
     notes = " ".join(ops.node_notes(graph.nodes[0], graph))
     assert "1/sqrt(d_qk)" in notes and "cuDNN's own default would be 1.0" in notes
     assert "7680 of 7680" in notes
+
+
+def test_hipdnn_backend_refuses_ports_hipdnns_backward_lacks() -> None:
+    """Mock-free: only the port check of the hipdnn backend, which needs no AMD GPU."""
+    from hipdnn_trace.backends.hipdnn import attention_support
+
+    fwd = load_file(GRAPHS / "attention/sdpa_sink_window_gqa_bf16.json")
+    assert attention_support(fwd.nodes[0]) is None
+    b = GraphBuilder("t", io="bfloat16")
+    q, k, v, o, do = (b.tensor(n, [1, 2, 16, 64]) for n in ("q", "k", "v", "o", "do"))
+    b.sdpa_backward(q, k, v, o, do, b.tensor("stats", [1, 2, 16, 1], dtype="float"))
+    raw = b.to_json()
+    raw["tensors"].append({**raw["tensors"][0], "uid": 99, "name": "sink", "dims": [1, 2, 1, 1],
+                           "strides": [2, 1, 1, 1], "data_type": "float"})
+    raw["nodes"][0]["inputs"]["sink_token_tensor_uid"] = 99
+    graph = parse_graph(raw, "bwd_sink.json")
+    assert "sink_token_tensor_uid" in (attention_support(graph.nodes[0]) or "")
