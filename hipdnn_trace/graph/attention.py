@@ -432,6 +432,27 @@ SPECS: tuple[OpSpec, ...] = (
 )
 
 
+def unmodelled(cfg: AttentionConfig, node: Node) -> str | None:
+    """What the float64 reference cannot compute, so no backend's output could be validated:
+    the same words from the reference and from torch (cudnn adds its own limits)."""
+    what = f"{node.op} {node.name!r}"
+    layout = layout_refusal(cfg, node)
+    if layout:
+        return layout
+    if cfg.dropout:
+        return (f"{what}: dropout needs hipDNN's RNG stream (Philox seed/offset as its kernels draw it); "
+                "attention is modelled without dropout only")
+    if cfg.fp8:
+        return f"{what}: fp8 descale/scale/amax ports are not modelled"
+    if cfg.alibi:
+        return f"{what}: alibi_mask is not modelled"
+    if node.inputs.get("block_mask") is not None:
+        return f"{what}: block_mask is not modelled"
+    if cfg.backward and cfg.paged:
+        return f"{what}: paged K/V in the backward pass is not modelled"
+    return None
+
+
 def layout_refusal(cfg: AttentionConfig, node: Node) -> str | None:
     """A layout no backend here models, with the reason (the same words everywhere)."""
     if cfg.ragged_batch:

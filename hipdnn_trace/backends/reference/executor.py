@@ -202,21 +202,7 @@ def _sdpa_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray 
 
 def attention_refusal(cfg: attention.AttentionConfig, node: Node) -> str | None:
     """Why the float64 reference does not compute this attention node, or None."""
-    layout = attention.layout_refusal(cfg, node)
-    if layout:
-        return layout
-    if cfg.dropout:
-        return (f"{node.op} {node.name!r}: dropout needs hipDNN's RNG stream (Philox seed/offset "
-                "as its kernels draw it); the reference computes attention without dropout only")
-    if cfg.fp8:
-        return f"{node.op} {node.name!r}: fp8 descale/scale/amax ports are not modelled by the reference"
-    if cfg.alibi:
-        return f"{node.op} {node.name!r}: alibi_mask is not modelled by the reference"
-    if node.inputs.get("block_mask") is not None:
-        return f"{node.op} {node.name!r}: block_mask is not modelled by the reference"
-    if cfg.backward and cfg.paged:
-        return f"{node.op} {node.name!r}: paged K/V in the backward pass is not modelled"
-    return None
+    return attention.unmodelled(cfg, node)
 
 
 def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:

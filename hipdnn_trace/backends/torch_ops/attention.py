@@ -38,23 +38,8 @@ SDPA_BACKENDS = {"default": None, "flash": "FLASH_ATTENTION", "efficient": "EFFI
 
 
 def attention_refusal(node: Node, graph: Graph) -> str | None:
-    """Why torch cannot run this attention node, or None."""
-    cfg = attention.config(node, graph)
-    layout = attention.layout_refusal(cfg, node)
-    if layout:
-        return layout
-    if cfg.dropout:
-        return (f"{node.op} {node.name!r}: dropout needs hipDNN's RNG stream; torch's dropout draws "
-                "other numbers, so its output could not be validated")
-    if cfg.fp8:
-        return f"{node.op} {node.name!r}: fp8 descale/scale/amax ports have no torch SDPA equivalent"
-    if cfg.alibi:
-        return f"{node.op} {node.name!r}: alibi_mask is not mapped to torch"
-    if node.inputs.get("block_mask") is not None:
-        return f"{node.op} {node.name!r}: block_mask is not mapped to torch"
-    if cfg.backward and cfg.paged:
-        return f"{node.op} {node.name!r}: paged K/V in the backward pass is not mapped"
-    return None
+    """Why torch cannot run this attention node (what the reference does not model), or None."""
+    return attention.unmodelled(attention.config(node, graph), node)
 
 
 def _kernel_choice(ctx: Ctx) -> Any:
