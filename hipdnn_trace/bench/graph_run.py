@@ -295,6 +295,12 @@ def run_graph(
     graph = _load(source, run)
     if graph is None or not _memory_plan(graph, settings, run):
         return run
+    expanded = _expand_configs(graph, configs, settings)
+    if all(problem is not None for _, _, problem in expanded) and settings.save_tensors is None:
+        # nothing can run: no inputs, no reference (a refused 4096-token graph cost 32 s and 2.7 GB)
+        run.configs.extend(ConfigRun(config=cfg, status=problem[0], error=problem[1])
+                           for cfg, _, problem in expanded if problem is not None)
+        return run
     try:
         inputs, golden_out = _inputs(graph, settings, run)
     except UserError as exc:
@@ -319,7 +325,7 @@ def run_graph(
             run.phases.append(Phase("reference", t0, now_ns()))
     if golden_out:
         expected["golden"] = golden_out
-    for cfg, engine, problem in _expand_configs(graph, configs, settings):
+    for cfg, engine, problem in expanded:
         if problem is not None:
             status, message = problem
             run.configs.append(ConfigRun(config=cfg, status=status, error=message))

@@ -207,3 +207,26 @@ def test_hipdnn_backend_refuses_ports_hipdnns_backward_lacks() -> None:
     raw["nodes"][0]["inputs"]["sink_token_tensor_uid"] = 99
     graph = parse_graph(raw, "bwd_sink.json")
     assert "sink_token_tensor_uid" in (attention_support(graph.nodes[0]) or "")
+
+
+def test_a_graph_no_configuration_can_run_makes_no_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backends are asked first: a refused graph costs no input generation and no reference."""
+    from hipdnn_trace.bench import graph_run
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.graph.sources import GraphSource
+    from hipdnn_trace.graph.write import dumps
+    from hipdnn_trace.markers import Markers
+
+    raw = json.loads((GRAPHS / "attention/sdpa_mha_bf16.json").read_text())
+    raw["nodes"][0]["attributes"]["dropout_probability"] = 0.1
+    data = dumps(parse_graph(raw, "dropout.json")).encode()
+
+    def no_inputs(*args, **kwargs):
+        raise AssertionError("inputs were generated for a graph nothing can run")
+
+    monkeypatch.setattr(graph_run, "_inputs", no_inputs)
+    run = graph_run.run_graph(GraphSource("dropout.json", lambda: data), [Config("reference", "reference")],
+                              graph_run.RunSettings(loop=LoopSettings(warmup=0, iters=1)), Markers())
+    assert [c.status for c in run.configs] == ["unsupported"]
+    assert "RNG stream" in (run.configs[0].error or "")
