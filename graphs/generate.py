@@ -168,6 +168,21 @@ def rmsnorm(dims) -> Recipe:
     return make
 
 
+def norm_backward(kind, dims) -> Recipe:
+    """Layernorm or RMSNorm backward over the last dim, with float saved statistics."""
+    def make(b: GraphBuilder) -> None:
+        dy, x = b.tensor("dy", dims), b.tensor("x", dims)
+        scale = b.tensor("scale", [dims[-1]], dtype="float")
+        stats = [*dims[:-1], 1]
+        if kind == "layernorm":
+            b.layernorm_backward(dy, x, scale, b.tensor("saved_mean", stats, dtype="float"),
+                                 b.tensor("saved_inv_variance", stats, dtype="float"), name="layernorm_backward")
+        else:
+            b.rmsnorm_backward(dy, x, scale, b.tensor("saved_inv_rms", stats, dtype="float"),
+                               name="rmsnorm_backward")
+    return make
+
+
 def reduction(mode, dims, out_dims) -> Recipe:
     def make(b: GraphBuilder) -> None:
         b.reduction(mode, b.tensor("x", dims), out_dims, name="reduction", out="y")
@@ -281,6 +296,8 @@ SMALL: dict[str, Recipe] = {
     "norm/batchnorm_backward_nhwc": bn_backward([4, 16, 16, 16]),
     "norm/layernorm": layernorm([8, 32, 128]),
     "norm/rmsnorm": rmsnorm([8, 32, 128]),
+    "norm/layernorm_backward": norm_backward("layernorm", [8, 32, 128]),
+    "norm/rmsnorm_backward": norm_backward("rmsnorm", [8, 32, 128]),
     "reduction/reduce_sum_spatial": reduction("add", [4, 16, 16, 16], [4, 16, 1, 1]),
     "reduction/reduce_max_rows": reduction("max", [64, 256], [64, 1]),
     "fused/conv_bias_relu_nhwc": conv_bias_relu([2, 8, 12, 12], [16, 8, 3, 3], pad=1),

@@ -91,7 +91,42 @@ def make_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
     inputs = {t.uid: make_input(graph, t, seed) for t in graph.input_tensors}
     if attention_inputs.attention_nodes(graph):
         inputs.update(attention_inputs.forward_results(graph, inputs))
+    inputs.update(_saved_norm_statistics(graph, inputs))
     return inputs
+
+
+#: epsilon the saved statistics of a norm backward are computed with (hipDNN's reference default)
+SAVED_STATS_EPSILON = 1e-5
+
+
+def _saved_norm_statistics(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """A layernorm/RMSNorm backward's saved mean, inv_variance or inv_rms, computed from its x
+    (as the forward would have saved them), rounded to their types; never random."""
+    from hipdnn_trace.backends.reference.ops.rounding import round_to
+    from hipdnn_trace.graph.ops import norm_backward_start
+
+    out: dict[int, np.ndarray] = {}
+    for node in graph.nodes:
+        if node.type not in ("LayernormBackwardAttributes", "RMSNormBackwardAttributes"):
+            continue
+        start = norm_backward_start(node, graph)
+        x_uid = node.inputs.get("x")
+        if start is None or not isinstance(x_uid, int) or x_uid not in inputs:
+            continue
+        x = np.asarray(inputs[x_uid], dtype=np.float64)
+        axes = tuple(range(start, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        values = {
+            "mean": mean,
+            "inv_variance": 1.0 / np.sqrt(np.square(x - mean).mean(axis=axes, keepdims=True) + SAVED_STATS_EPSILON),
+            "inv_rms": 1.0 / np.sqrt(np.square(x).mean(axis=axes, keepdims=True) + SAVED_STATS_EPSILON),
+        }
+        for port, value in values.items():
+            uid = node.inputs.get(port)
+            if isinstance(uid, int) and uid in inputs:
+                t = graph.by_uid[uid]
+                out[uid] = round_to(value.reshape(t.dims), t.data_type)
+    return out
 
 
 def scalar_value(tensor: Tensor) -> float:

@@ -435,6 +435,31 @@ class GraphBuilder(AttentionBuilder):
         self._node("RMSNormAttributes", node, inputs, outputs, {"forward_phase": phase}, compute)
         return RMSNormOutputs(y, inv_rms)
 
+    def layernorm_backward(self, dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, inv_variance: Tensor, *,
+                           normalized_dim_count: int = 1, name: str | None = None,
+                           compute: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Layernorm backward with saved statistics: (dx, dscale, dbias), hipDNN's sample layout."""
+        node = self._name("layernorm_backward", name)
+        dx = self._output("dx", x.dims, x, dtype=None, virtual=False, layout=None)
+        dscale = self._output("dscale", scale.dims, scale, dtype=scale.data_type, virtual=False, layout=None)
+        dbias = self._output("dbias", scale.dims, scale, dtype=scale.data_type, virtual=False, layout=None)
+        self._node("LayernormBackwardAttributes", node,
+                   {"dy": dy, "x": x, "scale": scale, "mean": mean, "inv_variance": inv_variance},
+                   {"dx": dx, "dscale": dscale, "dbias": dbias},
+                   {"normalized_dim_count": normalized_dim_count}, compute)
+        return dx, dscale, dbias
+
+    def rmsnorm_backward(self, dy: Tensor, x: Tensor, scale: Tensor, inv_rms: Tensor, *, name: str | None = None,
+                         compute: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """RMSNorm backward with the saved inv_rms: (dx, dscale, dbias); no options (hipDNN's layout)."""
+        node = self._name("rmsnorm_backward", name)
+        dx = self._output("dx", x.dims, x, dtype=None, virtual=False, layout=None)
+        dscale = self._output("dscale", scale.dims, scale, dtype=scale.data_type, virtual=False, layout=None)
+        dbias = self._output("dbias", scale.dims, scale, dtype=scale.data_type, virtual=False, layout=None)
+        self._node("RMSNormBackwardAttributes", node, {"dy": dy, "x": x, "scale": scale, "inv_rms": inv_rms},
+                   {"dx": dx, "dscale": dscale, "dbias": dbias}, {}, compute)
+        return dx, dscale, dbias
+
     def reduction(self, mode: str, x: Tensor, out_dims: Sequence[int], *, deterministic: bool = False,
                   name: str | None = None, out: str | None = None, virtual: bool = False,
                   dtype: str | None = None, layout: str | None = None,

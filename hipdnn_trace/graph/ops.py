@@ -250,6 +250,49 @@ def _per_channel(ports: Sequence[str], like: str) -> ShapeCheck:
     return check
 
 
+def norm_backward_start(node: Node, graph: Graph) -> int | None:
+    """First normalized axis of a layernorm/RMSNorm backward: from normalized_dim_count, else
+    from the saved statistic's shape (1s over the normalized trailing axes)."""
+    x = _t(node, graph, "x")
+    if x is None:
+        return None
+    count = node.params.get("normalized_dim_count")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return len(x.dims) - count if 1 <= count <= len(x.dims) else None
+    stat = _t(node, graph, "inv_rms") or _t(node, graph, "inv_variance") or _t(node, graph, "mean")
+    if stat is None or len(stat.dims) != len(x.dims):
+        return None
+    reduced = [a for a, (xd, sd) in enumerate(zip(x.dims, stat.dims)) if sd == 1 and xd > 1]
+    if not reduced or reduced != list(range(reduced[0], len(x.dims))):
+        return None
+    return reduced[0]
+
+
+def _norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    x = _t(node, graph, "x")
+    if x is None:
+        return []
+    problems = _same_dims(("dy", "dx"), "x")(node, graph)
+    start = norm_backward_start(node, graph)
+    if start is None or start == 0:
+        where = _option_path(node, "normalized_dim_count", "attributes") if "normalized_dim_count" in node.params \
+            else _port_path(node, "inv_rms" if "inv_rms" in node.inputs else "inv_variance")
+        return problems + [(where, f"cannot tell the normalized dims of x {list(x.dims)}: give "
+                            "normalized_dim_count, or saved statistics shaped like x with 1s over them")]
+    per_row, per_feature = prod(x.dims[:start]), prod(x.dims[start:])
+    for port in ("mean", "inv_variance", "inv_rms"):
+        t = _t(node, graph, port)
+        if t is not None and t.numel != per_row:
+            problems.append((_port_path(node, port), f"has {t.numel} values, expected one per normalized "
+                             f"row ({per_row})"))
+    for port in ("scale", "bias", "dscale", "dbias"):
+        t = _t(node, graph, port)
+        if t is not None and t.numel != per_feature:
+            problems.append((_port_path(node, port), f"has {t.numel} values, expected one per normalized "
+                             f"element ({per_feature}, dims {list(x.dims[start:])})"))
+    return problems
+
+
 def _all(*checks: ShapeCheck) -> ShapeCheck:
     def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
         return [p for c in checks for p in c(node, graph)]
@@ -360,6 +403,17 @@ SPECS: dict[str, OpSpec] = {
             options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
             check=_same_dims(("y",), "x"), flops=_elementwise_flops(6.0, "x"),
         ),
+        OpSpec(
+            "LayernormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
+            optional_inputs=("mean", "inv_variance", "epsilon"), optional_outputs=("dscale", "dbias"),
+            options={"normalized_dim_count": "attributes"},
+            check=_norm_backward_check, flops=_elementwise_flops(10.0, "x"),
+        ),
+        OpSpec(
+            "RMSNormBackwardAttributes", ("dy", "x", "scale", "inv_rms"), ("dx",),
+            optional_outputs=("dscale", "dbias"),
+            check=_norm_backward_check, flops=_elementwise_flops(8.0, "x"),
+        ),
         *attention.SPECS,
         OpSpec(
             "ReductionAttributes", ("in",), ("out",),
@@ -372,7 +426,7 @@ SPECS: dict[str, OpSpec] = {
 #: Node types hipDNN defines that hipdnn-trace loads but has no reference for yet.
 #: (newest graph.fbs NodeAttributes union; docs/hipdnn-format.md section 2.0)
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
-    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "ResampleFwdAttributes", "ResampleBwdAttributes",
+    "ResampleFwdAttributes", "ResampleBwdAttributes",
     "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes", "CustomOpAttributes",
     "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes", "LayernormFpropAttributes",
 })

@@ -71,6 +71,8 @@ _OPS = {
     "LayernormAttributes": norms.layernorm,
     "RMSNormAttributes": norms.rmsnorm,
     "ReductionAttributes": reduction.reduction,
+    "LayernormBackwardAttributes": norms.norm_backward,
+    "RMSNormBackwardAttributes": norms.norm_backward,
     "SdpaAttributes": attention.sdpa,
     "SdpaBackwardAttributes": attention.sdpa_backward,
 }

@@ -34,7 +34,9 @@ from hipdnn_trace.backends.torch_ops.norms import (
     batchnorm_inference_variance,
     batchnorm_train,
     layernorm,
+    layernorm_backward,
     rmsnorm,
+    rmsnorm_backward,
 )
 from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE, pointwise
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
@@ -57,6 +59,8 @@ OPS: dict[str, OpFn] = {
     "LayernormAttributes": layernorm,
     "RMSNormAttributes": rmsnorm,
     "ReductionAttributes": reduction,
+    "LayernormBackwardAttributes": layernorm_backward,
+    "RMSNormBackwardAttributes": rmsnorm_backward,
     attention_spec.SDPA: sdpa,
     attention_spec.SDPA_BACKWARD: sdpa_backward,
 }

@@ -114,3 +114,49 @@ def rmsnorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Te
     if inv_uid is not None and norm_forward_phase(node) != "INFERENCE":
         out["inv_rms"] = inv.to(ctx.out_dtype(node, "inv_rms"))
     return out
+
+
+def _norm_backward_parts(node: Node, graph: Graph, x: Values) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                         int, list[int], list[int]]:
+    """(dy, x, scale broadcast over x, first normalized axis, normalized axes, batch axes), float32."""
+    from hipdnn_trace.graph.ops import norm_backward_start
+
+    start = norm_backward_start(node, graph)
+    if start is None:
+        raise UnsupportedError(f"{node.op} {node.name!r}: normalized dims cannot be told")
+    dy, inp = f32(x["dy"]), f32(x["x"])          # type: ignore[arg-type]
+    scale = f32(x["scale"]).reshape(inp.shape[start:])   # type: ignore[arg-type]
+    return dy, inp, scale, start, list(range(start, inp.dim())), list(range(start))
+
+
+def _norm_backward_out(node: Node, ctx: Ctx, dx: torch.Tensor, dscale: torch.Tensor,
+                       dbias: torch.Tensor) -> dict[str, torch.Tensor]:
+    out = {"dx": dx.to(ctx.out_dtype(node, "dx"))}
+    for port, value in (("dscale", dscale), ("dbias", dbias)):
+        if node.outputs.get(port) is not None:
+            out[port] = value.reshape(ctx.out_dims(node, port)).to(ctx.out_dtype(node, port))
+    return out
+
+
+def layernorm_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    """The same formula as the float64 reference (saved mean / inv_variance), in float32."""
+    dy, inp, scale, start, axes, batch = _norm_backward_parts(node, graph, x)
+    stat = list(inp.shape[:start]) + [1] * len(axes)
+    if x.get("mean") is not None and x.get("inv_variance") is not None:
+        mean, inv = f32(x["mean"]).reshape(stat), f32(x["inv_variance"]).reshape(stat)   # type: ignore[arg-type]
+    else:
+        mean = inp.mean(dim=axes, keepdim=True)
+        inv = torch.rsqrt((inp - mean).pow(2).mean(dim=axes, keepdim=True) + ctx.scalar(node, "epsilon", 1e-5))
+    xhat = (inp - mean) * inv
+    g = dy * scale
+    dx = inv * (g - g.mean(dim=axes, keepdim=True) - xhat * (g * xhat).mean(dim=axes, keepdim=True))
+    return _norm_backward_out(node, ctx, dx, (dy * xhat).sum(dim=batch), dy.sum(dim=batch))
+
+
+def rmsnorm_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
+    """dx = r g - x r^3 mean(g x) with the saved r = inv_rms and g = dy * scale, in float32."""
+    dy, inp, scale, start, axes, batch = _norm_backward_parts(node, graph, x)
+    r = f32(x["inv_rms"]).reshape(list(inp.shape[:start]) + [1] * len(axes))   # type: ignore[arg-type]
+    g = dy * scale
+    dx = r * g - inp * r.pow(3) * (g * inp).mean(dim=axes, keepdim=True)
+    return _norm_backward_out(node, ctx, dx, (dy * inp * r).sum(dim=batch), dy.sum(dim=batch))

@@ -26,7 +26,7 @@ from hipdnn_trace.backends.reference.ops.pointwise import (
     pointwise_arity,
 )
 from hipdnn_trace.backends.reference.ops.reduction import REDUCTION_MODES, reduce
-from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm
+from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm, rmsnorm_backward
 from hipdnn_trace.backends.reference.ops.rounding import round_to
 from hipdnn_trace.backends.reference.ops.sdpa import Masking, gather_pages, sdpa_backward, sdpa_forward
 
@@ -50,6 +50,7 @@ __all__ = [
     "pointwise_arity",
     "reduce",
     "rmsnorm",
+    "rmsnorm_backward",
     "round_to",
     "sdpa_backward",
     "sdpa_forward",

@@ -18,7 +18,7 @@ import numpy as np
 from hipdnn_trace.backends.reference.ops._arrays import f64, trailing
 from hipdnn_trace.errors import UnsupportedError
 
-__all__ = ["rmsnorm", "rmsnorm_start_axis"]
+__all__ = ["rmsnorm", "rmsnorm_backward", "rmsnorm_start_axis"]
 
 
 def rmsnorm_start_axis(
@@ -70,3 +70,40 @@ def rmsnorm(
     if bias is not None:
         y = y + trailing(bias, x.shape, start, "rmsnorm bias")
     return {"y": y, "inv_rms": inv_rms}
+
+
+def rmsnorm_backward(
+    dy: np.ndarray,
+    x: np.ndarray,
+    scale: np.ndarray,
+    inv_rms: np.ndarray,
+    *,
+    start: int,
+) -> dict[str, np.ndarray]:
+    """Gradients of :func:`rmsnorm` with the saved inv_rms: dx, and dscale / dbias shaped
+    like ``scale`` (summed over the batch axes ``0..start``).
+
+    With ``r = inv_rms`` and ``g = dy * scale`` over the normalized axes (n elements):
+    ``dx = r * g - x * r^3 * sum(g * x) / n``; ``dscale = sum_batch(dy * x * r)``;
+    ``dbias = sum_batch(dy)``.
+    """
+    x, dy = f64(x), f64(dy)
+    if dy.shape != x.shape:
+        raise UnsupportedError(f"rmsnorm backward: dy shape {dy.shape} differs from x shape {x.shape}")
+    if not 1 <= start < x.ndim:
+        raise UnsupportedError(f"rmsnorm backward: first normalized axis {start} is outside x's rank {x.ndim}")
+    axes = tuple(range(start, x.ndim))
+    stat_shape = x.shape[:start] + (1,) * len(axes)
+    r = f64(inv_rms)
+    if r.size != int(np.prod(stat_shape)):
+        raise UnsupportedError(f"rmsnorm backward: inv_rms has {r.size} values, expected one per batch position")
+    r = r.reshape(stat_shape)
+    scale_arr = np.asarray(scale)
+    s = trailing(scale_arr, x.shape, start, "rmsnorm scale")
+    g = dy * s
+    n = int(np.prod(x.shape[start:]))
+    dx = r * g - x * r**3 * (g * x).sum(axis=axes, keepdims=True) / n
+    batch_axes = tuple(range(start))
+    dscale = (dy * x * r).sum(axis=batch_axes).reshape(scale_arr.shape)
+    dbias = dy.sum(axis=batch_axes).reshape(scale_arr.shape)
+    return {"dx": dx, "dscale": dscale, "dbias": dbias}
