@@ -90,3 +90,13 @@ def test_a_scale_of_the_wrong_size_is_refused_with_its_path() -> None:
     scale.update(dims=[64], strides=[1])
     with pytest.raises(GraphError, match=r"inputs.scale_tensor_uid: has 64 values, expected one per normalized"):
         parse_graph(raw, "bad.json")
+
+
+def test_upstream_rmsnorm_with_a_per_channel_scale_is_refused_by_inspect_and_run(shared_fixtures: Path) -> None:
+    """inspect asks executor.check, run evaluates: both now refuse with hipDNN's rule."""
+    path = shared_fixtures / "upstream-graphs" / "samples" / "sample_rmsnorm.json"
+    if not path.exists():
+        pytest.skip("sample_rmsnorm.json not in the shared fixtures")
+    graph = load_file(path)
+    reason = executor.check(graph)
+    assert reason and "does not span the normalized dims" in reason and "CpuReferenceRMSNorm" in reason

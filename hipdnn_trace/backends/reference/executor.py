@@ -223,6 +223,32 @@ def _rmsnorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarr
     return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"], start=_norm_backward_start(node, graph)))
 
 
+def _rmsnorm_refusal(node: Node, graph: Graph) -> str | None:
+    """The rule hipDNN derives RMSNorm's normalized dims by, checked before anything runs, so
+    inspect and run refuse the same graphs with the same words."""
+    from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm_start_axis
+
+    count = node.params.get("normalized_dim_count")
+    inv_uid = node.outputs.get("inv_rms")
+    x_dims = _dims(graph, node, "x")
+    if count is None and inv_uid is not None:
+        stats = graph.by_uid[inv_uid].dims
+        reduced = [i for i, (a, b) in enumerate(zip(x_dims, stats)) if b == 1 and a > 1]
+        if reduced and reduced == list(range(reduced[0], len(x_dims))):
+            count = len(x_dims) - reduced[0]
+    rule = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
+            "test_sdk CpuReferenceRMSNorm.hpp, frontend validateScaleNormalizedShape")
+    scale_dims = _dims(graph, node, "scale")
+    try:
+        start = rmsnorm_start_axis(x_dims, scale_dims, count if isinstance(count, int) else None)
+    except UnsupportedError as exc:
+        return f"RMSNorm node {node.name!r}: {exc} ({rule})"
+    if int(np.prod(scale_dims)) != int(np.prod(x_dims[start:])):
+        return (f"RMSNorm node {node.name!r}: scale {list(scale_dims)} does not span the normalized dims "
+                f"{list(x_dims[start:])} of x {list(x_dims)} ({rule})")
+    return None
+
+
 def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return {"out": ref.reduce(str(node.params.get("mode", "")), x["in"], out_shape=_dims(graph, node, "out"))}
 
@@ -266,6 +292,10 @@ def check(graph: Graph) -> str | None:
                 ref.pointwise_arity(str(node.params.get("operation", "")))
             except UnsupportedError as exc:
                 return str(exc)
+        if node.type == "RMSNormAttributes":
+            reason = _rmsnorm_refusal(node, graph)
+            if reason:
+                return reason
         if node.type in (attention.SDPA, attention.SDPA_BACKWARD):
             reason = attention_refusal(attention.config(node, graph), node)
             if reason:
