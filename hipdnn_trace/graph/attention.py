@@ -286,11 +286,10 @@ def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     scale = port_tensor(node, graph, "scale")
     if scale is not None and not scale.is_value and scale.numel != 1:
         problems.append((port_path(node, "scale"), f"a scale tensor holds one value, this has {scale.numel}"))
-    left, right = _int_option(node, "left_bound"), _int_option(node, "right_bound")
-    if left == 0:
-        problems.append((option_path(node, "left_bound", "attributes"),
+    if _int_option(node, "left_bound") == 0:
+        section = "parameters" if node.type == SDPA_BACKWARD else "attributes"
+        problems.append((option_path(node, "left_bound", section),
                          "left_bound 0 keeps no key; use a positive window length (or null / -1 for none)"))
-    del right
     return problems
 
 

@@ -117,7 +117,7 @@ def sdpa(b: _Builder, node: Node) -> None:
     _refuse(cfg, node)
     float_intermediates(b)
     tensors, attrs = _common(b, node, cfg)
-    i, o = node.inputs, node.outputs
+    o = node.outputs
     if cfg.paged:
         pages = [cfg.batch, 1, cfg.pages_per_seq, 1]
         tensors["paged_attention_k_table"] = _int32(b, node, "page_table_k", pages)
@@ -128,7 +128,6 @@ def sdpa(b: _Builder, node: Node) -> None:
     out_kwargs = {kw: b.output(o[port]) for port, kw in (("max", "score_max"), ("sum_exp", "score_sum_exp"))
                   if o.get(port) is not None}
     outs = [b.output(o["o"]), _stats(b, stats_uid, cfg, output=True) if stats_uid is not None else None]
-    del i
     b.call(node, "sdpa", tensors, outs, attrs, output_kwargs=out_kwargs)
 
 
