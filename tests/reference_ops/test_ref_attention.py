@@ -13,8 +13,14 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from finite_differences import numeric_grad
 
-from hipdnn_trace.backends.reference.ops.sdpa import Masking, gather_pages, sdpa_backward, sdpa_forward
+from hipdnn_trace.backends.reference.ops.sdpa import (
+    Masking,
+    gather_pages,
+    sdpa_backward,
+    sdpa_forward,
+)
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention
 
@@ -147,19 +153,6 @@ def test_blocks_do_not_change_results(rows: int) -> None:
         np.testing.assert_allclose(b[key], ref_b[key], rtol=1e-12, atol=1e-14)
 
 
-def _numeric_grad(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        old = x[idx]
-        x[idx] = old + eps
-        up = f()
-        x[idx] = old - eps
-        down = f()
-        x[idx] = old
-        grad[idx] = (up - down) / (2 * eps)
-    return grad
-
-
 @pytest.mark.parametrize("m", [Masking(), Masking(causal=True, left_bound=2),
                                Masking(causal=True, bottom_right=True, seq_len_q=(3, 2), seq_len_kv=(4, 3))],
                          ids=["dense", "causal-window", "varlen-bottom-right"])
@@ -174,7 +167,7 @@ def test_backward_equals_finite_differences(m: Masking) -> None:
 
     got = sdpa_backward(q, k, v, do, scale=0.6, masking=m, bias=bias, sink=sink)
     for name, arr in (("dq", q), ("dk", k), ("dv", v), ("dbias", bias), ("dsink", sink)):
-        np.testing.assert_allclose(got[name], _numeric_grad(loss, arr), rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(got[name], numeric_grad(loss, arr), rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 def test_backward_reads_the_given_output_for_the_softmax_gradient_term() -> None:

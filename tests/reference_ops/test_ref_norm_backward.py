@@ -8,28 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from finite_differences import numeric_grad
 
 from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.backends.reference.ops import layernorm, layernorm_backward, rmsnorm, rmsnorm_backward
+from hipdnn_trace.backends.reference.ops import (
+    layernorm,
+    layernorm_backward,
+    rmsnorm,
+    rmsnorm_backward,
+)
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph.load import load_file, parse_graph
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 RNG = np.random.default_rng(11)
-
-
-def _fd(loss, arr: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(arr)
-    for i in np.ndindex(arr.shape):
-        old = arr[i]
-        arr[i] = old + eps
-        up = loss()
-        arr[i] = old - eps
-        down = loss()
-        arr[i] = old
-        out[i] = (up - down) / (2 * eps)
-    return out
 
 
 def test_rmsnorm_backward_equals_finite_differences_of_the_forward() -> None:
@@ -43,7 +36,7 @@ def test_rmsnorm_backward_equals_finite_differences_of_the_forward() -> None:
     inv = rmsnorm(x, scale.reshape(1, 1, 4), epsilon=1e-3, normalized_dim_count=1)["inv_rms"]
     got = rmsnorm_backward(dy, x, scale, inv, start=2)
     for name, arr in (("dx", x), ("dscale", scale), ("dbias", bias)):
-        np.testing.assert_allclose(got[name], _fd(loss, arr), rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(got[name], numeric_grad(loss, arr), rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 def test_layernorm_backward_equals_finite_differences_over_two_dims() -> None:
@@ -55,7 +48,7 @@ def test_layernorm_backward_equals_finite_differences_over_two_dims() -> None:
 
     got = layernorm_backward(dy, x, scale, normalized_dim_count=2, epsilon=1e-3)
     for name, arr in (("dx", x), ("dscale", scale), ("dbias", bias)):
-        np.testing.assert_allclose(got[name], _fd(loss, arr), rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(got[name], numeric_grad(loss, arr), rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 @pytest.mark.parametrize("rel", ["norm/layernorm_backward_fp32.json", "norm/rmsnorm_backward_bf16.json"])

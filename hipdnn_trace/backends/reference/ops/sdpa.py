@@ -130,6 +130,30 @@ def _row_blocks(sq: int, group: int, skv: int, block_rows: int | None) -> Iterat
         yield range(start, min(sq, start + rows))
 
 
+@dataclass(frozen=True)
+class _Tile:
+    """One row block of one kv head's query group, and the keys it can see."""
+
+    b: int
+    hk: int
+    heads: slice
+    rs: slice
+    cs: slice
+    keep: np.ndarray          # [rows, cols] bool from the masking rule
+
+
+def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, block_rows: int | None) -> Iterator[_Tile]:
+    """Every (batch, kv head, row block) with its visible key range, as both directions walk them."""
+    for b in range(b_):
+        q_len, kv_len = masking.lengths(b, sq, skv)
+        for hk in range(hkv):
+            for rows in _row_blocks(q_len, g, kv_len, block_rows):
+                lo, hi = masking.key_range(rows, q_len, kv_len)
+                cols = range(lo, max(lo, hi))
+                yield _Tile(b, hk, slice(hk * g, (hk + 1) * g), slice(rows.start, rows.stop),
+                            slice(cols.start, cols.stop), masking.keep(rows, cols, q_len, kv_len))
+
+
 def _broadcast4(a: np.ndarray | None, shape: tuple[int, int, int, int], what: str) -> np.ndarray | None:
     if a is None:
         return None
@@ -151,19 +175,6 @@ def _sinks(sink: np.ndarray | None, hq: int) -> np.ndarray | None:
     if s.size != hq:
         raise UnsupportedError(f"sink_token has {s.size} values, expected one per query head ({hq})")
     return s
-
-
-@dataclass
-class _Block:
-    """Scores of one row block of one query group, masked, with their softmax."""
-
-    rows: range
-    cols: range
-    keep: np.ndarray          # [rows, cols] bool
-    p: np.ndarray             # [G, rows, cols] probabilities (0 where masked)
-    row_max: np.ndarray       # [G, rows] max over kept scores and the sink (-inf: none)
-    sum_exp: np.ndarray       # [G, rows] sum of exp(score - max), sink included
-    p_sink: np.ndarray | None # [G, rows] the sink's share of the softmax
 
 
 def _softmax_block(q_blk: np.ndarray, k_cols: np.ndarray, scale: float, keep: np.ndarray,
@@ -220,23 +231,15 @@ def sdpa_forward(
     o = np.zeros((b_, hq, sq, dv))
     row_max = np.full((b_, hq, sq), -np.inf)
     sum_exp = np.zeros((b_, hq, sq))
-    for b in range(b_):
-        q_len, kv_len = masking.lengths(b, sq, skv)
-        for hk in range(hkv):
-            heads = slice(hk * g, (hk + 1) * g)
-            for rows in _row_blocks(q_len, g, kv_len, block_rows):
-                lo, hi = masking.key_range(rows, q_len, kv_len)
-                cols = range(lo, max(lo, hi))
-                sink_g = None if sinks is None else sinks[heads]
-                keep = masking.keep(rows, cols, q_len, kv_len)
-                rs, cs = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
-                p, m, total, _, _ = _softmax_block(
-                    q[b, heads, rs], k[b, hk, cs], scale, keep,
-                    None if bias4 is None else bias4[b, heads, rs, cs],
-                    None if allow4 is None else allow4[b, heads, rs, cs], sink_g)
-                o[b, heads, rs] = np.matmul(p, v[b, hk, cs])
-                row_max[b, heads, rs] = m
-                sum_exp[b, heads, rs] = np.where(np.isfinite(m), total, 0.0)
+    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows):
+        b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
+        p, m, total, _, _ = _softmax_block(
+            q[b, heads, rs], k[b, hk, cs], scale, t.keep,
+            None if bias4 is None else bias4[b, heads, rs, cs],
+            None if allow4 is None else allow4[b, heads, rs, cs], None if sinks is None else sinks[heads])
+        o[b, heads, rs] = np.matmul(p, v[b, hk, cs])
+        row_max[b, heads, rs] = m
+        sum_exp[b, heads, rs] = np.where(np.isfinite(m), total, 0.0)
     with np.errstate(divide="ignore"):
         stats = np.where(sum_exp > 0, row_max + np.log(np.where(sum_exp > 0, sum_exp, 1.0)), -np.inf)
     return {"o": o, "stats": stats[..., None], "max": row_max[..., None], "sum_exp": sum_exp[..., None]}
@@ -271,32 +274,23 @@ def sdpa_backward(
     dbias_full = _reduced_accumulator(dbias_shape, shape4) if want_dbias else None
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
     dsink = np.zeros(hq)
-    for b in range(b_):
-        q_len, kv_len = masking.lengths(b, sq, skv)
-        for hk in range(hkv):
-            heads = slice(hk * g, (hk + 1) * g)
-            for rows in _row_blocks(q_len, g, kv_len, block_rows):
-                lo, hi = masking.key_range(rows, q_len, kv_len)
-                cols = range(lo, max(lo, hi))
-                keep = masking.keep(rows, cols, q_len, kv_len)
-                rs, cs = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
-                sink_g = None if sinks is None else sinks[heads]
-                p, _, _, p_sink, _ = _softmax_block(
-                    q[b, heads, rs], k[b, hk, cs], scale, keep,
-                    None if bias4 is None else bias4[b, heads, rs, cs],
-                    None if allow4 is None else allow4[b, heads, rs, cs], sink_g)
-                vb, kb, dob = v[b, hk, cs], k[b, hk, cs], do[b, heads, rs]
-                o_rows = np.matmul(p, vb) if o_given is None else o_given[b, heads, rs]   # [G, r, dv]
-                delta = np.sum(dob * o_rows, axis=-1)                       # [G, r]
-                dp = np.matmul(dob, vb.T)                                   # [G, r, c]
-                ds = p * (dp - delta[..., None])                            # d(score incl. bias)
-                dv[b, hk, cs] += np.einsum("grc,grd->cd", p, dob)
-                dq[b, heads, rs] += scale * np.matmul(ds, kb)
-                dk[b, hk, cs] += scale * np.einsum("grc,grd->cd", ds, q[b, heads, rs])
-                if p_sink is not None:
-                    dsink[heads] -= np.sum(p_sink * delta, axis=-1)
-                if dbias_full is not None:
-                    _accumulate_bias(dbias_full, ds, b, heads, rs, cs)
+    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows):
+        b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
+        p, _, _, p_sink, _ = _softmax_block(
+            q[b, heads, rs], k[b, hk, cs], scale, t.keep,
+            None if bias4 is None else bias4[b, heads, rs, cs],
+            None if allow4 is None else allow4[b, heads, rs, cs], None if sinks is None else sinks[heads])
+        vb, kb, dob = v[b, hk, cs], k[b, hk, cs], do[b, heads, rs]
+        o_rows = np.matmul(p, vb) if o_given is None else o_given[b, heads, rs]   # [G, r, dv]
+        delta = np.sum(dob * o_rows, axis=-1)                                     # [G, r]
+        ds = p * (np.matmul(dob, vb.T) - delta[..., None])                        # d(score incl. bias)
+        dv[b, hk, cs] += np.einsum("grc,grd->cd", p, dob)
+        dq[b, heads, rs] += scale * np.matmul(ds, kb)
+        dk[b, hk, cs] += scale * np.einsum("grc,grd->cd", ds, q[b, heads, rs])
+        if p_sink is not None:
+            dsink[heads] -= np.sum(p_sink * delta, axis=-1)
+        if dbias_full is not None:
+            _accumulate_bias(dbias_full, ds, b, heads, rs, cs)
     out = {"dq": dq, "dk": dk, "dv": dv, "dsink": dsink}
     if dbias_full is not None:
         out["dbias"] = dbias_full.reshape(dbias_shape)
