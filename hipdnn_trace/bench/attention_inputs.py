@@ -84,7 +84,8 @@ def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np
     Values are returned rounded to the tensors' types, keyed by uid; ``inputs`` must
     already hold q, k, v, dO and the metadata.
     """
-    from hipdnn_trace.backends.reference.ops import Masking, round_to, sdpa_forward
+    from hipdnn_trace.backends.reference.executor import attention_masking
+    from hipdnn_trace.backends.reference.ops import round_to, sdpa_forward
 
     out: dict[int, np.ndarray] = {}
     for node in attention_nodes(graph):
@@ -102,9 +103,7 @@ def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np
         scale = cfg.scale if cfg.scale is not None else float(np.asarray(inputs[node.inputs["scale"]]).reshape(-1)[0])
         fwd = sdpa_forward(
             inputs[node.inputs["q"]], inputs[node.inputs["k"]], inputs[node.inputs["v"]], scale=scale,
-            masking=Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
-                            right_bound=cfg.right_bound, seq_len_q=tuple(lq) if cfg.padded else None,
-                            seq_len_kv=tuple(lkv) if cfg.padded else None),
+            masking=attention_masking(cfg, lq, lkv),
             bias=mask if cfg.mask_kind == "additive" else None,
             allow=mask if cfg.mask_kind == "boolean" else None,
             sink=inputs.get(sink_uid) if isinstance(sink_uid, int) else None,

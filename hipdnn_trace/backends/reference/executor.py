@@ -135,12 +135,12 @@ def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | No
     return out
 
 
-def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+def _rmsnorm_count(node: Node, graph: Graph) -> Any:
+    """normalized_dim_count, or the one inv_rms's shape states (docs/hipdnn-format.md 3.6: hipDNN's
+    references disagree; inv_rms's shape is the unambiguous statement of the trailing axes)."""
     count = node.params.get("normalized_dim_count")
     inv_rms_uid = node.outputs.get("inv_rms")
     if count is None and inv_rms_uid is not None:
-        # docs/hipdnn-format.md 3.6: hipDNN's references disagree; inv_rms's shape is the
-        # unambiguous statement of which trailing axes are normalized.
         x_dims = _dims(graph, node, "x")
         stats = graph.by_uid[inv_rms_uid].dims
         reduced = [i for i, (a, b) in enumerate(zip(x_dims, stats)) if b == 1 and a > 1]
@@ -148,8 +148,12 @@ def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None
             count = len(x_dims) - reduced[0]
         elif reduced:
             raise UnsupportedError(f"rmsnorm inv_rms {list(stats)} reduces non-trailing axes of x {list(x_dims)}")
+    return count
+
+
+def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return ref.rmsnorm(x["x"], x["scale"], x.get("bias"),
-                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=count)
+                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=_rmsnorm_count(node, graph))
 
 
 def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionConfig, dict[str, Any]]:
@@ -164,14 +168,19 @@ def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.At
     mask = x.get("attn_mask")
     kwargs: dict[str, Any] = {
         "scale": scale,
-        "masking": ref.Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
-                               right_bound=cfg.right_bound, seq_len_q=tuple(lq) if cfg.padded else None,
-                               seq_len_kv=tuple(lkv) if cfg.padded else None),
+        "masking": attention_masking(cfg, lq, lkv),
         "bias": mask if cfg.mask_kind == "additive" else None,
         "allow": mask if cfg.mask_kind == "boolean" else None,
         "sink": x.get("sink_token"),
     }
     return cfg, kwargs
+
+
+def attention_masking(cfg: attention.AttentionConfig, lq: list[int], lkv: list[int]) -> ref.Masking:
+    """The reference's masking rule for a node's config and per-sequence lengths."""
+    return ref.Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
+                       right_bound=cfg.right_bound, seq_len_q=tuple(lq) if cfg.padded else None,
+                       seq_len_kv=tuple(lkv) if cfg.padded else None)
 
 
 def _keys_values(cfg: attention.AttentionConfig, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
@@ -228,19 +237,16 @@ def _rmsnorm_refusal(node: Node, graph: Graph) -> str | None:
     inspect and run refuse the same graphs with the same words."""
     from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm_start_axis
 
-    count = node.params.get("normalized_dim_count")
-    inv_uid = node.outputs.get("inv_rms")
     x_dims = _dims(graph, node, "x")
-    if count is None and inv_uid is not None:
-        stats = graph.by_uid[inv_uid].dims
-        reduced = [i for i, (a, b) in enumerate(zip(x_dims, stats)) if b == 1 and a > 1]
-        if reduced and reduced == list(range(reduced[0], len(x_dims))):
-            count = len(x_dims) - reduced[0]
+    try:
+        count = _rmsnorm_count(node, graph)
+    except UnsupportedError as exc:
+        return f"RMSNorm node {node.name!r}: {exc}"
     rule = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
             "test_sdk CpuReferenceRMSNorm.hpp, frontend validateScaleNormalizedShape")
     scale_dims = _dims(graph, node, "scale")
     try:
-        start = rmsnorm_start_axis(x_dims, scale_dims, count if isinstance(count, int) else None)
+        start = rmsnorm_start_axis(x_dims, scale_dims, count)
     except UnsupportedError as exc:
         return f"RMSNorm node {node.name!r}: {exc} ({rule})"
     if int(np.prod(scale_dims)) != int(np.prod(x_dims[start:])):

@@ -88,19 +88,6 @@ class Masking:
             ok &= j > i + off - int(self.left_bound)
         return ok
 
-    def pairs(self, q_len: int, kv_len: int) -> int:
-        """Number of kept pairs for one batch entry and head, counted exactly."""
-        off = kv_len - q_len if self.bottom_right else 0
-        i = np.arange(q_len, dtype=np.int64)
-        hi = np.full(q_len, kv_len, dtype=np.int64)          # exclusive
-        up = self.upper()
-        if up is not None:
-            hi = np.minimum(hi, i + off + up + 1)
-        lo = np.zeros(q_len, dtype=np.int64)
-        if self.left_bound is not None:
-            lo = np.maximum(lo, i + off - int(self.left_bound) + 1)
-        return int(np.clip(hi - lo, 0, None).sum())
-
 
 def gather_pages(container: np.ndarray, table: np.ndarray, seq_len: int) -> np.ndarray:
     """Paged K or V ``[pages, H, page_size, D]`` + table ``[B, pages_per_seq]`` -> ``[B, H, seq_len, D]``."""
