@@ -185,7 +185,36 @@ def rmsnorm(b: _Builder, node: Node) -> None:
 
 
 def norm_backward(b: _Builder, node: Node) -> None:
-    """cuDNN has layernorm_backward / rmsnorm_backward; their mapping waits for a GPU check."""
-    method = "layernorm_backward" if node.type.startswith("Layernorm") else "rmsnorm_backward"
-    raise UnsupportedError(f"{node.op} {node.name!r}: cuDNN's {method} is not mapped yet (no GPU check of the "
-                           "translation so far)")
+    """LayernormBackward / RMSNormBackward -> cuDNN's layernorm_backward / rmsnorm_backward.
+
+    cuDNN reads the normalized axes off scale's shape and the statistics' shapes, as for the
+    forward; it takes no epsilon (the saved statistics already hold it). dscale and dbias
+    the graph does not ask for get scratch buffers (layernorm) or are switched off (RMSNorm's
+    ``has_dbias``); RMSNorm's dscale is always produced.
+    """
+    from hipdnn_trace.graph.ops import norm_backward_start
+
+    i, o = node.inputs, node.outputs
+    layer = node.type.startswith("Layernorm")
+    what = "layernorm backward" if layer else "rmsnorm backward"
+    start = norm_backward_start(node, b.graph)
+    if start is None:   # pragma: no cover - the loader refuses such graphs
+        raise UnsupportedError(f"{what} {node.name!r}: cannot tell the normalized dims")
+    stats = ("mean", "inv_variance") if layer else ("inv_rms",)
+    missing = [s for s in stats if i.get(s) is None]
+    if missing:
+        raise UnsupportedError(f"{what} {node.name!r}: cuDNN needs the saved {' and '.join(missing)}")
+    _norm_axes_check(b, node, i["x"], start, what, i["scale"], [i[s] for s in stats])
+    scale = b.tensor(i["scale"], "scale")
+    tensors = {"grad": b.tensor(i["dy"], "dy"), "input": b.tensor(i["x"], "x"), "scale": scale}
+    dx = b.output(o["dx"])
+    dscale = b.output(o.get("dscale"), scale, name=f"{node.name}_dscale")
+    if layer:
+        tensors |= {"mean": b.tensor(i["mean"], "mean"), "inv_variance": b.tensor(i["inv_variance"], "inv_variance")}
+        dbias: str | None = b.output(o.get("dbias"), scale, name=f"{node.name}_dbias")
+        b.call(node, "layernorm_backward", tensors, [dx, dscale, dbias])
+        return
+    tensors["inv_variance"] = b.tensor(i["inv_rms"], "inv_rms")
+    has_dbias = o.get("dbias") is not None
+    dbias = b.output(o["dbias"]) if has_dbias else None
+    b.call(node, "rmsnorm_backward", tensors, [dx, dscale, dbias], {"has_dbias": has_dbias})
