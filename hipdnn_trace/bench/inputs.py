@@ -103,7 +103,7 @@ def _saved_norm_statistics(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[
     """A layernorm/RMSNorm backward's saved mean, inv_variance or inv_rms, computed from its x
     (as the forward would have saved them), rounded to their types; never random."""
     from hipdnn_trace.backends.reference.ops.rounding import round_to
-    from hipdnn_trace.graph.ops import norm_backward_start
+    from hipdnn_trace.graph.norms import norm_backward_start
 
     out: dict[int, np.ndarray] = {}
     for node in graph.nodes:

@@ -16,12 +16,13 @@ from math import prod
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph import attention
+from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
 
-__all__ = ["OpSpec", "SPECS", "graph_bytes", "graph_flops", "node_flops", "node_notes", "spec"]
+__all__ = ["OpSpec", "SPECS", "norm_backward_start", "rmsnorm_refusal", "graph_bytes", "graph_flops", "node_flops", "node_notes", "spec"]
 
 _t = port_tensor
 _port_path = port_path
@@ -250,49 +251,6 @@ def _per_channel(ports: Sequence[str], like: str) -> ShapeCheck:
     return check
 
 
-def norm_backward_start(node: Node, graph: Graph) -> int | None:
-    """First normalized axis of a layernorm/RMSNorm backward: from normalized_dim_count, else
-    from the saved statistic's shape (1s over the normalized trailing axes)."""
-    x = _t(node, graph, "x")
-    if x is None:
-        return None
-    count = node.params.get("normalized_dim_count")
-    if isinstance(count, int) and not isinstance(count, bool):
-        return len(x.dims) - count if 1 <= count <= len(x.dims) else None
-    stat = _t(node, graph, "inv_rms") or _t(node, graph, "inv_variance") or _t(node, graph, "mean")
-    if stat is None or len(stat.dims) != len(x.dims):
-        return None
-    reduced = [a for a, (xd, sd) in enumerate(zip(x.dims, stat.dims)) if sd == 1 and xd > 1]
-    if not reduced or reduced != list(range(reduced[0], len(x.dims))):
-        return None
-    return reduced[0]
-
-
-def _norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
-    x = _t(node, graph, "x")
-    if x is None:
-        return []
-    problems = _same_dims(("dy", "dx"), "x")(node, graph)
-    start = norm_backward_start(node, graph)
-    if start is None or start == 0:
-        where = _option_path(node, "normalized_dim_count", "attributes") if "normalized_dim_count" in node.params \
-            else _port_path(node, "inv_rms" if "inv_rms" in node.inputs else "inv_variance")
-        return problems + [(where, f"cannot tell the normalized dims of x {list(x.dims)}: give "
-                            "normalized_dim_count, or saved statistics shaped like x with 1s over them")]
-    per_row, per_feature = prod(x.dims[:start]), prod(x.dims[start:])
-    for port in ("mean", "inv_variance", "inv_rms"):
-        t = _t(node, graph, port)
-        if t is not None and t.numel != per_row:
-            problems.append((_port_path(node, port), f"has {t.numel} values, expected one per normalized "
-                             f"row ({per_row})"))
-    for port in ("scale", "bias", "dscale", "dbias"):
-        t = _t(node, graph, port)
-        if t is not None and t.numel != per_feature:
-            problems.append((_port_path(node, port), f"has {t.numel} values, expected one per normalized "
-                             f"element ({per_feature}, dims {list(x.dims[start:])})"))
-    return problems
-
-
 def _all(*checks: ShapeCheck) -> ShapeCheck:
     def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
         return [p for c in checks for p in c(node, graph)]
@@ -407,12 +365,12 @@ SPECS: dict[str, OpSpec] = {
             "LayernormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
             optional_inputs=("mean", "inv_variance", "epsilon"), optional_outputs=("dscale", "dbias"),
             options={"normalized_dim_count": "attributes"},
-            check=_norm_backward_check, flops=_elementwise_flops(10.0, "x"),
+            check=norm_backward_check, flops=_elementwise_flops(10.0, "x"),
         ),
         OpSpec(
             "RMSNormBackwardAttributes", ("dy", "x", "scale", "inv_rms"), ("dx",),
             optional_outputs=("dscale", "dbias"),
-            check=_norm_backward_check, flops=_elementwise_flops(8.0, "x"),
+            check=norm_backward_check, flops=_elementwise_flops(8.0, "x"),
         ),
         *attention.SPECS,
         OpSpec(

@@ -93,3 +93,11 @@ def test_upstream_rmsnorm_with_a_per_channel_scale_is_refused_by_inspect_and_run
     graph = load_file(path)
     reason = executor.check(graph)
     assert reason and "does not span the normalized dims" in reason and "CpuReferenceRMSNorm" in reason
+    from hipdnn_trace.backends import cudnn_graph
+    from hipdnn_trace.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError) as refused:
+        cudnn_graph.plan(graph)
+    assert str(refused.value) == reason, "cuDNN's translation refuses with the reference's words"
+    torch_ops = pytest.importorskip("hipdnn_trace.backends.torch_ops", exc_type=ImportError)
+    assert torch_ops.check(graph) == reason

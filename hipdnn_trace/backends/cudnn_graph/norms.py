@@ -160,19 +160,14 @@ def _stat_output(b: _Builder, uid: int | None, x_uid: int, start: int, name: str
 
 
 def rmsnorm(b: _Builder, node: Node) -> None:
-    from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm_start_axis
+    from hipdnn_trace.graph.norms import rmsnorm_refusal, rmsnorm_start
 
+    reason = rmsnorm_refusal(node, b.graph)
+    if reason:
+        raise UnsupportedError(reason)
     i, o = node.inputs, node.outputs
-    x_t = b.graph.by_uid[i["x"]]
-    count = node.params.get("normalized_dim_count")
     inv_uid = o.get("inv_rms")
-    if count is None and inv_uid is not None:
-        stats = b.graph.by_uid[inv_uid].dims
-        reduced = [a for a, (xd, sd) in enumerate(zip(x_t.dims, stats)) if sd == 1 and xd > 1]
-        if reduced and reduced == list(range(reduced[0], len(x_t.dims))):
-            count = len(x_t.dims) - reduced[0]
-    scale_t = b.graph.by_uid[i["scale"]]
-    start = rmsnorm_start_axis(tuple(x_t.dims), tuple(scale_t.dims), count)
+    start = rmsnorm_start(node, b.graph)
     _norm_axes_check(b, node, i["x"], start, "rmsnorm", i["scale"], (inv_uid,))
     phase = _phase(node, inv_uid is not None)
     tensors = {"input": b.tensor(i["x"], "x"), "scale": b.tensor(i["scale"], "scale"),
@@ -192,7 +187,7 @@ def norm_backward(b: _Builder, node: Node) -> None:
     the graph does not ask for get scratch buffers (layernorm) or are switched off (RMSNorm's
     ``has_dbias``); RMSNorm's dscale is always produced.
     """
-    from hipdnn_trace.graph.ops import norm_backward_start
+    from hipdnn_trace.graph.norms import norm_backward_start
 
     i, o = node.inputs, node.outputs
     layer = node.type.startswith("Layernorm")

@@ -20,6 +20,7 @@ from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention, dtypes, ops
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
+from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
 
 Inputs = Mapping[str, np.ndarray | None]
 Handler = Callable[[Node, Graph, Inputs], dict[str, np.ndarray | None]]
@@ -135,25 +136,9 @@ def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | No
     return out
 
 
-def _rmsnorm_count(node: Node, graph: Graph) -> Any:
-    """normalized_dim_count, or the one inv_rms's shape states (docs/hipdnn-format.md 3.6: hipDNN's
-    references disagree; inv_rms's shape is the unambiguous statement of the trailing axes)."""
-    count = node.params.get("normalized_dim_count")
-    inv_rms_uid = node.outputs.get("inv_rms")
-    if count is None and inv_rms_uid is not None:
-        x_dims = _dims(graph, node, "x")
-        stats = graph.by_uid[inv_rms_uid].dims
-        reduced = [i for i, (a, b) in enumerate(zip(x_dims, stats)) if b == 1 and a > 1]
-        if reduced and reduced == list(range(reduced[0], len(x_dims))):
-            count = len(x_dims) - reduced[0]
-        elif reduced:
-            raise UnsupportedError(f"rmsnorm inv_rms {list(stats)} reduces non-trailing axes of x {list(x_dims)}")
-    return count
-
-
 def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return ref.rmsnorm(x["x"], x["scale"], x.get("bias"),
-                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=_rmsnorm_count(node, graph))
+                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=rmsnorm_count(node, graph))
 
 
 def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionConfig, dict[str, Any]]:
@@ -232,29 +217,6 @@ def _rmsnorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarr
     return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"], start=_norm_backward_start(node, graph)))
 
 
-def _rmsnorm_refusal(node: Node, graph: Graph) -> str | None:
-    """The rule hipDNN derives RMSNorm's normalized dims by, checked before anything runs, so
-    inspect and run refuse the same graphs with the same words."""
-    from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm_start_axis
-
-    x_dims = _dims(graph, node, "x")
-    try:
-        count = _rmsnorm_count(node, graph)
-    except UnsupportedError as exc:
-        return f"RMSNorm node {node.name!r}: {exc}"
-    rule = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
-            "test_sdk CpuReferenceRMSNorm.hpp, frontend validateScaleNormalizedShape")
-    scale_dims = _dims(graph, node, "scale")
-    try:
-        start = rmsnorm_start_axis(x_dims, scale_dims, count)
-    except UnsupportedError as exc:
-        return f"RMSNorm node {node.name!r}: {exc} ({rule})"
-    if int(np.prod(scale_dims)) != int(np.prod(x_dims[start:])):
-        return (f"RMSNorm node {node.name!r}: scale {list(scale_dims)} does not span the normalized dims "
-                f"{list(x_dims[start:])} of x {list(x_dims)} ({rule})")
-    return None
-
-
 def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return {"out": ref.reduce(str(node.params.get("mode", "")), x["in"], out_shape=_dims(graph, node, "out"))}
 
@@ -299,7 +261,7 @@ def check(graph: Graph) -> str | None:
             except UnsupportedError as exc:
                 return str(exc)
         if node.type == "RMSNormAttributes":
-            reason = _rmsnorm_refusal(node, graph)
+            reason = rmsnorm_refusal(node, graph)
             if reason:
                 return reason
         if node.type in (attention.SDPA, attention.SDPA_BACKWARD):

@@ -43,6 +43,7 @@ from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
 from hipdnn_trace.graph import attention as attention_spec
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.norms import rmsnorm_refusal
 
 __all__ = ["OPS", "POINTWISE", "REDUCTION_MODES", "TORCH_DTYPES", "Ctx", "OpFn", "Values", "check", "f32", "torch"]
 
@@ -84,6 +85,8 @@ def check(graph: Graph) -> str | None:
                 return f"reduction mode {mode} is not mapped to torch"
         if node.type in ("BatchnormAttributes", "BatchnormBackwardAttributes") and node.inputs.get("peer_stats"):
             return f"{node.op} {node.name!r}: peer stats are not supported"
+        if node.type == "RMSNormAttributes" and (reason := rmsnorm_refusal(node, graph)):
+            return reason
         if node.type in (attention_spec.SDPA, attention_spec.SDPA_BACKWARD):
             reason = attention_refusal(node, graph)
             if reason:

@@ -92,18 +92,11 @@ def layernorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.
 
 
 def rmsnorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
-    from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm_start_axis
+    from hipdnn_trace.graph.norms import rmsnorm_start
 
     inp = f32(x["x"])
-    count = node.params.get("normalized_dim_count")
-    inv_uid = node.outputs.get("inv_rms")
-    if count is None and inv_uid is not None:
-        stats = graph.by_uid[inv_uid].dims
-        reduced = [a for a, (xd, sd) in enumerate(zip(inp.shape, stats)) if sd == 1 and xd > 1]
-        if reduced and reduced == list(range(reduced[0], inp.dim())):
-            count = inp.dim() - reduced[0]
     scale = f32(x["scale"])
-    start = rmsnorm_start_axis(tuple(inp.shape), tuple(scale.shape), count)
+    start = rmsnorm_start(node, graph)
     axes = list(range(start, inp.dim()))
     inv = torch.rsqrt(inp.pow(2).mean(dim=axes, keepdim=True) + ctx.scalar(node, "epsilon"))
     y = inp * inv * scale.reshape([1] * (inp.dim() - scale.dim()) + list(scale.shape))
@@ -111,7 +104,7 @@ def rmsnorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Te
         bias = f32(x["bias"])
         y = y + bias.reshape([1] * (inp.dim() - bias.dim()) + list(bias.shape))
     out = {"y": y.to(ctx.out_dtype(node, "y"))}
-    if inv_uid is not None and norm_forward_phase(node) != "INFERENCE":
+    if node.outputs.get("inv_rms") is not None and norm_forward_phase(node) != "INFERENCE":
         out["inv_rms"] = inv.to(ctx.out_dtype(node, "inv_rms"))
     return out
 
@@ -119,7 +112,7 @@ def rmsnorm(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Te
 def _norm_backward_parts(node: Node, graph: Graph, x: Values) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                                          int, list[int], list[int]]:
     """(dy, x, scale broadcast over x, first normalized axis, normalized axes, batch axes), float32."""
-    from hipdnn_trace.graph.ops import norm_backward_start
+    from hipdnn_trace.graph.norms import norm_backward_start
 
     start = norm_backward_start(node, graph)
     if start is None:

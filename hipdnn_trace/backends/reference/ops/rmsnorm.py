@@ -17,37 +17,9 @@ import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64, trailing
 from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph.norms import rmsnorm_start_axis
 
 __all__ = ["rmsnorm", "rmsnorm_backward", "rmsnorm_start_axis"]
-
-
-def rmsnorm_start_axis(
-    x_shape: tuple[int, ...], scale_shape: tuple[int, ...], normalized_dim_count: int | None = None
-) -> int:
-    """The first normalized axis of x, from normalized_dim_count or from scale's shape."""
-    rank = len(x_shape)
-    if rank < 2:
-        raise UnsupportedError(f"rmsnorm needs x of rank >= 2, got shape {x_shape}")
-    if normalized_dim_count is not None:
-        k = int(normalized_dim_count)
-        if not 1 <= k <= rank:
-            raise UnsupportedError(f"rmsnorm: normalized_dim_count {k} must be between 1 and rank {rank}")
-        return rank - k
-    if len(scale_shape) != rank:
-        raise UnsupportedError(
-            f"rmsnorm: scale rank {len(scale_shape)} must equal x rank {rank} to derive the normalized dims"
-        )
-    matching = 0
-    for xd, sd in zip(reversed(x_shape), reversed(scale_shape)):
-        if xd != sd:
-            break
-        matching += 1
-    start = 1 if matching >= rank else rank - matching
-    if start == rank:
-        raise UnsupportedError(
-            f"rmsnorm: scale {tuple(scale_shape)} shares no trailing dims with x {tuple(x_shape)}"
-        )
-    return start
 
 
 def rmsnorm(

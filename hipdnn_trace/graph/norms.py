@@ -1,0 +1,145 @@
+"""Which axes a layernorm / RMSNorm normalizes: the shape rules every backend shares.
+
+hipDNN states the normalized axes three ways: ``normalized_dim_count``, scale's shape (the
+trailing dims where scale matches x: test_sdk ``CpuReferenceRMSNorm.hpp``, frontend
+``validateScaleNormalizedShape``) and the saved statistics' shape (x's leading dims, 1s over
+the normalized ones). One module derives them, so the loader, inspect, the reference, torch
+and cuDNN refuse and accept the same graphs with the same words (docs/hipdnn-format.md 3.5,
+3.6, 3.6b).
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph.opspec import option_path, port_path, port_tensor
+
+if TYPE_CHECKING:
+    from hipdnn_trace.graph.model import Graph, Node
+
+__all__ = ["norm_backward_check", "norm_backward_start", "rmsnorm_count", "rmsnorm_refusal",
+           "rmsnorm_start", "rmsnorm_start_axis"]
+
+RMSNORM_RULE = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
+                "test_sdk CpuReferenceRMSNorm.hpp, frontend validateScaleNormalizedShape")
+
+
+def rmsnorm_start_axis(
+    x_shape: tuple[int, ...], scale_shape: tuple[int, ...], normalized_dim_count: int | None = None
+) -> int:
+    """The first normalized axis of x, from normalized_dim_count or from scale's shape."""
+    rank = len(x_shape)
+    if rank < 2:
+        raise UnsupportedError(f"rmsnorm needs x of rank >= 2, got shape {x_shape}")
+    if normalized_dim_count is not None:
+        k = int(normalized_dim_count)
+        if not 1 <= k <= rank:
+            raise UnsupportedError(f"rmsnorm: normalized_dim_count {k} must be between 1 and rank {rank}")
+        return rank - k
+    if len(scale_shape) != rank:
+        raise UnsupportedError(
+            f"rmsnorm: scale rank {len(scale_shape)} must equal x rank {rank} to derive the normalized dims"
+        )
+    matching = 0
+    for xd, sd in zip(reversed(x_shape), reversed(scale_shape)):
+        if xd != sd:
+            break
+        matching += 1
+    start = 1 if matching >= rank else rank - matching
+    if start == rank:
+        raise UnsupportedError(
+            f"rmsnorm: scale {tuple(scale_shape)} shares no trailing dims with x {tuple(x_shape)}"
+        )
+    return start
+
+
+
+def _dims(node: Node, graph: Graph, port: str) -> tuple[int, ...]:
+    t = port_tensor(node, graph, port)
+    return tuple(t.dims) if t is not None else ()
+
+
+def rmsnorm_count(node: Node, graph: Graph) -> Any:
+    """normalized_dim_count, or the one inv_rms's shape states (docs/hipdnn-format.md 3.6: hipDNN's
+    references disagree; inv_rms's shape is the unambiguous statement of the trailing axes)."""
+    count = node.params.get("normalized_dim_count")
+    inv_rms = port_tensor(node, graph, "inv_rms")
+    if count is None and inv_rms is not None:
+        x_dims = _dims(node, graph, "x")
+        reduced = [i for i, (a, b) in enumerate(zip(x_dims, inv_rms.dims)) if b == 1 and a > 1]
+        if reduced and reduced == list(range(reduced[0], len(x_dims))):
+            count = len(x_dims) - reduced[0]
+        elif reduced:
+            raise UnsupportedError(f"rmsnorm inv_rms {list(inv_rms.dims)} reduces non-trailing axes of x "
+                                   f"{list(x_dims)}")
+    return count
+
+
+def rmsnorm_start(node: Node, graph: Graph) -> int:
+    """First normalized axis of an RMSNorm forward node (UnsupportedError when hipDNN's rule fails)."""
+    return rmsnorm_start_axis(_dims(node, graph, "x"), _dims(node, graph, "scale"), rmsnorm_count(node, graph))
+
+
+def rmsnorm_refusal(node: Node, graph: Graph) -> str | None:
+    """Why hipDNN's rule cannot normalize this RMSNorm node (one line naming the rule), or None."""
+    x_dims, scale_dims = _dims(node, graph, "x"), _dims(node, graph, "scale")
+    try:
+        start = rmsnorm_start(node, graph)
+    except UnsupportedError as exc:
+        return f"RMSNorm node {node.name!r}: {exc} ({RMSNORM_RULE})"
+    if prod(scale_dims) != prod(x_dims[start:]):
+        return (f"RMSNorm node {node.name!r}: scale {list(scale_dims)} does not span the normalized dims "
+                f"{list(x_dims[start:])} of x {list(x_dims)} ({RMSNORM_RULE})")
+    return None
+
+
+def _same_dims_as_x(node: Node, graph: Graph, ports: tuple[str, ...]) -> list[tuple[str, str]]:
+    x = port_tensor(node, graph, "x")
+    return [(port_path(node, p), f"dims {list(t.dims)} differ from x's {list(x.dims)}")
+            for p in ports if x is not None and (t := port_tensor(node, graph, p)) is not None
+            and tuple(t.dims) != tuple(x.dims)]
+
+
+def norm_backward_start(node: Node, graph: Graph) -> int | None:
+    """First normalized axis of a layernorm/RMSNorm backward: from normalized_dim_count, else
+    from the saved statistic's shape (1s over the normalized trailing axes)."""
+    x = port_tensor(node, graph, "x")
+    if x is None:
+        return None
+    count = node.params.get("normalized_dim_count")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return len(x.dims) - count if 1 <= count <= len(x.dims) else None
+    stat = port_tensor(node, graph, "inv_rms") or port_tensor(node, graph, "inv_variance") or port_tensor(node, graph, "mean")
+    if stat is None or len(stat.dims) != len(x.dims):
+        return None
+    reduced = [a for a, (xd, sd) in enumerate(zip(x.dims, stat.dims)) if sd == 1 and xd > 1]
+    if not reduced or reduced != list(range(reduced[0], len(x.dims))):
+        return None
+    return reduced[0]
+
+
+def norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    x = port_tensor(node, graph, "x")
+    if x is None:
+        return []
+    problems = _same_dims_as_x(node, graph, ("dy", "dx"))
+    start = norm_backward_start(node, graph)
+    if start is None or start == 0:
+        where = option_path(node, "normalized_dim_count", "attributes") if "normalized_dim_count" in node.params \
+            else port_path(node, "inv_rms" if "inv_rms" in node.inputs else "inv_variance")
+        return problems + [(where, f"cannot tell the normalized dims of x {list(x.dims)}: give "
+                            "normalized_dim_count, or saved statistics shaped like x with 1s over them")]
+    per_row, per_feature = prod(x.dims[:start]), prod(x.dims[start:])
+    for port in ("mean", "inv_variance", "inv_rms"):
+        t = port_tensor(node, graph, port)
+        if t is not None and t.numel != per_row:
+            problems.append((port_path(node, port), f"has {t.numel} values, expected one per normalized "
+                             f"row ({per_row})"))
+    for port in ("scale", "bias", "dscale", "dbias"):
+        t = port_tensor(node, graph, port)
+        if t is not None and t.numel != per_feature:
+            problems.append((port_path(node, port), f"has {t.numel} values, expected one per normalized "
+                             f"element ({per_feature}, dims {list(x.dims[start:])})"))
+    return problems
