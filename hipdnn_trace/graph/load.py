@@ -20,6 +20,7 @@ from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph import dtypes, ops
 from hipdnn_trace.graph.layout import is_valid_layout, storage_elements
 from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Node, Tensor
+from hipdnn_trace.graph.opspec import DERIVED
 
 #: Larger files are refused unread: no real graph comes close.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -282,6 +283,16 @@ class _Parser:
             else:
                 params[key] = value
                 sections[key] = "node"
+        for key, prefix in (spec.uid_lists.items() if spec else ()):
+            if key not in params:
+                continue
+            kpath = f"{path}.{key}" if sections.get(key) == "node" else f"{path}.{sections.get(key)}.{key}"
+            if not isinstance(params[key], list):
+                raise self.fail(kpath, f"expected a list of tensor uids, got {_kind(params[key])}")
+            target = outputs if prefix == "output" else inputs
+            for i, value in enumerate(params[key]):
+                target[f"{prefix}_{i}"] = self.integer(value, f"{kpath}[{i}]")
+                sections[f"{prefix}_{i}{UID_SUFFIX}"] = f"{DERIVED}{key}[{i}]"
         node = Node(name, node_type, compute, inputs, outputs, params, sections)
         if spec is not None:
             self.check_ports(node, spec, path)
@@ -368,6 +379,9 @@ def _port_keys(node: Node) -> list[tuple[str, str]]:
     for port in (*node.inputs, *node.outputs):
         key = port + UID_SUFFIX
         where = node.param_sections.get(key, "inputs")
+        if where.startswith(DERIVED):
+            keys.append((key, where.removeprefix(DERIVED)))
+            continue
         keys.append((key, key if where == "node" else f"{where}.{key}"))
     return keys
 

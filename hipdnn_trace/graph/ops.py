@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from hipdnn_trace.graph import attention
+from hipdnn_trace.graph import attention, custom
 from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
@@ -373,6 +373,7 @@ SPECS: dict[str, OpSpec] = {
             check=norm_backward_check, flops=_elementwise_flops(8.0, "x"),
         ),
         *attention.SPECS,
+        custom.SPEC,
         OpSpec(
             "ReductionAttributes", ("in",), ("out",),
             options={"mode": "node", "is_deterministic": "node"}, layout="flat",
@@ -385,7 +386,7 @@ SPECS: dict[str, OpSpec] = {
 #: (newest graph.fbs NodeAttributes union; docs/hipdnn-format.md section 2.0)
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
     "ResampleFwdAttributes", "ResampleBwdAttributes",
-    "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes", "CustomOpAttributes",
+    "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes",
     "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes", "LayernormFpropAttributes",
 })
 

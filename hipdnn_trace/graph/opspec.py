@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node, Tensor
 
+#: Section marker of a port the loader derived from a uid list (``derived:input_tensor_uids[0]``):
+#: messages name the list entry, and the writer leaves the port out (the list is written as read).
+DERIVED = "derived:"
+
 ShapeCheck = Callable[["Node", "Graph"], "list[tuple[str, str]]"]   # -> [(json path suffix, problem)]
 FlopCount = Callable[["Node", "Graph"], float]
 ByteCount = Callable[["Node", "Graph"], float]
@@ -32,6 +36,7 @@ class OpSpec:
     options: Mapping[str, str] = field(default_factory=dict)   # option -> section it is written in
     layout: str = "nested"                  # "nested": inputs/outputs dicts; "flat": keys on the node
     uid_named_options: tuple[str, ...] = () # keys ending in _tensor_uid that are not tensors
+    uid_lists: Mapping[str, str] = field(default_factory=dict)  # list key -> port prefix (CustomOp)
     check: ShapeCheck | None = None
     flops: FlopCount | None = None
     notes: Notes | None = None              # defaults and counting rules worth saying in inspect
@@ -57,6 +62,8 @@ def port_tensor(node: Node, graph: Graph, port: str) -> Tensor | None:
 def option_path(node: Node, key: str, default: str) -> str:
     """JSON path of an option inside its node (``attributes.causal_mask``, or the bare key)."""
     section = node.param_sections.get(key, default)
+    if section.startswith(DERIVED):
+        return section.removeprefix(DERIVED)
     return key if section == "node" else f"{section}.{key}"
 
 

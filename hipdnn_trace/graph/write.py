@@ -14,6 +14,7 @@ from typing import Any
 
 from hipdnn_trace.graph import ops
 from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Node, Tensor
+from hipdnn_trace.graph.opspec import DERIVED
 
 _SECTION_ORDER = ("inputs", "outputs", "parameters", "attributes")
 
@@ -55,6 +56,8 @@ def node_to_json(node: Node, *, legacy: bool = False) -> dict[str, Any]:
 
     def place(key: str, value: Any, is_port: bool, is_output: bool = False) -> None:
         where = node.param_sections.get(key) or _default_section(node, key, is_port, is_output)
+        if where.startswith(DERIVED):   # a port read from a uid list: the list itself is a param
+            return
         (flat if where == "node" else sections[where])[key] = value
 
     for port, uid in node.inputs.items():

@@ -52,6 +52,7 @@ from hipdnn_trace.backends.cudnn_graph.plan_types import (
     _dtype,
 )
 from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph import custom
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph
 
@@ -86,6 +87,8 @@ def plan(graph: Graph) -> Plan:
     b = _Builder(graph)
     for index in execution_order(graph):
         node = graph.nodes[index]
+        if node.type == custom.CUSTOM_OP:
+            raise UnsupportedError(custom.refusal(node, "cuDNN"))
         handler = _OPS.get(node.type)
         if handler is None:
             raise UnsupportedError(f"op {node.op} has no cuDNN frontend equivalent")

@@ -17,7 +17,7 @@ import numpy as np
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import attention, dtypes, ops
+from hipdnn_trace.graph import attention, custom, dtypes, ops
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
@@ -247,6 +247,8 @@ def check(graph: Graph) -> str | None:
         if dtypes.lookup(tensor.data_type).numpy is None:
             return f"tensor {tensor.name!r}: data type {tensor.data_type} has no host form"
     for node in graph.nodes:
+        if node.type == custom.CUSTOM_OP:
+            return custom.refusal(node, "the float64 reference")
         if node.type not in HANDLERS:
             return f"unsupported op {node.op}"
         spec = ops.spec(node.type)

@@ -41,6 +41,7 @@ from hipdnn_trace.backends.torch_ops.norms import (
 from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE, pointwise
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
 from hipdnn_trace.graph import attention as attention_spec
+from hipdnn_trace.graph import custom
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import pointwise_mode
 from hipdnn_trace.graph.norms import rmsnorm_refusal
@@ -73,6 +74,8 @@ def check(graph: Graph) -> str | None:
         if not t.is_value and t.data_type not in TORCH_DTYPES:
             return f"tensor {t.name!r}: data type {t.data_type} has no torch equivalent"
     for node in graph.nodes:
+        if node.type == custom.CUSTOM_OP:
+            return custom.refusal(node, "torch")
         if node.type not in OPS:
             return f"op {node.op} is not mapped to torch"
         if node.type == "PointwiseAttributes":
