@@ -354,6 +354,10 @@ PERF.update({
     "perf/norm/resnet50_batchnorm_backward_256x56x56": bn_backward([32, 256, 56, 56]),
     "perf/norm/llm_layernorm_8x2048x4096": layernorm([8, 2048, 4096]),
     "perf/norm/llm_rmsnorm_8x2048x4096": rmsnorm([8, 2048, 4096]),
+    # qwen3's per-head q/k norm: RMSNorm over head_dim 128 of 32 heads x 4096 tokens
+    "perf/norm/qwen3_qk_rmsnorm_per_head_131072x128": rmsnorm([131072, 128]),
+    "perf/norm/llm_layernorm_backward_8x2048x4096": norm_backward("layernorm", [8, 2048, 4096]),
+    "perf/norm/llm_rmsnorm_backward_8x2048x4096": norm_backward("rmsnorm", [8, 2048, 4096]),
     # LLM attention: prefill (causal, s 4096) and decode (one query against a 4096-token cache)
     "perf/attention/llama3_8b_prefill_s4096": sdpa(1, 32, 8, 4096, 4096, 128, causal=True),
     "perf/attention/llama3_70b_prefill_s4096": sdpa(1, 64, 8, 4096, 4096, 128, causal=True),
