@@ -211,6 +211,32 @@ def matmul_bias_gelu(a_dims, b_dims) -> Recipe:
     return make
 
 
+def moe_matmul(tokens, experts, k, n, *, mode="NONE", top_k=2) -> Recipe:
+    """An expert layer GEMM: ``tokens`` tokens routed to ``top_k`` of ``experts`` experts (routed
+    rows = tokens x top_k), weights [E, K, N] column-major per expert (cuDNN's documented layout).
+    NONE: token rows are already the routed rows; GATHER reads them from the tokens by index;
+    SCATTER writes each routed row back to (token, k) order."""
+    def make(b: GraphBuilder) -> None:
+        routed = tokens * top_k
+        token = b.tensor("token", [1, tokens if mode == "GATHER" else routed, k])
+        weight = b.tensor("weight", [experts, k, n], strides=[k * n, 1, k])
+        offsets = b.tensor("first_token_offset", [experts, 1, 1], dtype="int32")
+        index = b.tensor("token_index", [1, routed, 1], dtype="int32") if mode != "NONE" else None
+        ks = b.tensor("token_ks", [1, routed, 1], dtype="int32") if mode == "SCATTER" else None
+        b.moe_grouped_matmul(token, weight, offsets, mode=mode, top_k=top_k if mode == "SCATTER" else 0,
+                             token_index=index, token_ks=ks, name="moe_grouped_matmul")
+    return make
+
+
+def moe_matmul_backward(rows, experts, k, n) -> Recipe:
+    """The expert weights' gradient: dweight[e] = token[rows of e]^T @ doutput[rows of e]."""
+    def make(b: GraphBuilder) -> None:
+        b.moe_grouped_matmul_backward(b.tensor("doutput", [1, rows, n]), b.tensor("token", [1, rows, k]),
+                                      b.tensor("first_token_offset", [experts, 1, 1], dtype="int32"),
+                                      experts=experts, name="moe_grouped_matmul_backward")
+    return make
+
+
 def _bshd(b: GraphBuilder, name: str, batch: int, heads: int, seq: int, d: int):
     """A BHSD tensor stored BSHD (heads interleaved per token), as LLM frameworks lay q/k/v out."""
     return b.tensor(name, [batch, heads, seq, d], strides=[seq * heads * d, d, heads * d, 1])
@@ -319,6 +345,10 @@ SMALL: dict[str, Recipe] = {
     "attention/sdpa_backward_gqa_causal": sdpa_backward(1, 8, 2, 48, 32, causal=True),
     "attention/sdpa_backward_window": sdpa_backward(1, 4, 4, 96, 32, causal=True, left_bound=16),
     "attention/sdpa_backward_varlen": sdpa_backward(3, 4, 2, 40, 32, causal=True, lengths=True),
+    "moe/moe_grouped_matmul_none": moe_matmul(48, 8, 64, 48),
+    "moe/moe_grouped_matmul_gather_top2": moe_matmul(48, 8, 64, 48, mode="GATHER"),
+    "moe/moe_grouped_matmul_scatter_top2": moe_matmul(48, 8, 64, 48, mode="SCATTER"),
+    "moe/moe_grouped_matmul_backward": moe_matmul_backward(96, 8, 64, 48),
 }
 
 # ------------------------------------------------------------------- perf set
@@ -370,6 +400,15 @@ PERF.update({
     "perf/attention/gpt_oss_window128_sink_s4096": sdpa(1, 64, 8, 4096, 4096, 64, causal=True,
                                                         left_bound=128, sink=True),
     "perf/attention/llama3_8b_prefill_s4096_backward": sdpa_backward(1, 32, 8, 4096, 128, causal=True),
+    # MoE expert GEMMs, 4096 tokens: qwen3-30B-A3B (128 experts, top 8, hidden 2048, expert width 768:
+    # gate+up 2048 -> 1536, down 768 -> 2048) and deepseek-v3 (256 experts, top 8, hidden 7168, width 2048)
+    "perf/moe/qwen3_30b_a3b_experts_gate_up_t4096": moe_matmul(4096, 128, 2048, 1536, top_k=8),
+    "perf/moe/qwen3_30b_a3b_experts_down_scatter_t4096": moe_matmul(4096, 128, 768, 2048, mode="SCATTER",
+                                                                     top_k=8),
+    "perf/moe/qwen3_30b_a3b_experts_gate_up_gather_t4096": moe_matmul(4096, 128, 2048, 1536, mode="GATHER",
+                                                                      top_k=8),
+    "perf/moe/deepseek_v3_experts_gate_up_t4096": moe_matmul(4096, 256, 7168, 4096, top_k=8),
+    "perf/moe/qwen3_30b_a3b_experts_gate_up_t4096_backward": moe_matmul_backward(4096 * 8, 128, 2048, 1536),
 })
 
 

@@ -13,7 +13,7 @@ import hashlib
 
 import numpy as np
 
-from hipdnn_trace.bench import attention_inputs
+from hipdnn_trace.bench import attention_inputs, moe_inputs
 from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 
@@ -77,6 +77,8 @@ def make_input(graph: Graph, tensor: Tensor, seed: int) -> np.ndarray:
         return _seed_for(seed, graph.graph_id, uid)
 
     values = attention_inputs.metadata_value(graph, tensor, rng_for)
+    if values is None:
+        values = moe_inputs.metadata_value(graph, tensor, rng_for)
     if values is None:
         values = _values(rng_for(tensor.uid), tuple(tensor.dims), tensor.data_type, _domain(graph, tensor.uid))
     return round_to(values, tensor.data_type)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from hipdnn_trace.graph import attention, custom
+from hipdnn_trace.graph import attention, custom, moe
 from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
@@ -374,6 +374,7 @@ SPECS: dict[str, OpSpec] = {
         ),
         *attention.SPECS,
         custom.SPEC,
+        *moe.SPECS,
         OpSpec(
             "ReductionAttributes", ("in",), ("out",),
             options={"mode": "node", "is_deterministic": "node"}, layout="flat",
@@ -387,7 +388,7 @@ SPECS: dict[str, OpSpec] = {
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
     "ResampleFwdAttributes", "ResampleBwdAttributes",
     "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes",
-    "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes", "LayernormFpropAttributes",
+    "LayernormFpropAttributes",
 })
 
 

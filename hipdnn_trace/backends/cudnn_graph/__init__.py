@@ -29,6 +29,7 @@ from hipdnn_trace.backends.cudnn_graph import (
     attention,
     conv,
     matmul,
+    moe,
     norms,
     pointwise,
     reduction,
@@ -76,6 +77,8 @@ _OPS = {
     "RMSNormBackwardAttributes": norms.norm_backward,
     "SdpaAttributes": attention.sdpa,
     "SdpaBackwardAttributes": attention.sdpa_backward,
+    "MoeGroupedMatmulAttributes": moe.moe_grouped_matmul,
+    "MoeGroupedMatmulBwdAttributes": moe.moe_grouped_matmul_backward,
 }
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import attention, custom, dtypes, ops
+from hipdnn_trace.graph import attention, custom, dtypes, moe, ops
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
@@ -221,6 +221,16 @@ def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | No
     return {"out": ref.reduce(str(node.params.get("mode", "")), x["in"], out_shape=_dims(graph, node, "out"))}
 
 
+def _moe(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"output": ref.moe_grouped_matmul(
+        x["token"], x["weight"], x["first_token_offset"], mode=moe.mode(node), top_k=int(moe.top_k(node)),
+        token_index=x.get("token_index"), token_ks=x.get("token_ks"), output_rows=_dims(graph, node, "output")[1])}
+
+
+def _moe_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"dweight": ref.moe_grouped_matmul_backward(x["doutput"], x["token"], x["first_token_offset"])}
+
+
 HANDLERS: dict[str, Handler] = {
     "ConvolutionFwdAttributes": _conv_fwd,
     "ConvolutionBwdAttributes": _conv_dgrad,
@@ -238,6 +248,8 @@ HANDLERS: dict[str, Handler] = {
     "ReductionAttributes": _reduction,
     attention.SDPA: _sdpa,
     attention.SDPA_BACKWARD: _sdpa_backward,
+    moe.MOE: _moe,
+    moe.MOE_BACKWARD: _moe_backward,
 }
 
 

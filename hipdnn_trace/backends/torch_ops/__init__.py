@@ -28,6 +28,7 @@ from hipdnn_trace.backends.torch_ops.attention import (
 )
 from hipdnn_trace.backends.torch_ops.conv import conv_dgrad, conv_fwd, conv_wgrad
 from hipdnn_trace.backends.torch_ops.matmul import matmul
+from hipdnn_trace.backends.torch_ops.moe import moe_grouped_matmul, moe_grouped_matmul_backward
 from hipdnn_trace.backends.torch_ops.norms import (
     batchnorm_backward,
     batchnorm_inference,
@@ -41,7 +42,7 @@ from hipdnn_trace.backends.torch_ops.norms import (
 from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE, pointwise
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
 from hipdnn_trace.graph import attention as attention_spec
-from hipdnn_trace.graph import custom
+from hipdnn_trace.graph import custom, moe
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import pointwise_mode
 from hipdnn_trace.graph.norms import rmsnorm_refusal
@@ -65,6 +66,8 @@ OPS: dict[str, OpFn] = {
     "RMSNormBackwardAttributes": rmsnorm_backward,
     attention_spec.SDPA: sdpa,
     attention_spec.SDPA_BACKWARD: sdpa_backward,
+    moe.MOE: moe_grouped_matmul,
+    moe.MOE_BACKWARD: moe_grouped_matmul_backward,
 }
 
 

@@ -20,6 +20,7 @@ from hipdnn_trace.backends.reference.ops.conv import (
 )
 from hipdnn_trace.backends.reference.ops.layernorm import layernorm, layernorm_backward
 from hipdnn_trace.backends.reference.ops.matmul import matmul, matmul_output_shape
+from hipdnn_trace.backends.reference.ops.moe import moe_grouped_matmul, moe_grouped_matmul_backward
 from hipdnn_trace.backends.reference.ops.pointwise import (
     POINTWISE_MODES,
     pointwise,
@@ -46,6 +47,8 @@ __all__ = [
     "layernorm_backward",
     "matmul",
     "matmul_output_shape",
+    "moe_grouped_matmul",
+    "moe_grouped_matmul_backward",
     "pointwise",
     "pointwise_arity",
     "reduce",
