@@ -1,7 +1,8 @@
 """Builder methods for MoE grouped matmul nodes. Mixed into GraphBuilder.
 
-Layout: ports under ``inputs``/``outputs`` with every optional port written (null when
-unset), ``mode`` and ``top_k`` under ``attributes`` (docs/hipdnn-format.md 2.12).
+Layout as hipDNN's writer (flatbuffers_sdk ``json/MoeGroupedMatmulAttributes.hpp``): ports under
+``inputs``/``outputs``, unset optional ports omitted, ``mode`` (lower case) and ``top_k`` on the
+node itself (docs/hipdnn-format.md 2.11).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ class MoeBuilder:
         rows = token_index.dims[1] if mode == "GATHER" and token_index is not None else token.dims[1]
         y = self._output(out, [1, rows, weight.dims[2]], None, dtype=dtype, virtual=False,   # type: ignore[attr-defined]
                          layout=None)
-        self._node(moe.MOE, node,   # type: ignore[attr-defined]
-                   {"token": token, "weight": weight, "first_token_offset": first_token_offset,
-                    "token_index": token_index, "token_ks": token_ks},
-                   {"output": y}, {"mode": mode, "top_k": top_k}, compute)
+        inputs = {"token": token, "weight": weight, "first_token_offset": first_token_offset,
+                  "token_index": token_index, "token_ks": token_ks}
+        self._node(moe.MOE, node, {p: t for p, t in inputs.items() if t is not None},   # type: ignore[attr-defined]
+                   {"output": y}, {"mode": mode.lower(), "top_k": top_k}, compute)
         return y
 
     def moe_grouped_matmul_backward(self, doutput: Tensor, token: Tensor, first_token_offset: Tensor, *,

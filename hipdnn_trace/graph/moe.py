@@ -53,7 +53,7 @@ def _dims(node: Node, graph: Graph, port: str) -> tuple[int, ...] | None:
 def _routing_contract(node: Node, graph: Graph, experts: int) -> list[tuple[str, str]]:
     """hipDNN's checkMoeGroupedMatmulRouting: which routing tensors and top_k each mode takes."""
     m, k = mode(node), top_k(node)
-    where_mode, where_k = option_path(node, "mode", "attributes"), option_path(node, "top_k", "attributes")
+    where_mode, where_k = option_path(node, "mode", "node"), option_path(node, "top_k", "node")
     if m not in MODES:
         return [(where_mode, f"unknown mode {node.params.get('mode')!r} (hipDNN: {', '.join(MODES)})")]
     if not isinstance(k, int) or isinstance(k, bool):
@@ -188,7 +188,8 @@ def _notes(node: Node, graph: Graph) -> list[str]:
             "FLOPs = 2 K N x routed rows, counted from the bound first_token_offset at run time"]
 
 
-_FWD_OPTIONS = {"mode": "attributes", "top_k": "attributes"}
+#: hipDNN writes mode (lower case) and top_k on the node itself (flatbuffers_sdk json/MoeGroupedMatmulAttributes.hpp)
+_FWD_OPTIONS = {"mode": "node", "top_k": "node"}
 
 SPECS = (
     OpSpec(MOE, ("token", "weight", "first_token_offset"), ("output",),

@@ -136,9 +136,9 @@ def test_flops_count_the_routed_rows_from_the_bound_offsets() -> None:
 
 
 @pytest.mark.parametrize(("edit", "fragment"), [
-    (lambda n, t: n["attributes"].update(top_k=0), "attributes.top_k: SCATTER needs 1 <= top_k <= 16"),
-    (lambda n, t: n["attributes"].update(mode="SCATTERED"), "attributes.mode: unknown mode 'SCATTERED'"),
-    (lambda n, t: n["inputs"].update(token_ks_tensor_uid=None), "SCATTER mode requires the token_ks tensor"),
+    (lambda n, t: n.update(top_k=0), "nodes[0].top_k: SCATTER needs 1 <= top_k <= 16"),
+    (lambda n, t: n.update(mode="scattered"), "nodes[0].mode: unknown mode 'scattered'"),
+    (lambda n, t: n["inputs"].pop("token_ks_tensor_uid"), "SCATTER mode requires the token_ks tensor"),
     (lambda n, t: t[2].update(data_type="int64"), "inputs.first_token_offset_tensor_uid: must be int32"),
     (lambda n, t: t[1].update(dims=[16, 31, 16]), "inputs.weight_tensor_uid: dims [16, 31, 16]: K 31"),
 ])
