@@ -211,6 +211,32 @@ def matmul_bias_gelu(a_dims, b_dims) -> Recipe:
     return make
 
 
+def pool(dims, mode, window, *, layout=None, index=False, **opts) -> Recipe:
+    """Pooling (hipDNN's ResampleFwd); ``index`` adds MAXPOOL's int32 argmax output."""
+    def make(b: GraphBuilder) -> None:
+        b.pool(b.tensor("x", dims, layout=layout), mode, window, index_dtype="int32" if index else None,
+               name="pool", **opts)
+    return make
+
+
+def pool_backward(dims, mode, window, **opts) -> Recipe:
+    """Pooling's backward; MAXPOOL takes the forward's int32 index (the harness computes it)."""
+    def make(b: GraphBuilder) -> None:
+        from hipdnn_trace.graph.resample import Pooling, output_dims
+
+        nsp = len(dims) - 2
+        per = {k: [v] * nsp if isinstance(v, int) else list(v) for k, v in
+               (("window", window), ("stride", opts.get("stride", 1)), ("pad", opts.get("pad", 0)))}
+        post = opts.get("post_pad", per["pad"])
+        post = [post] * nsp if isinstance(post, int) else list(post)
+        p = Pooling(mode, opts.get("padding_mode", "ZERO_PAD"), tuple(per["window"]), tuple(per["stride"]),
+                    tuple(per["pad"]), tuple(post))
+        out = [*dims[:2], *output_dims(tuple(dims[2:]), p)]
+        index = b.tensor("index", out, dtype="int32") if mode == "MAXPOOL" else None
+        b.pool_backward(b.tensor("dy", out), dims, mode, window, index=index, name="pool_backward", **opts)
+    return make
+
+
 def moe_matmul(tokens, experts, k, n, *, mode="NONE", top_k=2) -> Recipe:
     """An expert layer GEMM: ``tokens`` tokens routed to ``top_k`` of ``experts`` experts (routed
     rows = tokens x top_k), weights [E, K, N] column-major per expert (cuDNN's documented layout).
@@ -345,6 +371,21 @@ SMALL: dict[str, Recipe] = {
     "attention/sdpa_backward_gqa_causal": sdpa_backward(1, 8, 2, 48, 32, causal=True),
     "attention/sdpa_backward_window": sdpa_backward(1, 4, 4, 96, 32, causal=True, left_bound=16),
     "attention/sdpa_backward_varlen": sdpa_backward(3, 4, 2, 40, 32, causal=True, lengths=True),
+    "pool/maxpool_2d_index": pool([2, 8, 12, 12], "MAXPOOL", 3, stride=2, pad=1, padding_mode="NEG_INF_PAD",
+                                  index=True),
+    "pool/maxpool_2d_zero_pad_nhwc": pool([2, 8, 9, 9], "MAXPOOL", 3, layout="NHWC", stride=2, pad=1),
+    "pool/avgpool_include_padding_2d": pool([2, 8, 12, 12], "AVGPOOL_INCLUDE_PADDING", 3, stride=2, pad=1),
+    "pool/avgpool_exclude_padding_asym_2d": pool([1, 4, 11, 9], "AVGPOOL_EXCLUDE_PADDING", [3, 2],
+                                                 stride=[2, 1], pad=[1, 0], post_pad=[0, 1]),
+    "pool/maxpool_3d_index": pool([1, 4, 6, 8, 8], "MAXPOOL", 2, stride=2, padding_mode="NEG_INF_PAD",
+                                  index=True),
+    "pool/avgpool_exclude_padding_3d": pool([1, 4, 5, 7, 7], "AVGPOOL_EXCLUDE_PADDING", 3, stride=2, pad=1),
+    "pool/maxpool_backward_2d": pool_backward([2, 8, 12, 12], "MAXPOOL", 3, stride=2, pad=1,
+                                              padding_mode="NEG_INF_PAD"),
+    "pool/avgpool_include_padding_backward_2d": pool_backward([2, 8, 12, 12], "AVGPOOL_INCLUDE_PADDING", 3,
+                                                              stride=2, pad=1),
+    "pool/avgpool_exclude_padding_backward_3d": pool_backward([1, 4, 5, 7, 7], "AVGPOOL_EXCLUDE_PADDING", 3,
+                                                              stride=2, pad=1),
     "moe/moe_grouped_matmul_none": moe_matmul(48, 8, 64, 48),
     "moe/moe_grouped_matmul_gather_top2": moe_matmul(48, 8, 64, 48, mode="GATHER"),
     "moe/moe_grouped_matmul_scatter_top2": moe_matmul(48, 8, 64, 48, mode="SCATTER"),
@@ -400,6 +441,11 @@ PERF.update({
     "perf/attention/gpt_oss_window128_sink_s4096": sdpa(1, 64, 8, 4096, 4096, 64, causal=True,
                                                         left_bound=128, sink=True),
     "perf/attention/llama3_8b_prefill_s4096_backward": sdpa_backward(1, 32, 8, 4096, 128, causal=True),
+    "perf/pool/resnet50_stem_maxpool_3x3_s2": pool([32, 64, 112, 112], "MAXPOOL", 3, layout="NHWC", stride=2,
+                                                   pad=1, padding_mode="NEG_INF_PAD"),
+    "perf/pool/resnet50_global_avgpool_7x7": pool([32, 2048, 7, 7], "AVGPOOL_INCLUDE_PADDING", 7, layout="NHWC"),
+    "perf/pool/resnet50_stem_maxpool_backward": pool_backward([32, 64, 112, 112], "MAXPOOL", 3, stride=2, pad=1,
+                                                              padding_mode="NEG_INF_PAD"),
     # MoE expert GEMMs, 4096 tokens: qwen3-30B-A3B (128 experts, top 8, hidden 2048, expert width 768:
     # gate+up 2048 -> 1536, down 768 -> 2048) and deepseek-v3 (256 experts, top 8, hidden 7168, width 2048)
     "perf/moe/qwen3_30b_a3b_experts_gate_up_t4096": moe_matmul(4096, 128, 2048, 1536, top_k=8),

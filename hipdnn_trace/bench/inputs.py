@@ -94,7 +94,27 @@ def make_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
     if attention_inputs.attention_nodes(graph):
         inputs.update(attention_inputs.forward_results(graph, inputs))
     inputs.update(_saved_norm_statistics(graph, inputs))
+    inputs.update(_pooling_indices(graph, seed))
     return inputs
+
+
+def _pooling_indices(graph: Graph, seed: int) -> dict[int, np.ndarray]:
+    """A max-pool backward's index is the argmax of a forward over some x: computed from a
+    seeded x of dx's shape, so every index lies in its window as a real forward's would."""
+    from hipdnn_trace.backends.reference.ops.pooling import pool_forward
+    from hipdnn_trace.backends.reference.ops.rounding import round_to
+    from hipdnn_trace.graph import resample
+
+    out: dict[int, np.ndarray] = {}
+    for node in graph.nodes:
+        uid = node.inputs.get("index")
+        if node.type != resample.RESAMPLE_BWD or not isinstance(uid, int):
+            continue
+        dx = graph.by_uid[node.outputs["dx"]]
+        x = _values(_seed_for(seed, graph.graph_id, dx.uid), tuple(dx.dims), "float", "any")
+        _, index = pool_forward(x, resample.pooling(node), with_index=True)
+        out[uid] = round_to(index.astype(np.float64), graph.by_uid[uid].data_type)
+    return out
 
 
 #: epsilon the saved statistics of a norm backward are computed with (hipDNN's reference default)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from hipdnn_trace.graph import attention, custom, moe
+from hipdnn_trace.graph import attention, custom, moe, resample
 from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
@@ -375,6 +375,7 @@ SPECS: dict[str, OpSpec] = {
         *attention.SPECS,
         custom.SPEC,
         *moe.SPECS,
+        *resample.SPECS,
         OpSpec(
             "ReductionAttributes", ("in",), ("out",),
             options={"mode": "node", "is_deterministic": "node"}, layout="flat",
@@ -386,7 +387,6 @@ SPECS: dict[str, OpSpec] = {
 #: Node types hipDNN defines that hipdnn-trace loads but has no reference for yet.
 #: (newest graph.fbs NodeAttributes union; docs/hipdnn-format.md section 2.0)
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
-    "ResampleFwdAttributes", "ResampleBwdAttributes",
     "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes",
     "LayernormFpropAttributes",
 })

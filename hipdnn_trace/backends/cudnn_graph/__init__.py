@@ -82,6 +82,15 @@ _OPS = {
 }
 
 
+#: hipDNN ops cuDNN has in C++ but its Python frontend (nvidia-cudnn-frontend 1.32, the version the
+#: backend drives) does not expose: ``dir(cudnn.pygraph)`` has no resample or pooling method (checked
+#: on the H100 device, docs/nvidia.md).
+NO_PYTHON_BINDING = {
+    "ResampleFwdAttributes": "cuDNN's resample (pooling) has no Python frontend binding (cudnn-frontend 1.32)",
+    "ResampleBwdAttributes": "cuDNN's resample backward has no Python frontend binding (cudnn-frontend 1.32)",
+}
+
+
 def plan(graph: Graph) -> Plan:
     """The cuDNN frontend calls that build ``graph``; UnsupportedError says why not."""
     for t in graph.tensors:
@@ -92,6 +101,8 @@ def plan(graph: Graph) -> Plan:
         node = graph.nodes[index]
         if node.type == custom.CUSTOM_OP:
             raise UnsupportedError(custom.refusal(node, "cuDNN"))
+        if node.type in NO_PYTHON_BINDING:
+            raise UnsupportedError(f"{node.op} {node.name!r}: {NO_PYTHON_BINDING[node.type]}")
         handler = _OPS.get(node.type)
         if handler is None:
             raise UnsupportedError(f"op {node.op} has no cuDNN frontend equivalent")

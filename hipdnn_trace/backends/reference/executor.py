@@ -17,7 +17,7 @@ import numpy as np
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import attention, custom, dtypes, moe, ops
+from hipdnn_trace.graph import attention, custom, dtypes, moe, ops, resample
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
@@ -231,6 +231,15 @@ def _moe_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray |
     return {"dweight": ref.moe_grouped_matmul_backward(x["doutput"], x["token"], x["first_token_offset"])}
 
 
+def _resample_fwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    y, index = ref.pool_forward(x["x"], resample.pooling(node), with_index=node.outputs.get("index") is not None)
+    return {"y": y, "index": index}
+
+
+def _resample_bwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"dx": ref.pool_backward(x["dy"], resample.pooling(node), _dims(graph, node, "dx"), x.get("index"))}
+
+
 HANDLERS: dict[str, Handler] = {
     "ConvolutionFwdAttributes": _conv_fwd,
     "ConvolutionBwdAttributes": _conv_dgrad,
@@ -250,6 +259,8 @@ HANDLERS: dict[str, Handler] = {
     attention.SDPA_BACKWARD: _sdpa_backward,
     moe.MOE: _moe,
     moe.MOE_BACKWARD: _moe_backward,
+    resample.RESAMPLE_FWD: _resample_fwd,
+    resample.RESAMPLE_BWD: _resample_bwd,
 }
 
 

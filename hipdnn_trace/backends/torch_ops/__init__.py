@@ -40,9 +40,10 @@ from hipdnn_trace.backends.torch_ops.norms import (
     rmsnorm_backward,
 )
 from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE, pointwise
+from hipdnn_trace.backends.torch_ops.pooling import resample_bwd, resample_fwd
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
 from hipdnn_trace.graph import attention as attention_spec
-from hipdnn_trace.graph import custom, moe
+from hipdnn_trace.graph import custom, moe, resample
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import pointwise_mode
 from hipdnn_trace.graph.norms import rmsnorm_refusal
@@ -68,6 +69,8 @@ OPS: dict[str, OpFn] = {
     attention_spec.SDPA_BACKWARD: sdpa_backward,
     moe.MOE: moe_grouped_matmul,
     moe.MOE_BACKWARD: moe_grouped_matmul_backward,
+    resample.RESAMPLE_FWD: resample_fwd,
+    resample.RESAMPLE_BWD: resample_bwd,
 }
 
 

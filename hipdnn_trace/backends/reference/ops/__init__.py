@@ -26,6 +26,7 @@ from hipdnn_trace.backends.reference.ops.pointwise import (
     pointwise,
     pointwise_arity,
 )
+from hipdnn_trace.backends.reference.ops.pooling import pool_backward, pool_forward
 from hipdnn_trace.backends.reference.ops.reduction import REDUCTION_MODES, reduce
 from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm, rmsnorm_backward
 from hipdnn_trace.backends.reference.ops.rounding import round_to
@@ -51,6 +52,8 @@ __all__ = [
     "moe_grouped_matmul_backward",
     "pointwise",
     "pointwise_arity",
+    "pool_backward",
+    "pool_forward",
     "reduce",
     "rmsnorm",
     "rmsnorm_backward",
