@@ -237,6 +237,49 @@ def pool_backward(dims, mode, window, **opts) -> Recipe:
     return make
 
 
+#: MX and NVFP4 formats: (element type, scale type, block size) -- OCP MX v1.0 and NVIDIA's NVFP4
+BLOCK_FORMATS = {"mxfp8_e4m3": ("fp8_e4m3", "fp8_e8m0", 32), "mxfp8_e5m2": ("fp8_e5m2", "fp8_e8m0", 32),
+                 "mxfp4": ("fp4_e2m1", "fp8_e8m0", 32), "nvfp4": ("fp4_e2m1", "fp8_e4m3", 16)}
+
+
+def block_quantize(dims, fmt, axis=None) -> Recipe:
+    def make(b: GraphBuilder) -> None:
+        element, scale, block = BLOCK_FORMATS[fmt]
+        b.block_quantize(b.tensor("x", dims), block, y_dtype=element, scale_dtype=scale, axis=axis,
+                         name="quantize")
+    return make
+
+
+def block_dequantize(dims, fmt, global_scale=False) -> Recipe:
+    """Block dequantize along the last dim; NVFP4 then multiplies by its float per-tensor scale."""
+    def make(b: GraphBuilder) -> None:
+        element, scale, block = BLOCK_FORMATS[fmt]
+        x = b.tensor("x", dims, dtype=element)
+        s = b.tensor("scale", [*dims[:-1], -(-dims[-1] // block)], dtype=scale)
+        if not global_scale:
+            b.block_dequantize(x, s, [block], name="dequantize")
+            return
+        y = b.block_dequantize(x, s, [block], name="dequantize", out="block_scaled", virtual=True)
+        b.pointwise("mul", y, b.tensor("global_scale", [1] * len(dims), dtype="float"), name="global_scale",
+                    out="y")
+    return make
+
+
+def moe_block_scaled(tokens, experts, k, n, fmt="mxfp4", top_k=4) -> Recipe:
+    """Expert weights stored block-scaled along K (``[E, K, N]``, one scale per block of K), dequantized
+    into the MoE grouped matmul: gpt-oss's MXFP4 experts."""
+    def make(b: GraphBuilder) -> None:
+        element, scale, block = BLOCK_FORMATS[fmt]
+        token = b.tensor("token", [1, tokens * top_k, k])
+        weight = b.tensor("weight", [experts, k, n], dtype=element)
+        scales = b.tensor("weight_scale", [experts, -(-k // block), n], dtype=scale)
+        w = b.block_dequantize(weight, scales, [block, 1], name="dequantize_weight", out="weight_dequantized",
+                               virtual=True, dtype=b.io)
+        b.moe_grouped_matmul(token, w, b.tensor("first_token_offset", [experts, 1, 1], dtype="int32"),
+                             name="moe_grouped_matmul")
+    return make
+
+
 def moe_matmul(tokens, experts, k, n, *, mode="NONE", top_k=2) -> Recipe:
     """An expert layer GEMM: ``tokens`` tokens routed to ``top_k`` of ``experts`` experts (routed
     rows = tokens x top_k), weights [E, K, N] column-major per expert (cuDNN's documented layout).
@@ -386,6 +429,14 @@ SMALL: dict[str, Recipe] = {
                                                               stride=2, pad=1),
     "pool/avgpool_exclude_padding_backward_3d": pool_backward([1, 4, 5, 7, 7], "AVGPOOL_EXCLUDE_PADDING", 3,
                                                               stride=2, pad=1),
+    "blockscale/mxfp8_e4m3_quantize": block_quantize([32, 256], "mxfp8_e4m3"),
+    "blockscale/mxfp8_e5m2_quantize_axis0": block_quantize([96, 48], "mxfp8_e5m2", axis=0),
+    "blockscale/mxfp4_quantize": block_quantize([32, 200], "mxfp4"),
+    "blockscale/nvfp4_quantize": block_quantize([32, 256], "nvfp4"),
+    "blockscale/mxfp8_e4m3_dequantize": block_dequantize([32, 256], "mxfp8_e4m3"),
+    "blockscale/mxfp4_dequantize": block_dequantize([32, 200], "mxfp4"),
+    "blockscale/nvfp4_dequantize_global_scale": block_dequantize([32, 256], "nvfp4", global_scale=True),
+    "moe/moe_mxfp4_experts": moe_block_scaled(24, 8, 64, 48),
     "moe/moe_grouped_matmul_none": moe_matmul(48, 8, 64, 48),
     "moe/moe_grouped_matmul_gather_top2": moe_matmul(48, 8, 64, 48, mode="GATHER"),
     "moe/moe_grouped_matmul_scatter_top2": moe_matmul(48, 8, 64, 48, mode="SCATTER"),
@@ -443,7 +494,7 @@ PERF.update({
     "perf/attention/llama3_8b_prefill_s4096_backward": sdpa_backward(1, 32, 8, 4096, 128, causal=True),
     "perf/pool/resnet50_stem_maxpool_3x3_s2": pool([32, 64, 112, 112], "MAXPOOL", 3, layout="NHWC", stride=2,
                                                    pad=1, padding_mode="NEG_INF_PAD"),
-    "perf/pool/resnet50_global_avgpool_7x7": pool([32, 2048, 7, 7], "AVGPOOL_INCLUDE_PADDING", 7, layout="NHWC"),
+    "perf/pool/resnet50_global_avgpool_7x7_b128": pool([128, 2048, 7, 7], "AVGPOOL_INCLUDE_PADDING", 7, layout="NHWC"),
     "perf/pool/resnet50_stem_maxpool_backward": pool_backward([32, 64, 112, 112], "MAXPOOL", 3, stride=2, pad=1,
                                                               padding_mode="NEG_INF_PAD"),
     # MoE expert GEMMs, 4096 tokens: qwen3-30B-A3B (128 experts, top 8, hidden 2048, expert width 768:
@@ -454,6 +505,10 @@ PERF.update({
     "perf/moe/qwen3_30b_a3b_experts_gate_up_gather_t4096": moe_matmul(4096, 128, 2048, 1536, mode="GATHER",
                                                                       top_k=8),
     "perf/moe/deepseek_v3_experts_gate_up_t4096": moe_matmul(4096, 256, 7168, 4096, top_k=8),
+    # gpt-oss-20b: 32 experts, top 4, hidden 2880, gate+up 2880 -> 5760, MXFP4 weights (blocks of 32 along K)
+    "perf/moe/gpt_oss_20b_mxfp4_experts_gate_up_t4096": moe_block_scaled(4096, 32, 2880, 5760),
+    "perf/blockscale/mxfp8_e4m3_quantize_8192x4096": block_quantize([8192, 4096], "mxfp8_e4m3"),
+    "perf/blockscale/nvfp4_dequantize_8192x4096": block_dequantize([8192, 4096], "nvfp4", global_scale=True),
     "perf/moe/qwen3_30b_a3b_experts_gate_up_t4096_backward": moe_matmul_backward(4096 * 8, 128, 2048, 1536),
 })
 

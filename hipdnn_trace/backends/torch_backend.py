@@ -83,7 +83,7 @@ def to_torch(array: np.ndarray, t: Tensor, device: Any) -> Any:
     ops = _ops()
     flat = layout.pack(np.asarray(array).astype(numpy_dtype(t.data_type), copy=False), t.strides)
     dtype = ops.TORCH_DTYPES[t.data_type]
-    if flat.dtype.kind == "V" or flat.dtype.name in ("bfloat16",) or flat.dtype.name.startswith("float8"):
+    if flat.dtype.kind == "V" or flat.dtype.name in ("bfloat16",) or flat.dtype.name.startswith(("float8", "float4")):
         host = torch.from_numpy(flat.view(np.int16 if flat.itemsize == 2 else np.uint8)).view(dtype)
     else:
         host = torch.from_numpy(flat)
@@ -95,6 +95,8 @@ def to_numpy(tensor: Any, t: Tensor) -> np.ndarray:
     torch = _torch()
     want = numpy_dtype(t.data_type)
     host = tensor.detach().to("cpu").contiguous()
+    if t.data_type == "fp4_e2m1":   # one e2m1 code per byte (ops.TORCH_DTYPES)
+        return host.numpy().view(want).reshape(tuple(t.dims))
     if host.dtype in (torch.bfloat16,) or "float8" in str(host.dtype):
         raw = host.view(torch.int16 if host.element_size() == 2 else torch.uint8).numpy()
         return raw.view(want).reshape(tuple(t.dims))

@@ -26,6 +26,7 @@ from typing import Any
 
 from hipdnn_trace.graph import dtypes, ops
 from hipdnn_trace.graph.build_attention import AttentionBuilder
+from hipdnn_trace.graph.build_blockscale import BlockScaleBuilder
 from hipdnn_trace.graph.build_moe import MoeBuilder
 from hipdnn_trace.graph.build_resample import ResampleBuilder
 from hipdnn_trace.graph.layout import channels_last_order, packed_strides, stride_order
@@ -96,7 +97,7 @@ def _spatial(value: int | Sequence[int], count: int, what: str) -> list[int]:
     return values
 
 
-class GraphBuilder(AttentionBuilder, MoeBuilder, ResampleBuilder):
+class GraphBuilder(AttentionBuilder, BlockScaleBuilder, MoeBuilder, ResampleBuilder):
     """Accumulates tensors and nodes; :meth:`build` checks and returns the Graph."""
 
     def __init__(self, name: str, *, io: str = "float", compute: str = "float",

@@ -49,10 +49,11 @@ DTYPES: dict[str, DType] = {
         _dt("fp8_e4m3_fnuz", ml_dtypes.float8_e4m3fnuz, True, 8),
         _dt("fp8_e5m2_fnuz", ml_dtypes.float8_e5m2fnuz, True, 8),
         _dt("fp8_e8m0", ml_dtypes.float8_e8m0fnu, True, 8),
-        # packed sub-byte types: hipDNN packs them (packing unconfirmed), so no host view
-        _dt("fp4_e2m1", None, True, 4),
-        _dt("fp6_e2m3", None, True, 6),
-        _dt("fp6_e3m2", None, True, 6),
+        # sub-byte floats: one element per byte on the host (ml_dtypes), so values keep their exact
+        # bits; device packing (two fp4 per byte) is each backend's business (docs/hipdnn-format.md 1.5)
+        _dt("fp4_e2m1", ml_dtypes.float4_e2m1fn, True, 4),
+        _dt("fp6_e2m3", ml_dtypes.float6_e2m3fn, True, 6),
+        _dt("fp6_e3m2", ml_dtypes.float6_e3m2fn, True, 6),
         _dt("int4", None, False, 4),
         # block-scaled types of older data_sdk versions
         _dt("mxfp8", None, True, 8),

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from hipdnn_trace.graph import attention, custom, moe, resample
+from hipdnn_trace.graph import attention, blockscale, custom, moe, resample
 from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
@@ -376,6 +376,7 @@ SPECS: dict[str, OpSpec] = {
         custom.SPEC,
         *moe.SPECS,
         *resample.SPECS,
+        *blockscale.SPECS,
         OpSpec(
             "ReductionAttributes", ("in",), ("out",),
             options={"mode": "node", "is_deterministic": "node"}, layout="flat",
@@ -387,7 +388,6 @@ SPECS: dict[str, OpSpec] = {
 #: Node types hipDNN defines that hipdnn-trace loads but has no reference for yet.
 #: (newest graph.fbs NodeAttributes union; docs/hipdnn-format.md section 2.0)
 KNOWN_UNMODELLED: frozenset[str] = frozenset({
-    "BlockScaleQuantizeAttributes", "BlockScaleDequantizeAttributes",
     "LayernormFpropAttributes",
 })
 

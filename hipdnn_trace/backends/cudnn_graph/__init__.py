@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from hipdnn_trace.backends.cudnn_graph import (
     attention,
+    blockscale,
     conv,
     matmul,
     moe,
@@ -79,6 +80,8 @@ _OPS = {
     "SdpaBackwardAttributes": attention.sdpa_backward,
     "MoeGroupedMatmulAttributes": moe.moe_grouped_matmul,
     "MoeGroupedMatmulBwdAttributes": moe.moe_grouped_matmul_backward,
+    "BlockScaleQuantizeAttributes": blockscale.block_quantize,
+    "BlockScaleDequantizeAttributes": blockscale.block_dequantize,
 }
 
 

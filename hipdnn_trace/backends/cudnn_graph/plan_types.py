@@ -12,7 +12,8 @@ from hipdnn_trace.errors import UnsupportedError
 DTYPES: dict[str, str] = {
     "float": "FLOAT", "half": "HALF", "bfloat16": "BFLOAT16", "double": "DOUBLE",
     "int8": "INT8", "int32": "INT32", "int64": "INT64", "uint8": "UINT8", "boolean": "BOOLEAN",
-    "fp8_e4m3": "FP8_E4M3", "fp8_e5m2": "FP8_E5M2",
+    "fp8_e4m3": "FP8_E4M3", "fp8_e5m2": "FP8_E5M2", "fp8_e8m0": "FP8_E8M0",
+    "fp4_e2m1": "FP4_E2M1",   # a type cuDNN has; its packing is refused in cudnn_graph/blockscale.py
 }
 
 CONV_TYPES = ("ConvolutionFwdAttributes", "ConvolutionBwdAttributes", "ConvolutionWrwAttributes")

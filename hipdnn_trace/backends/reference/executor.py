@@ -17,7 +17,7 @@ import numpy as np
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import attention, custom, dtypes, moe, ops, resample
+from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
@@ -240,6 +240,26 @@ def _resample_bwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray |
     return {"dx": ref.pool_backward(x["dy"], resample.pooling(node), _dims(graph, node, "dx"), x.get("index"))}
 
 
+def _compute_type(node: Node, graph: Graph) -> str:
+    compute = node.compute_data_type
+    return graph.compute_data_type if compute in ("unset", "", None) else compute
+
+
+def _block_quantize(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    y_type, scale_type = (graph.by_uid[node.outputs[p]].data_type for p in ("y", "scale"))
+    y, scale = ref.block_quantize(x["x"], int(node.params["block_size"]), blockscale.quantize_axis(node, graph),
+                                  y_type, scale_type, _compute_type(node, graph))
+    # the stored codes are the result: a device is compared with the values hipDNN stores, not with
+    # x / scale before rounding (which no format can hold)
+    return {"y": ref.round_to(y, y_type).astype(np.float64), "scale": scale}
+
+
+def _block_dequantize(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
+    return {"y": ref.block_dequantize(x["x"], x["scale"], blockscale.dequantize_blocks(node, graph),
+                                      negative=bool(node.params.get("is_negative_scale")),
+                                      compute=_compute_type(node, graph))}
+
+
 HANDLERS: dict[str, Handler] = {
     "ConvolutionFwdAttributes": _conv_fwd,
     "ConvolutionBwdAttributes": _conv_dgrad,
@@ -261,6 +281,8 @@ HANDLERS: dict[str, Handler] = {
     moe.MOE_BACKWARD: _moe_backward,
     resample.RESAMPLE_FWD: _resample_fwd,
     resample.RESAMPLE_BWD: _resample_bwd,
+    blockscale.QUANTIZE: _block_quantize,
+    blockscale.DEQUANTIZE: _block_dequantize,
 }
 
 

@@ -26,6 +26,7 @@ from hipdnn_trace.backends.torch_ops.attention import (
     sdpa,
     sdpa_backward,
 )
+from hipdnn_trace.backends.torch_ops.blockscale import block_dequantize, block_quantize
 from hipdnn_trace.backends.torch_ops.conv import conv_dgrad, conv_fwd, conv_wgrad
 from hipdnn_trace.backends.torch_ops.matmul import matmul
 from hipdnn_trace.backends.torch_ops.moe import moe_grouped_matmul, moe_grouped_matmul_backward
@@ -43,7 +44,7 @@ from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE, pointwise
 from hipdnn_trace.backends.torch_ops.pooling import resample_bwd, resample_fwd
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
 from hipdnn_trace.graph import attention as attention_spec
-from hipdnn_trace.graph import custom, moe, resample
+from hipdnn_trace.graph import blockscale, custom, moe, resample
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import pointwise_mode
 from hipdnn_trace.graph.norms import rmsnorm_refusal
@@ -71,6 +72,8 @@ OPS: dict[str, OpFn] = {
     moe.MOE_BACKWARD: moe_grouped_matmul_backward,
     resample.RESAMPLE_FWD: resample_fwd,
     resample.RESAMPLE_BWD: resample_bwd,
+    blockscale.QUANTIZE: block_quantize,
+    blockscale.DEQUANTIZE: block_dequantize,
 }
 
 

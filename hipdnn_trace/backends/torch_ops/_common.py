@@ -17,9 +17,15 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64, "boolean": torch.bool,
 }
 for _name, _attr in (("fp8_e4m3", "float8_e4m3fn"), ("fp8_e5m2", "float8_e5m2"),
-                     ("fp8_e4m3_fnuz", "float8_e4m3fnuz"), ("fp8_e5m2_fnuz", "float8_e5m2fnuz")):
+                     ("fp8_e4m3_fnuz", "float8_e4m3fnuz"), ("fp8_e5m2_fnuz", "float8_e5m2fnuz"),
+                     ("fp8_e8m0", "float8_e8m0fnu")):
     if hasattr(torch, _attr):
         TORCH_DTYPES[_name] = getattr(torch, _attr)
+
+
+#: torch has no fp4 arithmetic type: an fp4 tensor lives on the device as one e2m1 code per byte
+#: (torch_ops/blockscale.py decodes and encodes it)
+TORCH_DTYPES["fp4_e2m1"] = torch.uint8
 
 
 class Ctx:

@@ -12,6 +12,7 @@ from hipdnn_trace.backends.reference.ops.batchnorm import (
     batchnorm_inference,
     batchnorm_train,
 )
+from hipdnn_trace.backends.reference.ops.blockscale import block_dequantize, block_quantize
 from hipdnn_trace.backends.reference.ops.conv import (
     conv_dgrad,
     conv_fwd,
@@ -37,6 +38,8 @@ __all__ = [
     "POINTWISE_MODES",
     "REDUCTION_MODES",
     "batchnorm_backward",
+    "block_dequantize",
+    "block_quantize",
     "batchnorm_inference",
     "batchnorm_train",
     "conv_dgrad",
