@@ -129,6 +129,6 @@ def target_rank(graph: Graph) -> int:
     top = max((len(t.dims) for t in graph.tensors if not t.is_value), default=1)
     if types & set(CONV_TYPES):
         return top
-    if "MatmulAttributes" in types:
-        return max(3, top)
+    if "MatmulAttributes" in types or types & {"MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes"}:
+        return max(3, top)   # cuDNN's MoE takes hipDNN's rank-3 tensors as they are
     return max(4, top)

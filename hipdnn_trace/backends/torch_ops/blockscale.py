@@ -47,7 +47,9 @@ def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
 def _round_up(v: torch.Tensor, hipdnn_dtype: str, torch_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(stored scale, its float32 value): ``v`` rounded up to the scale type (hipDNN's quantizeRoundUp)."""
     if hipdnn_dtype == "fp8_e8m0":
-        value = torch.exp2(torch.ceil(torch.log2(v.clamp(min=2.0 ** -127)))).clamp(2.0 ** -127, 2.0 ** 127)
+        mantissa, exponent = torch.frexp(v.clamp(min=2.0 ** -127))   # v = m 2^e, m in [0.5, 1): exact,
+        exponent = exponent - (mantissa == 0.5).to(exponent.dtype)  # unlike ceil(log2(v)) on a GPU
+        value = torch.exp2(exponent.double()).clamp(2.0 ** -127, 2.0 ** 127)
         code = (torch.log2(value) + 127).round().to(torch.uint8)
         return code.view(torch_dtype), value.float()
     top = _TYPE_RANGE["fp8_e4m3" if hipdnn_dtype == "fp8_e4m3" else hipdnn_dtype]

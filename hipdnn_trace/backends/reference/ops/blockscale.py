@@ -39,9 +39,9 @@ def round_up_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
     top = float(ml_dtypes.finfo(target).max)
     v = np.asarray(values, dtype=np.float64)
     if hipdnn_dtype == "fp8_e8m0":
-        with np.errstate(divide="ignore"):
-            exponent = np.ceil(np.log2(np.maximum(v, 2.0 ** -127)))
-        return np.exp2(np.clip(exponent, -127, 127))
+        mantissa, exponent = np.frexp(np.maximum(v, 2.0 ** -127))   # v = m 2^e, m in [0.5, 1): exact
+        exponent = exponent - (mantissa == 0.5)                     # a power of two is its own ceiling
+        return np.exp2(np.clip(exponent, -127, 127).astype(np.float64))
     with np.errstate(over="ignore"):
         near = np.minimum(v, top).astype(np.float32).astype(target) if hipdnn_dtype != "float" else \
             np.minimum(v, top).astype(np.float32)
