@@ -498,13 +498,14 @@ PERF.update({
     "perf/pool/resnet50_stem_maxpool_backward": pool_backward([32, 64, 112, 112], "MAXPOOL", 3, stride=2, pad=1,
                                                               padding_mode="NEG_INF_PAD"),
     # MoE expert GEMMs, 4096 tokens: qwen3-30B-A3B (128 experts, top 8, hidden 2048, expert width 768:
-    # gate+up 2048 -> 1536, down 768 -> 2048) and deepseek-v3 (256 experts, top 8, hidden 7168, width 2048)
+    # gate+up 2048 -> 1536, down 768 -> 2048) and one expert-parallel rank (EP 8: 16 of 128 experts, the
+    # 4096 x 8 / 8 rows routed to them) of qwen3-235B-A22B (hidden 4096, expert width 1536)
     "perf/moe/qwen3_30b_a3b_experts_gate_up_t4096": moe_matmul(4096, 128, 2048, 1536, top_k=8),
     "perf/moe/qwen3_30b_a3b_experts_down_scatter_t4096": moe_matmul(4096, 128, 768, 2048, mode="SCATTER",
                                                                      top_k=8),
     "perf/moe/qwen3_30b_a3b_experts_gate_up_gather_t4096": moe_matmul(4096, 128, 2048, 1536, mode="GATHER",
                                                                       top_k=8),
-    "perf/moe/deepseek_v3_experts_gate_up_t4096": moe_matmul(4096, 256, 7168, 4096, top_k=8),
+    "perf/moe/qwen3_235b_a22b_ep8_experts_gate_up_t4096": moe_matmul(4096, 16, 4096, 3072, top_k=1),
     # gpt-oss-20b: 32 experts, top 4, hidden 2880, gate+up 2880 -> 5760, MXFP4 weights (blocks of 32 along K)
     "perf/moe/gpt_oss_20b_mxfp4_experts_gate_up_t4096": moe_block_scaled(4096, 32, 2880, 5760),
     "perf/blockscale/mxfp8_e4m3_quantize_8192x4096": block_quantize([8192, 4096], "mxfp8_e4m3"),

@@ -150,13 +150,14 @@ def test_the_routing_contract_and_shapes_are_checked_with_the_json_path(edit, fr
     assert fragment in str(err.value)
 
 
-def test_cudnn_plan_passes_mode_and_top_k_and_refuses_batched_offsets() -> None:
+def test_cudnn_plan_passes_mode_top_k_and_a_batched_offset_table() -> None:
     plan = cudnn_graph.plan(_graph())
     (call,) = plan.ops
     assert call.method == "moe_grouped_matmul" and call.attrs["top_k"] == 4
     assert call.attrs["mode"].member == "SCATTER" and call.tensors["token_ks"] is not None
     raw = graph_to_json(_graph("NONE"))
     raw["tensors"][2]["dims"], raw["tensors"][2]["strides"] = [32, 1, 1], [1, 1, 1]
-    with pytest.raises(UnsupportedError, match="one offset per expert"):
-        cudnn_graph.plan(parse_graph(raw, "moe.json"))
+    (batched,) = cudnn_graph.plan(parse_graph(raw, "moe.json")).ops
+    assert next(t for t in cudnn_graph.plan(parse_graph(raw, "moe.json")).inputs
+                if t.name == "first_token_offset").dims == (32, 1, 1) and batched.method == "moe_grouped_matmul"
     assert moe.mode(parse_graph(raw, "moe.json").nodes[0]) == "NONE"

@@ -4,29 +4,20 @@ cuDNN's operation has hipDNN's ports and layout (token ``[1, T, K]``, weight ``[
 first_token_offset ``[E, 1, 1]`` int32, routing ``[1, R, 1]``; frontend
 ``python/pygraph/pygraph.cpp``, test ``test_moe_grouped_matmul.py``). It needs cuDNN >= 9.18
 for the forward and >= 9.22 (with cuBLASLt >= 13.5) for the backward; an older library's
-refusal is reported as cuDNN's own reason. cuDNN takes one offset per expert, so hipDNN's
-batched offset table (G = batch x E groups) is refused.
+refusal is reported as cuDNN's own reason. A batched offset table (G = batch x E groups) is
+passed as it is, as cuDNN's own WoQ sample does (``samples/cpp/moe_grouped_matmul``).
 """
 
 from __future__ import annotations
 
 from hipdnn_trace.backends.cudnn_graph.builder import _Builder
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
-from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import moe
 from hipdnn_trace.graph.model import Node
 
 
-def _one_group_per_expert(b: _Builder, node: Node, experts: int) -> None:
-    groups = b.graph.by_uid[node.inputs["first_token_offset"]].dims[0]
-    if groups != experts:
-        raise UnsupportedError(f"MoE {node.name!r}: {groups} offset groups for {experts} experts; cuDNN takes one "
-                               "offset per expert (no batched offset table)")
-
-
 def moe_grouped_matmul(b: _Builder, node: Node) -> None:
     i = node.inputs
-    _one_group_per_expert(b, node, b.graph.by_uid[i["weight"]].dims[0])
     tensors = {"token": b.tensor(i["token"], "token"), "weight": b.tensor(i["weight"], "weight"),
                "first_token_offset": b.tensor(i["first_token_offset"], "first_token_offset"),
                "token_index": b.tensor(i.get("token_index"), "token_index"),
@@ -37,7 +28,6 @@ def moe_grouped_matmul(b: _Builder, node: Node) -> None:
 
 def moe_grouped_matmul_backward(b: _Builder, node: Node) -> None:
     i = node.inputs
-    _one_group_per_expert(b, node, b.graph.by_uid[node.outputs["dweight"]].dims[0])
     tensors = {"doutput": b.tensor(i["doutput"], "doutput"), "token": b.tensor(i["token"], "token"),
                "first_token_offset": b.tensor(i["first_token_offset"], "first_token_offset")}
     b.call(node, "moe_grouped_matmul_bwd", tensors, [b.output(node.outputs["dweight"])])
