@@ -129,6 +129,17 @@ def bn_inference(dims, layout="NCHW") -> Recipe:
     return make
 
 
+def bn_inference_variance(dims, layout="NCHW") -> Recipe:
+    """Inference batchnorm from the running variance (hipDNN's BatchnormInferenceAttributesVarianceExt)."""
+    def make(b: GraphBuilder) -> None:
+        x = b.tensor("x", dims, layout=layout)
+        c, r = dims[1], len(dims)
+        b.batchnorm_inference_variance(x, per_channel(b, "mean", c, r), per_channel(b, "variance", c, r),
+                                       per_channel(b, "scale", c, r), per_channel(b, "bias", c, r),
+                                       name="batchnorm_inference", out="y")
+    return make
+
+
 def bn_training(dims, layout="NHWC") -> Recipe:
     def make(b: GraphBuilder) -> None:
         x = b.tensor("x", dims, layout=layout)
@@ -393,6 +404,7 @@ SMALL: dict[str, Recipe] = {
     "norm/rmsnorm": rmsnorm([8, 32, 128]),
     "norm/layernorm_backward": norm_backward("layernorm", [8, 32, 128]),
     "norm/rmsnorm_backward": norm_backward("rmsnorm", [8, 32, 128]),
+    "norm/batchnorm_inference_variance_nhwc": bn_inference_variance([2, 16, 8, 8], "NHWC"),
     "reduction/reduce_sum_spatial": reduction("add", [4, 16, 16, 16], [4, 16, 1, 1]),
     "reduction/reduce_max_rows": reduction("max", [64, 256], [64, 1]),
     "fused/conv_bias_relu_nhwc": conv_bias_relu([2, 8, 12, 12], [16, 8, 3, 3], pad=1),

@@ -22,7 +22,8 @@ POSITIVE_PORTS = {
     ("BatchnormInferenceAttributes", "inv_variance"),
     ("BatchnormAttributes", "prev_running_variance"),
     ("BatchnormBackwardAttributes", "inv_variance"),
-    ("BlockScaleDequantizeAttributes", "scale"),   # e8m0 has no sign; a scale is a magnitude
+    ("BlockScaleDequantizeAttributes", "scale"),
+    ("BatchnormInferenceAttributesVarianceExt", "variance"),   # e8m0 has no sign; a scale is a magnitude
 }
 #: Ports that carry a hyper-parameter rather than data, with the value they get
 #: when the graph passes them as ordinary tensors instead of by-value scalars.

@@ -8,7 +8,7 @@ Dequantize (x, scale -> y) maps ``block_size`` (a list) to x's trailing dims and
 ``y = x * scale`` (``is_negative_scale``: ``x * 2^-scale``). Sources: test_sdk
 ``CpuFpReferenceBlockScaleQuantize.hpp`` / ``CpuFpReferenceBlockScaleDequantize.hpp``,
 flatbuffers_sdk ``block_scale_*_attributes`` schemas; where hipDNN's rule and the OCP MX
-spec's scale rule differ, docs/hipdnn-format.md 3.14 says which we follow and why.
+spec's scale rule differ, docs/hipdnn-format.md 3.12 says which we follow and why.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 QUANTIZE = "BlockScaleQuantizeAttributes"
 DEQUANTIZE = "BlockScaleDequantizeAttributes"
 #: hipDNN's quantize reference: element types of x / y and the scale types (IS_VALID_*_TYPE_V);
-#: fp8_e4m3 scales (NVFP4) go beyond hipDNN's list with the same rule (docs 3.14).
+#: fp8_e4m3 scales (NVFP4) go beyond hipDNN's list with the same rule (docs/hipdnn-format.md 3.12).
 ELEMENT_TYPES = ("float", "half", "bfloat16", "fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "fp8_e4m3", "fp8_e4m3_fnuz",
                  "fp8_e5m2", "fp8_e5m2_fnuz", "int8", "uint8", "int32")
 SCALE_TYPES = ("float", "half", "bfloat16", "fp8_e8m0", "fp8_e4m3")

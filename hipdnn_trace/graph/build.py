@@ -330,6 +330,17 @@ class GraphBuilder(AttentionBuilder, BlockScaleBuilder, MoeBuilder, ResampleBuil
                    {"y": y}, {}, compute)
         return y
 
+    def batchnorm_inference_variance(self, x: Tensor, mean: Tensor, variance: Tensor, scale: Tensor, bias: Tensor,
+                                     *, epsilon: float | Tensor = 1e-5, name: str | None = None,
+                                     out: str | None = None, compute: str | None = None) -> Tensor:
+        """y = scale * (x - mean) / sqrt(variance + epsilon) + bias (hipDNN's VarianceExt form)."""
+        node = self._name("batchnorm_inference", name)
+        y = self._output(out or f"{node}_y", x.dims, x, dtype=None, virtual=False, layout=None)
+        self._node("BatchnormInferenceAttributesVarianceExt", node,
+                   {"x": x, "mean": mean, "variance": variance, "scale": scale, "bias": bias,
+                    "epsilon": self._epsilon(epsilon, node)}, {"y": y}, {}, compute)
+        return y
+
     def batchnorm(self, x: Tensor, scale: Tensor, bias: Tensor, *, epsilon: float | Tensor = 1e-5,
                   momentum: float | Tensor | None = None, prev_running_mean: Tensor | None = None,
                   prev_running_variance: Tensor | None = None, saved_stats: bool = True,

@@ -13,7 +13,7 @@ Output rows no group writes are zero. The backward (NONE routing only) is
 ``dweight[e] = token[rows of e]^T @ doutput[rows of e]`` with ``first_token_offset`` ``[E, 1, 1]``
 starting at 0. Sources: hipDNN test_sdk ``CpuFpReferenceMoeGroupedMatmul.hpp`` /
 ``CpuFpReferenceMoeGroupedMatmulBwd.hpp`` and flatbuffers_sdk ``MoeGroupedMatmulValidation.hpp``
-(the routing contract); docs/hipdnn-format.md 3.12.
+(the routing contract); docs/hipdnn-format.md 2.11 and 3.11.
 """
 
 from __future__ import annotations

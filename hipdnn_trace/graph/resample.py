@@ -10,7 +10,7 @@ plane, -1 when a zero pad wins), ``AVGPOOL_INCLUDE_PADDING`` (divide by the wind
 ``floor((in + pre + post - window) / stride) + 1``. Sources: test_sdk
 ``CpuFpReferenceResampleFwd.hpp`` / ``CpuFpReferenceResampleBwd.hpp``, flatbuffers_sdk
 ``resample_fwd_attributes.fbs`` and ``json/Resample{Fwd,Bwd}Attributes.hpp``;
-docs/hipdnn-format.md 2.13 and 3.13.
+docs/hipdnn-format.md 2.9 and 3.9.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def test_mxfp8_e4m3_block_with_amax_448_has_unit_scale_and_rne_elements() -> Non
 
 def test_hipdnns_rounded_up_scale_never_saturates_where_ocps_floor_rule_would() -> None:
     """amax 500: hipDNN stores scale 2 (500 / 448 rounded up to a power of two), y = 250 -> 256.
-    The OCP MX floor rule would give scale 2^(8 - 8) = 1 and clamp 500 to 448 (docs/hipdnn-format.md 3.14)."""
+    The OCP MX floor rule would give scale 2^(8 - 8) = 1 and clamp 500 to 448 (docs/hipdnn-format.md 3.12)."""
     codes, scale = quantize([500.0, 16.0, 0.0, -2.0], "fp8_e4m3", "fp8_e8m0", 4)
     assert stored(scale, "fp8_e8m0").tolist() == [128]
     assert round_to(np.array([256.0, 8.0, 0.0, -1.0]), "fp8_e4m3").view(np.uint8).tolist() == codes.tolist()
