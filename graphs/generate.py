@@ -119,24 +119,18 @@ def per_channel(b: GraphBuilder, name: str, c: int, rank: int):
     return b.tensor(name, [1, c, *[1] * (rank - 2)], dtype="float")
 
 
-def bn_inference(dims, layout="NCHW") -> Recipe:
+def bn_inference(dims, layout="NCHW", *, variance=False) -> Recipe:
+    """Inference batchnorm from saved inv_variance, or (``variance``) from the running variance and an
+    epsilon: hipDNN's BatchnormInferenceAttributesVarianceExt."""
     def make(b: GraphBuilder) -> None:
         x = b.tensor("x", dims, layout=layout)
         c, r = dims[1], len(dims)
-        b.batchnorm_inference(x, per_channel(b, "mean", c, r), per_channel(b, "inv_variance", c, r),
-                              per_channel(b, "scale", c, r), per_channel(b, "bias", c, r),
-                              name="batchnorm_inference", out="y")
-    return make
-
-
-def bn_inference_variance(dims, layout="NCHW") -> Recipe:
-    """Inference batchnorm from the running variance (hipDNN's BatchnormInferenceAttributesVarianceExt)."""
-    def make(b: GraphBuilder) -> None:
-        x = b.tensor("x", dims, layout=layout)
-        c, r = dims[1], len(dims)
-        b.batchnorm_inference_variance(x, per_channel(b, "mean", c, r), per_channel(b, "variance", c, r),
-                                       per_channel(b, "scale", c, r), per_channel(b, "bias", c, r),
-                                       name="batchnorm_inference", out="y")
+        mean, stat = per_channel(b, "mean", c, r), per_channel(b, "variance" if variance else "inv_variance", c, r)
+        scale, bias = per_channel(b, "scale", c, r), per_channel(b, "bias", c, r)
+        if variance:
+            b.batchnorm_inference_variance(x, mean, stat, scale, bias, name="batchnorm_inference", out="y")
+        else:
+            b.batchnorm_inference(x, mean, stat, scale, bias, name="batchnorm_inference", out="y")
     return make
 
 
@@ -404,7 +398,7 @@ SMALL: dict[str, Recipe] = {
     "norm/rmsnorm": rmsnorm([8, 32, 128]),
     "norm/layernorm_backward": norm_backward("layernorm", [8, 32, 128]),
     "norm/rmsnorm_backward": norm_backward("rmsnorm", [8, 32, 128]),
-    "norm/batchnorm_inference_variance_nhwc": bn_inference_variance([2, 16, 8, 8], "NHWC"),
+    "norm/batchnorm_inference_variance_nhwc": bn_inference([2, 16, 8, 8], "NHWC", variance=True),
     "reduction/reduce_sum_spatial": reduction("add", [4, 16, 16, 16], [4, 16, 1, 1]),
     "reduction/reduce_max_rows": reduction("max", [64, 256], [64, 1]),
     "fused/conv_bias_relu_nhwc": conv_bias_relu([2, 8, 12, 12], [16, 8, 3, 3], pad=1),

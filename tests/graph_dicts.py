@@ -65,3 +65,18 @@ def write(folder: Path, graphs: list[dict[str, Any]]) -> list[Path]:
         path.write_text(json.dumps(g, indent=2))
         paths.append(path)
     return paths
+
+
+def load_error(graph: Any, edit: Any, source: str = "graph.json") -> str:
+    """The loader's one-line error for a built graph after ``edit(node0, tensors)`` mutates its JSON."""
+    import pytest
+
+    from hipdnn_trace.errors import GraphError
+    from hipdnn_trace.graph.load import parse_graph
+    from hipdnn_trace.graph.write import graph_to_json
+
+    raw = graph_to_json(graph)
+    edit(raw["nodes"][0], raw["tensors"])
+    with pytest.raises(GraphError) as err:
+        parse_graph(json.loads(json.dumps(raw)), source)
+    return str(err.value)
