@@ -28,6 +28,24 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:.4f}"
 
 
+def si_rate(per_second: float, unit: str) -> str:
+    """A rate with an SI prefix that keeps 3 significant digits (1.23 TFLOPS, 45.6 GB/s, 812 MFLOPS)."""
+    if per_second <= 0:
+        return f"0 {unit}"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if per_second >= scale:
+            value = per_second / scale
+            return f"{value:.3g} {prefix}{unit}" if value < 1000 else f"{value:.0f} {prefix}{unit}"
+    return f"{per_second:.3g} {unit}"
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    """Left-aligned text columns padded to their widest cell (the last column is not padded)."""
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r[:-1], widths)) + "  " + str(r[-1])   # noqa: E731
+    return [fmt(header).rstrip(), *(fmt(r).rstrip() for r in rows)]
+
+
 class Progress:
     """One self-overwriting status line on a terminal; silent elsewhere."""
 
@@ -166,15 +184,50 @@ class Reporter:
         if not self.quiet:
             self.print(line)
 
+    #: above this many rows the final table lists only what did not pass (all rows are in summary.csv)
+    FULL_TABLE_ROWS = 60
+    REASON_WIDTH = 160
+
     def final(self, runs: Sequence[GraphRun], folder: str, elapsed_s: float) -> None:
-        counts = Counter()
+        """The final table (graph, config, status, median, throughput, the reason for anything not
+        passed), then one count line. Shown with -q too: it is where a suite's reasons end up."""
+        counts: Counter[str] = Counter()
+        rows: list[tuple[str, ...]] = []
         for g in runs:
             if g.unrunnable:
                 counts[ERROR] += 1
+                rows.append((g.name, "-", "ERROR", "-", "-", "-", _one_line(g.error, self.REASON_WIDTH)))
             for c in g.configs:
                 counts[c.status] += 1
+                rows.append(_final_row(g, c, self.REASON_WIDTH))
+        shown = rows if len(rows) <= self.FULL_TABLE_ROWS else [r for r in rows if r[2] != "ok"]
+        if shown and len(runs) > 1 or any(r[2] != "ok" for r in shown):
+            self.print()
+            for line in table(shown, ("graph", "config", "status", "median ms", "compute", "memory",
+                                      "reason")):
+                self.print(line)
+            if len(shown) < len(rows):
+                self.print(f"({len(rows) - len(shown)} passed rows not repeated here: see summary.csv)")
         self.print(f"done in {elapsed_s:.1f}s: {counts[OK]} passed, {counts[FAILED]} failed validation, "
                    f"{counts[UNSUPPORTED]} unsupported, {counts[ERROR]} errored -> {folder}")
+
+
+def _one_line(text: str | None, width: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def _final_row(g: GraphRun, c: ConfigRun, width: int) -> tuple[str, ...]:
+    median = compute = memory = "-"
+    if c.samples is not None and len(c.samples.timed_kernel_ms()):
+        med = timing_stats(c.samples.timed_kernel_ms())["median"]
+        if med:
+            median = fmt_ms(med)
+            secs = med * 1e-3
+            compute = si_rate(g.graph_flops() / secs, "FLOPS") if g.graph is not None else "-"
+            memory = si_rate(graph_bytes(g.graph) / secs, "B/s") if g.graph is not None else "-"
+    reason = "" if c.status == OK else _one_line(c.error or c.validation, width)
+    return (g.name, c.config.name + _engine(c), _status(c), median, compute, memory, reason)
 
 
 def _status(c: ConfigRun) -> str:
@@ -200,4 +253,4 @@ def _throughput(g: GraphRun, median_ms: float | None) -> str:
         return ""
     flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
     secs = median_ms * 1e-3
-    return f"{flops / secs / 1e12:.3f} TFLOPS, {nbytes / secs / 1e9:.2f} GB/s"
+    return f"{si_rate(flops / secs, 'FLOPS')}, {si_rate(nbytes / secs, 'B/s')}"
