@@ -91,6 +91,9 @@ class Backend(Protocol):
     def available(self) -> Support:
         """Is the library importable and a device present?"""
 
+    # optional: ``installed() -> Support``, whether the library imports, asked by ``run`` before it
+    # creates anything (cheap, and touches no device, so a parent that forks GPU children stays clean)
+
     def check(self, graph: Graph) -> Support:
         """Can this backend express the graph? Static: needs no device."""
 

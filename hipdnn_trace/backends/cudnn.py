@@ -57,7 +57,8 @@ def _cudnn() -> Any:
     try:
         import cudnn
     except ImportError as exc:
-        raise ToolMissingError(f"the cudnn backend needs nvidia-cudnn-frontend ({exc})") from None
+        raise ToolMissingError(f"the cudnn backend needs nvidia-cudnn-frontend ({exc}); "
+                               "pip install 'hipdnn-trace[nvidia]'") from None
     return cudnn
 
 
@@ -366,6 +367,14 @@ class CudnnBackend:
             return Support(False, str(exc))
         if cuda.device_count() < 1:
             return Support(False, "no CUDA device visible")
+        return SUPPORTED
+
+    def installed(self) -> Support:
+        """The library imports (no device touched: the parent of isolated children must not init CUDA)."""
+        try:
+            _cudnn()
+        except ToolMissingError as exc:
+            return Support(False, str(exc))
         return SUPPORTED
 
     def check(self, graph: Graph) -> Support:

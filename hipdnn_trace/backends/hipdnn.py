@@ -429,6 +429,14 @@ class HipdnnBackend:
                                    "(the harness hands hipDNN its JSON)")
         return api
 
+    def installed(self) -> Support:
+        """hipdnn_frontend imports; devices and events are available()'s business."""
+        try:
+            self._api()
+        except UserError as exc:
+            return Support(False, str(exc))
+        return SUPPORTED
+
     def available(self) -> Support:
         try:
             api = self._api()

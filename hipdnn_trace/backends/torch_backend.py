@@ -307,6 +307,10 @@ class TorchBackend:
             return Support(False, str(exc))
         return SUPPORTED
 
+    def installed(self) -> Support:
+        """torch imports (importing it creates no device context)."""
+        return self.available()
+
     def check(self, graph: Graph) -> Support:
         try:
             reason = _ops().check(graph)

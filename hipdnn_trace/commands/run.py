@@ -282,8 +282,12 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--golden {args.golden}: not a folder")
     if args.save_tensors is not None and args.save_tensors.exists() and not args.save_tensors.is_dir():
         raise UserError(f"--save-tensors {args.save_tensors}: not a folder")   # else every graph errs
-    for cfg in configs:
-        backends.get(cfg.backend)   # unknown/unbuilt backends fail before any work
+    for name in dict.fromkeys(c.backend for c in configs):
+        backend = backends.get(name)   # unknown/unbuilt backends fail before any work
+        installed = getattr(backend, "installed", None)
+        support = installed() if installed is not None else None
+        if support is not None and not support:   # one line, before a run directory exists
+            raise UserError(f"--backend {name}: {support.reason}")
     timeout = _isolation(args, configs, len(sources), profiling=bool(hooks) or bool(args.profile_child))
     suite_size = len(sources)
     sources, shard_meta, graph_ids = _select(args, sources)

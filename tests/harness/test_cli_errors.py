@@ -123,3 +123,20 @@ def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path: Path, capsys: pyte
         argv = ["merge", str(tmp_path / "r" / "a"), "--out", str(out)]
     assert main(argv) == 1
     assert str(out) in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("backend", "module", "hint"), [
+    ("cudnn", "cudnn", "pip install 'hipdnn-trace[nvidia]'"),
+    ("torch", "torch", "pip install 'hipdnn-trace[torch]'"),
+])
+def test_a_missing_backend_library_is_one_line_before_anything_is_created(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str, module: str, hint: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed here")
+    graphs = Path(__file__).resolve().parents[2] / "graphs" / "pool"
+    assert main(["run", str(graphs), "--backend", backend, "--out", str(tmp_path / "runs")]) == 1
+    err = _one_line_error(capsys)
+    assert err.startswith(f"hipdnn-trace run: error: --backend {backend}: ") and hint in err
+    assert not (tmp_path / "runs").exists(), "no run directory for a run that cannot start"
