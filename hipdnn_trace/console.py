@@ -186,7 +186,7 @@ class Reporter:
 
     #: above this many rows the final table lists only what did not pass (all rows are in summary.csv)
     FULL_TABLE_ROWS = 60
-    REASON_WIDTH = 160
+    REASON_WIDTH = 240
 
     def final(self, runs: Sequence[GraphRun], folder: str, elapsed_s: float) -> None:
         """The final table (graph, config, status, median, throughput, the reason for anything not

@@ -56,12 +56,13 @@ class RunSettings:
     hooks: Sequence[Hooks] = ()
     ab: bool = False                       # the two configs are an A/B pair
     keep_outputs: bool = False             # an isolated child sends outputs back (split A/B)
+    allow_unknown: bool = False            # unknown graph fields: warnings (notes) instead of errors
 
 
-def _load(source: GraphSource, run: GraphRun) -> Graph | None:
+def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
     t0 = now_ns()
     try:
-        graph = load_bytes(source.read(), source.name)
+        graph = load_bytes(source.read(), source.name, allow_unknown=allow_unknown)
     except GraphError as exc:   # also a file that cannot be read (GraphSource.read)
         run.status, run.error = ERROR, str(exc)
         return None
@@ -69,6 +70,7 @@ def _load(source: GraphSource, run: GraphRun) -> Graph | None:
     run.load_ms = (t1 - t0) / 1e6
     run.phases.append(Phase("load", t0, t1))
     run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.name
+    run.notes.extend(f"warning: {w} (read past: --allow-unknown-fields)" for w in graph.warnings)
     return graph
 
 
@@ -292,7 +294,7 @@ def run_graph(
     on_iteration: Callable[[int], None] | None = None,
 ) -> GraphRun:
     run = GraphRun(source=source.name, name=Path(source.name).stem)
-    graph = _load(source, run)
+    graph = _load(source, run, settings.allow_unknown)
     if graph is None or not _memory_plan(graph, settings, run):
         return run
     expanded = _expand_configs(graph, configs, settings)

@@ -76,7 +76,7 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
     run = GraphRun(source=source.name, name=Path(source.name).stem)
     if graph is None:
         try:
-            graph = load_bytes(data if data is not None else source.read(), source.name)
+            graph = load_bytes(data if data is not None else source.read(), source.name, allow_unknown=True)
         except UserError:
             graph = None
     if graph is None:

@@ -59,7 +59,7 @@ def source_key(source: GraphSource) -> SourceKey:
     except UserError:   # too big or unreadable: keyed by its name
         return SourceKey(source.name, None, "name:" + hashlib.sha256(source.name.encode()).hexdigest())
     try:
-        graph_id = load_bytes(data, source.name).graph_id
+        graph_id = load_bytes(data, source.name, allow_unknown=True).graph_id
     except UserError:
         return SourceKey(source.name, None, "bytes:" + hashlib.sha256(data).hexdigest())
     return SourceKey(source.name, graph_id, graph_id)

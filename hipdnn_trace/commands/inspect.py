@@ -45,6 +45,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print one JSON array (machine-readable)")
     form.add_argument("-q", "--quiet", action="store_true", help="one line per graph")
+    parser.add_argument("--allow-unknown-fields", action="store_true",
+                        help="read past graph fields no hipDNN writer uses (listed as warnings) instead of "
+                             "refusing the graph")
     parser.set_defaults(main=main)
     return parser
 
@@ -212,7 +215,7 @@ def main(args: argparse.Namespace) -> int:
     infos: list[dict[str, Any]] = []
     for n, src in enumerate(graph_sources):
         try:
-            graph = load_bytes(src.read(), src.name)
+            graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
         except UserError as exc:   # unreadable, too big or not a valid graph
             print(f"hipdnn-trace inspect: error: {exc}", file=sys.stderr)
             failed += 1
@@ -220,6 +223,8 @@ def main(args: argparse.Namespace) -> int:
                 infos.append({"source": src.name, "error": str(exc)})
             continue
         info = describe(graph, src.name, checker.verdicts(graph))
+        for warning in graph.warnings:
+            print(f"hipdnn-trace inspect: warning: {warning}", file=sys.stderr)
         if args.json:
             infos.append(info)
         elif args.quiet:

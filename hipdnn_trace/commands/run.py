@@ -81,6 +81,9 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--AId", dest="a_id", help="A/B (seed-tool form): engine id or name of A")
     g.add_argument("--BPath", dest="b_path", help="A/B (seed-tool form): plugin path of B")
     g.add_argument("--BId", dest="b_id", help="A/B (seed-tool form): engine id or name of B")
+    g.add_argument("--allow-unknown-fields", action="store_true",
+                   help="read past graph fields no hipDNN writer puts on a node (default: an error naming the "
+                        "JSON path and the closest known key); each becomes a warning note")
     g.add_argument("--include-perf", action="store_true",
                    help="with the reference backend, also run folders named 'perf' (GPU-sized graphs)")
     t = p.add_argument_group("timing")
@@ -158,7 +161,7 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
     if not available:
         raise UserError(f"backend {args.backend} not available: {available.reason}")
     for src in sources:
-        graph = load_bytes(src.read(), src.name)
+        graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
         support = backend.check(graph)
         print(f"== {graph.name} ({src.name})")
         if not support:
@@ -311,7 +314,7 @@ def main(args: argparse.Namespace) -> int:
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
                            save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
-                           samplers=samplers)
+                           samplers=samplers, allow_unknown=args.allow_unknown_fields)
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",

@@ -9,6 +9,7 @@ path and what is wrong, before anything is allocated.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Mapping
@@ -101,8 +102,8 @@ def parse_json_bytes(data: bytes, source: str) -> Any:
         raise GraphError(source, "", f"invalid JSON: {exc}") from None
 
 
-def load_bytes(data: bytes, source: str) -> Graph:
-    return parse_graph(parse_json_bytes(data, source), source)
+def load_bytes(data: bytes, source: str, *, allow_unknown: bool = False) -> Graph:
+    return parse_graph(parse_json_bytes(data, source), source, allow_unknown=allow_unknown)
 
 
 def read_graph_file(path: Path) -> bytes:
@@ -119,16 +120,18 @@ def read_graph_file(path: Path) -> bytes:
         raise GraphError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
 
 
-def load_file(path: str | Path) -> Graph:
+def load_file(path: str | Path, *, allow_unknown: bool = False) -> Graph:
     path = Path(path)
-    return load_bytes(read_graph_file(path), str(path))
+    return load_bytes(read_graph_file(path), str(path), allow_unknown=allow_unknown)
 
 
 # ------------------------------------------------------------------ parsing
 
 class _Parser:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, allow_unknown: bool = False) -> None:
         self.source = source
+        self.allow_unknown = allow_unknown
+        self.unknown: list[str] = []   # "<json path>: unknown field ..." for each key no spec knows
 
     def fail(self, path: str, problem: str) -> GraphError:
         return GraphError(self.source, path, problem)
@@ -296,7 +299,23 @@ class _Parser:
         node = Node(name, node_type, compute, inputs, outputs, params, sections)
         if spec is not None:
             self.check_ports(node, spec, path)
+            self.note_unknown(node, spec, path)
         return node
+
+    def note_unknown(self, node: Node, spec: ops.OpSpec, path: str) -> None:
+        """Keys no hipDNN writer puts on this node type: a misspelled option would otherwise be read
+        as its default without a word (hipDNN's own reader would miss the real key and throw)."""
+        ports = {p + UID_SUFFIX for p in (*spec.all_inputs, *spec.all_outputs)}
+        known = ports | set(spec.options) | set(spec.uid_named_options) | set(spec.uid_lists)
+        keys = [*(p + UID_SUFFIX for p in (*node.inputs, *node.outputs)), *node.params]
+        for key in keys:
+            where = node.param_sections.get(key, "")
+            if key in known or where.startswith(DERIVED):
+                continue
+            guess = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+            jpath = f"{path}.{key}" if where in ("node", "") else f"{path}.{where}.{key}"
+            self.unknown.append(f"{jpath}: unknown field {key!r} for {node.op}{hint}")
 
     def check_ports(self, node: Node, spec: ops.OpSpec, path: str) -> None:
         for port in spec.inputs:
@@ -337,7 +356,13 @@ class _Parser:
         nodes = tuple(self.node(n, f"$.nodes[{i}]", legacy=legacy) for i, n in enumerate(raw_nodes))
         skip = _TOP_KEYS | (set(_LEGACY_TYPE_KEYS.values()) if legacy else set())
         extra = {k: v for k, v in g.items() if k not in skip}
-        graph = Graph(name, compute, io, inter, tensors, nodes, self.source, extra, legacy)
+        if self.unknown and not self.allow_unknown:
+            where, problem = self.unknown[0].split(": ", 1)
+            more = f" (and {len(self.unknown) - 1} more)" if len(self.unknown) > 1 else ""
+            raise self.fail(where, f"{problem}{more}; --allow-unknown-fields reads past it "
+                            "with a warning")
+        graph = Graph(name, compute, io, inter, tensors, nodes, self.source, extra, legacy,
+                      warnings=tuple(self.unknown))
         self.check_graph(graph)
         return graph
 
@@ -431,9 +456,10 @@ def execution_order(graph: Graph) -> list[int]:
     return order
 
 
-def parse_graph(raw: Any, source: str) -> Graph:
-    """A parsed JSON value -> checked Graph."""
-    return _Parser(source).graph(raw)
+def parse_graph(raw: Any, source: str, *, allow_unknown: bool = False) -> Graph:
+    """A parsed JSON value -> checked Graph. Unknown node fields are an error naming the JSON path with
+    the closest known key; ``allow_unknown`` keeps them as ``graph.warnings`` instead."""
+    return _Parser(source, allow_unknown).graph(raw)
 
 
 def _kind(value: Any) -> str:

@@ -99,6 +99,7 @@ class Graph:
     source: str = "<memory>"
     extra: Mapping[str, Any] = field(default_factory=dict)   # top-level keys we do not model
     legacy_keys: bool = False   # oldest hipDNN: compute_type/io_type/intermediate_type, no node types
+    warnings: tuple[str, ...] = ()   # unknown fields read past with allow_unknown (JSON path: problem)
 
     @cached_property
     def by_uid(self) -> dict[int, Tensor]:
