@@ -23,11 +23,22 @@ exit codes: 0 no regression, 2 an output newly fails validation, 3 a row is SLOW
 """
 
 
+EXAMPLES = """\
+examples:
+  hipdnn-trace compare runs/base runs/new                   # verdict per graph, exit 3 on a slowdown
+  hipdnn-trace compare runs/base runs/new -t 0.02           # changes under 2% do not matter
+  hipdnn-trace compare runs/base runs/new --format csv > ab.csv
+  hipdnn-trace compare runs/base runs/new --json ab.json --top 10
+  hipdnn-trace compare runs/plugin_a runs/plugin_b --by engine   # pair rows by engine too
+"""
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "compare",
         help="significance-tested A/B of two runs (verdict per graph)",
         description=DESCRIPTION,
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_a", metavar="RUN_A", help="baseline run directory (or a file in it)")

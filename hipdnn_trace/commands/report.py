@@ -17,11 +17,20 @@ changes, or slowest); tables list all of them.
 """
 
 
+EXAMPLES = """\
+examples:
+  hipdnn-trace report runs/20261124-010203-ab12cd              # report.html + report.md in the run
+  hipdnn-trace report runs/base runs/new -o ab.html            # B against A, with verdicts and CI bars
+  hipdnn-trace report runs/new --top 20                        # more graphs in the figures
+"""
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "report",
         help="HTML + Markdown report of a run, or of run B against run A",
         description=DESCRIPTION,
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run", metavar="RUN", help="run directory (A when RUN_B is given)")

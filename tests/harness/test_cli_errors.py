@@ -140,3 +140,11 @@ def test_a_missing_backend_library_is_one_line_before_anything_is_created(
     err = _one_line_error(capsys)
     assert err.startswith(f"hipdnn-trace run: error: --backend {backend}: ") and hint in err
     assert not (tmp_path / "runs").exists(), "no run directory for a run that cannot start"
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "report", "inspect", "merge", "ingest"])
+def test_every_subcommand_help_ends_with_examples(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "--help"]) == 0   # cli.main turns argparse's exit into a return code
+    help_text = capsys.readouterr().out
+    examples = help_text[help_text.lower().index("examples:"):]
+    assert f"hipdnn-trace {command} " in examples
