@@ -38,6 +38,22 @@ def _flags(options: dict[str, Any]) -> list[str]:
     return argv
 
 
+def _check_options(options: dict[str, Any]) -> None:
+    """Keyword options must be ``run`` flags (``iters=50`` is ``--iters 50``): a typo is an error
+    naming the closest flag, not a run that fails for a reason printed somewhere else."""
+    import difflib
+
+    from hipdnn_trace.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["run"]   # noqa: SLF001
+    known = {a.dest for a in sub._actions} - {"help", "graphs"}   # noqa: SLF001
+    for key in options:
+        if key not in known:
+            guess = difflib.get_close_matches(key, sorted(known), n=1)
+            raise UserError(f"run(): unknown option {key!r}" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
+
+
 def run(graphs: str | Path | Sequence[str | Path], *, out: str | Path = "runs", run_id: str | None = None,
         quiet: bool = True, **options: Any) -> Run:
     """Run graphs like ``hipdnn-trace run`` and return the run directory's frames.
@@ -45,17 +61,27 @@ def run(graphs: str | Path | Sequence[str | Path], *, out: str | Path = "runs", 
     Example: ``hipdnn_trace.run("graphs/conv", backend="cudnn", iters=200).summary``.
     The exit code is in ``run.meta["exit_code"]``; a user error raises UserError.
     """
+    import contextlib
+    import io
+    import sys
+
     from hipdnn_trace.cli import main
 
+    _check_options(options)
     items = [graphs] if isinstance(graphs, (str, Path)) else list(graphs)
     run_id = run_id or new_run_id()
     argv = ["run", *map(str, items), "--out", str(out), "--run-id", run_id, *_flags(options)]
     if quiet:
         argv.append("--quiet")
-    code = main(argv)
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        code = main(argv)
+    sys.stderr.write(errors.getvalue())
     folder = Path(out) / run_id
     if not (folder / "run.json").exists():
-        raise UserError(f"run failed before writing results (exit code {code})")
+        reason = next((line for line in reversed(errors.getvalue().splitlines()) if "error" in line), "")
+        raise UserError(f"run failed before writing results (exit code {code})"
+                        + (f": {reason.split('error: ', 1)[-1]}" if reason else ""))
     result = load_run(folder)
     result.meta["exit_code"] = code
     return result

@@ -96,7 +96,7 @@ class TimingMismatchError(UserError):
     """The two runs measured time differently; their numbers do not compare."""
 
 
-@dataclass
+@dataclass(repr=False)
 class Comparison:
     """Everything ``compare`` found; ``table`` has one row per matched pair."""
 
@@ -110,6 +110,13 @@ class Comparison:
     settings: dict[str, Any]
     method_differences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        """One line: what was compared and how it came out (the frames have their own reprs)."""
+        verdicts = ", ".join(f"{n} {v}" for v, n in self.counts.items() if n)
+        return (f"Comparison({self.label_b} vs {self.label_a}: {self.table.height} matched pair(s)"
+                f"{': ' + verdicts if verdicts else ''}; geomean B/A {self.geomean:.3f}; "
+                f"{self.unmatched.height} unmatched; .table .validation_changes .unmatched)")
 
     @property
     def counts(self) -> dict[str, int]:

@@ -68,7 +68,7 @@ def collect(paths: Sequence[Path]) -> list[tuple[Path, Path, bool]]:
     """(file, the input it came from, named explicitly?) for every file under ``paths``."""
     out: list[tuple[Path, Path, bool]] = []
     if not paths:
-        raise UserError("ingest: no input paths")
+        raise UserError("no input paths")
     for root in paths:
         if root.is_dir():
             files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
@@ -122,7 +122,7 @@ def detect_all(paths: Sequence[Path], fmt: str | None = None) -> tuple[list[_Cap
         name, pass_no = _capture_of(path, root, roots.index(root), len(roots) > 1)
         captures.setdefault((name, pass_no), _Capture(name, pass_no)).files.append(d)
     if not captures:
-        raise UserError(f"ingest: no profiler data found in {', '.join(map(str, paths))}")
+        raise UserError(f"no profiler data found in {', '.join(map(str, paths))}")
     return list(captures.values()), seen, notes
 
 

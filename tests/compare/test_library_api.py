@@ -23,3 +23,30 @@ def test_load_run_frames_feed_compare(make_run, timings) -> None:
     b = hipdnn_trace.load_run(make_run("B", {"g": timings(1.5, 0.02, 30)}))
     assert a.iterations.filter(a.iterations["phase"] == "timed").height == 30
     assert compare_runs(a, b).exit_code == 3
+
+
+def test_comparison_repr_is_one_line_and_names_the_frames(make_run, timings) -> None:
+    a = make_run("A", {"g": timings(1.0, 0.02, 30)})
+    b = make_run("B", {"g": timings(1.5, 0.02, 30)})
+    text = repr(hipdnn_trace.compare(a, b, seed=1))
+    assert "\n" not in text and len(text) < 300
+    assert "1 matched pair(s)" in text and "SLOWER" in text and ".table" in text
+
+
+def test_run_rejects_a_misspelled_option_naming_the_flag(tmp_path) -> None:
+    import pytest
+
+    from hipdnn_trace.errors import UserError
+
+    with pytest.raises(UserError, match=r"unknown option 'itres' \(did you mean 'iters'\?\)"):
+        hipdnn_trace.run("graphs/pool", out=tmp_path, itres=50)
+    assert not any(tmp_path.iterdir())
+
+
+def test_run_that_cannot_start_raises_with_the_reason(tmp_path) -> None:
+    import pytest
+
+    from hipdnn_trace.errors import UserError
+
+    with pytest.raises(UserError, match=r"exit code 1\): .*no-such-folder: no such file or folder"):
+        hipdnn_trace.run(str(tmp_path / "no-such-folder"), out=tmp_path / "runs", iters=2)
