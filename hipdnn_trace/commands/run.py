@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -256,6 +257,13 @@ def _finished(folder: Path, graph_ids: dict[str, str | None]) -> set[str]:
     return done
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's exit flush cannot fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(args: argparse.Namespace) -> int:
     hooks: list = []
     # A profiled child names its profiler with --profile-child: an external tool wraps it
@@ -403,6 +411,9 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
         status, interrupted = "interrupted", exc
     except KeyboardInterrupt:
         status, interrupted = "interrupted", Interrupted(signal.SIGINT)
+    except BrokenPipeError:   # `... | head`: the reader left; stop like a signal, keep what finished
+        _silence_stdout()
+        status, interrupted = "interrupted", Interrupted(signal.SIGPIPE)
     finally:
         with guard.protect(raise_pending=False):
             progress.clear()
@@ -418,7 +429,10 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
         print(f"hipdnn-trace run: interrupted by {signal.Signals(interrupted.signum).name}; "
               f"{done} graph(s) recorded in {folder} (finish with --resume {folder})", file=sys.stderr)
         return interrupted.exit_code
-    reporter.final(outcome.runs if outcome else [], str(folder), time.monotonic() - started)
+    try:
+        reporter.final(outcome.runs if outcome else [], str(folder), time.monotonic() - started)
+    except BrokenPipeError:   # every graph finished; only the table had no reader
+        _silence_stdout()
     statuses = writer.frame("summary").get_column("status").to_list()
     if not statuses and args.shard is not None:
         return 0   # more shards than graphs: an empty slice is not a failure

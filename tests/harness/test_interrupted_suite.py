@@ -51,3 +51,23 @@ def test_sigkill_mid_suite_keeps_finished_graphs(tmp_path: Path) -> None:
     # between the two leaves the last finished graph out of it
     assert finished - 1 <= graphs_in_trace.height <= finished
     assert not any(p.name.endswith(".tmp") for p in (out / "k").iterdir() if p.name.startswith(".summary"))
+
+
+def test_a_closed_stdout_pipe_ends_the_suite_as_an_interruption_with_results_kept(tmp_path: Path) -> None:
+    """`hipdnn-trace run ... | head -2`: exit 141 (128 + SIGPIPE), run.json interrupted, resumable."""
+    graphs = [hg.matmul(name=f"mm_{i:02d}", m=16, k=32, n=16) for i in range(60)]   # seconds of work: the
+    hg.write(tmp_path / "g", graphs)                                                   # pipe closes long before
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hipdnn_trace", "run", str(tmp_path / "g"), "-w", "0", "-i", "400",
+         "--out", str(out), "--run-id", "p", "--no-trace", "--progress", "off"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline(), proc.stdout.readline()   # the header and the first graph, as `head -2` reads
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGPIPE
+    assert b"interrupted by SIGPIPE" in err and b"--resume" in err
+    run = load_run(out / "p")
+    assert run.meta["status"] == "interrupted" and 1 <= run.summary.height < 60
