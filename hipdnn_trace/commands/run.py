@@ -168,7 +168,10 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
         if not support:
             print(f"   unsupported: {support.reason}")
             continue
-        for e in backend.engines(graph, _options(args)):
+        engines = backend.engines(graph, _options(args))
+        if not engines:
+            print(f"   one way to run: the {args.backend} backend has no engines to choose from")
+        for e in engines:
             ws = "-" if e.workspace_bytes is None else f"{e.workspace_bytes} B"
             knobs = ", ".join(f"{k}={v}" for k, v in e.knobs.items()) or "-"
             print(f"   {e.index:>4}  {e.name:<40} workspace {ws:<12} knobs {knobs}  {e.detail}")
@@ -264,7 +267,45 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+#: the float64 reference is estimated up front when the suite would take longer than this on the CPU
+ESTIMATE_ABOVE_S = 60.0
+
+
+def cpu_estimate(sources: list, *, executions: int, allow_unknown: bool = False) -> str | None:
+    """A note with the CPU time a reference suite needs, when it is long: the graphs' analytical FLOPs
+    times the executions, at the float64 matmul rate measured here (a lower bound: most ops run below
+    BLAS speed). None for short suites or when the graphs cannot be read (their errors come later)."""
+    from hipdnn_trace.graph.load import load_bytes
+    from hipdnn_trace.graph.ops import graph_flops
+
+    total = 0.0
+    for src in sources:
+        try:
+            total += graph_flops(load_bytes(src.read(), src.name, allow_unknown=allow_unknown))
+        except UserError:
+            continue
+    if total * executions < 1e10:   # under ~10 GFLOP nothing is worth a measurement
+        return None
+    a = np.random.default_rng(0).standard_normal((384, 384))
+    t0 = time.perf_counter()
+    for _ in range(4):
+        a @ a
+    rate = 4 * 2 * 384**3 / max(time.perf_counter() - t0, 1e-9)
+    seconds = total * executions / rate
+    if seconds < ESTIMATE_ABOVE_S:
+        return None
+    return (f"estimate: at least {seconds / 60:.0f} min of CPU work ({total / 1e9:.3g} GFLOP per pass x "
+            f"{executions} passes at {rate / 1e9:.3g} GFLOP/s measured here); Ctrl-C stops, --resume continues")
+
+
+#: profilers that collect hardware counters (the ones --profile-set chooses for)
+COUNTER_PROFILERS = ("ncu", "rocprofv3", "rocprof")
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.profile_set and not args.profile_child and args.profile not in COUNTER_PROFILERS:
+        raise UserError(f"--profile-set {args.profile_set} chooses hardware counters: it needs --profile "
+                        f"{'|'.join(COUNTER_PROFILERS)} (got --profile {args.profile})")
     hooks: list = []
     # A profiled child names its profiler with --profile-child: an external tool wraps it
     # (nothing to do here), an in-process one (cupti, also ncu's timing pass) hooks in.
@@ -360,6 +401,11 @@ def main(args: argparse.Namespace) -> int:
         notes.append(f"resuming {folder}: {len(done)} graph(s) already recorded, {len(sources)} to run")
     if timeout is not None:
         notes.append("each graph runs in a child process" + (f" (killed after {timeout:g} s)" if timeout else ""))
+    if reference_only:
+        estimate = cpu_estimate(sources, executions=args.warmup + max(1, args.iters) + 1,
+                                allow_unknown=args.allow_unknown_fields)
+        if estimate is not None:
+            notes.append(estimate)
     with InterruptGuard() as guard:
         writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=args.resume is not None)
         return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes)

@@ -148,3 +148,26 @@ def test_every_subcommand_help_ends_with_examples(command: str, capsys: pytest.C
     help_text = capsys.readouterr().out
     examples = help_text[help_text.lower().index("examples:"):]
     assert f"hipdnn-trace {command} " in examples
+
+
+def test_profile_set_without_a_counter_profiler_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
+    assert main(["run", str(graph), "--profile-set", "memory", "--out", str(tmp_path / "runs")]) == 1
+    assert "--profile-set memory chooses hardware counters: it needs --profile ncu" in _one_line_error(capsys)
+
+
+def test_engine_list_on_a_backend_without_engines_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    graph = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
+    assert main(["run", str(graph), "--engine", "list"]) == 0
+    assert "one way to run: the reference backend has no engines to choose from" in capsys.readouterr().out
+
+
+def test_a_long_cpu_suite_is_estimated_up_front() -> None:
+    from hipdnn_trace.commands.run import cpu_estimate
+    from hipdnn_trace.graph.sources import expand
+
+    perf = expand([str(Path(__file__).resolve().parents[2] / "graphs" / "perf" / "conv")])
+    note = cpu_estimate(perf, executions=111)
+    assert note is not None and note.startswith("estimate: at least") and "GFLOP/s measured here" in note
+    small = expand([str(Path(__file__).resolve().parents[2] / "graphs" / "pool")])
+    assert cpu_estimate(small, executions=111) is None
