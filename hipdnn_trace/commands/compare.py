@@ -19,7 +19,8 @@ Mann-Whitney U p-value (Holm-adjusted across the suite) and a verdict:
   SAME             the whole CI inside [1/(1+t), 1+t]
   INCONCLUSIVE     anything else (need more samples, or a change near t)
 exit codes: 0 no regression, 2 an output newly fails validation, 3 a row is SLOWER,
-1 bad input or runs timed differently (see --allow-mismatch). docs/compare.md.
+1 bad input, runs timed differently (see --allow-mismatch), or too few graphs in both
+runs for an overall claim (see --min-coverage). docs/compare.md.
 """
 
 
@@ -73,6 +74,10 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
                         help="run-to-run noise per graph that widens each CI: estimated from "
                              "the suite (auto, needs 10+ rows), none (off), or given, e.g. "
                              "0.02 from an A/A calibration")
+    parser.add_argument("--min-coverage", type=float, default=0.5, metavar="FRACTION",
+                        help="make an overall (geomean) claim only when at least this share of the graph "
+                             "rows of either run is in both (default 0.5; 0 always claims); below it "
+                             "compare exits 1 unless a row is SLOWER or newly failing")
     parser.add_argument("--relative", action="store_true",
                         help="judge each graph against the suite's centre instead of 1: for "
                              "machines whose overall speed moves between runs (a suite-wide "
@@ -82,7 +87,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 def comparison_options(args: argparse.Namespace) -> dict:
     """Those options as keyword arguments of :func:`hipdnn_trace.compare.compare_runs`."""
     return dict(by=args.by, threshold=args.threshold, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
-                seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative)
+                seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative,
+                min_coverage=args.min_coverage)
 
 
 def _write(path: Path, text: str) -> None:

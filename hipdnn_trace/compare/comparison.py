@@ -128,12 +128,26 @@ class Comparison:
         return self.validation_changes.filter(pl.col("change") == "newly failing")
 
     @property
+    def coverage(self) -> tuple[int, int]:
+        """(rows in both runs, rows in either run): how much of the two suites the verdicts cover."""
+        return self.table.height, self.table.height + self.unmatched.height
+
+    @property
+    def overall_claim(self) -> bool:
+        """Whether the geomean may speak for the suites: enough of them matched (``min_coverage``)."""
+        matched, total = self.coverage
+        return matched > 0 and matched >= self.settings.get("min_coverage", 0.0) * total
+
+    @property
     def exit_code(self) -> int:
-        """3 if any row is SLOWER, else 2 if an output newly fails validation, else 0."""
+        """3 if any row is SLOWER, else 2 if an output newly fails validation, else 1 if too few rows
+        matched for an overall claim, else 0."""
         if self.counts[SLOWER]:
             return 3
         if self.newly_failing.height:
             return 2
+        if not self.overall_claim:
+            return 1
         return 0
 
     def top(self, verdict: str, n: int = 5) -> pl.DataFrame:
@@ -304,6 +318,7 @@ def compare_runs(
     n_boot: int = N_BOOT,
     drift: float | str = "auto",
     relative: bool = False,
+    min_coverage: float = 0.5,
 ) -> Comparison:
     """Compare run B against run A (run directories, files in them, or loaded runs).
 
@@ -321,6 +336,8 @@ def compare_runs(
         raise UserError(f"--alpha must be in (0, 1), got {alpha}")
     if n_boot < 100:
         raise UserError(f"--bootstrap must be >= 100, got {n_boot}")
+    if not 0 <= min_coverage <= 1:
+        raise UserError(f"--min-coverage must be in [0, 1], got {min_coverage}")
     fixed_drift = _parse_drift(drift)
     run_a, run_b = load_input(a), load_input(b)
     label_a, label_b = run_label(run_a), run_label(run_b)
@@ -364,6 +381,7 @@ def compare_runs(
         label_a=label_a,
         label_b=label_b,
         settings={
+            "min_coverage": min_coverage,
             "by": by,
             "threshold": threshold,
             "alpha": alpha,

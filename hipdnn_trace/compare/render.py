@@ -86,9 +86,14 @@ def console(comparison: Comparison, top: int = 5) -> str:
     counts = c.counts
     out += ["", "verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items())]
     lo, hi = c.geomean_ci
-    if not math.isnan(c.geomean):
+    matched, total = c.coverage
+    if not c.overall_claim:
+        out.append(f"no overall claim: only {matched} of {total} graph rows are in both runs (below "
+                   f"--min-coverage {c.settings.get('min_coverage', 0):.0%}); the per-row verdicts above stand")
+    elif not math.isnan(c.geomean):
         out.append(
-            f"geomean B/A: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}]  ({fmt_change(c.geomean)} overall)"
+            f"geomean B/A over {matched} of {total} graph rows: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}]  "
+            f"({fmt_change(c.geomean)} overall)"
         )
     for verdict, title in ((SLOWER, "top regressions"), (FASTER, "top improvements")):
         best = c.top(verdict, top)
@@ -134,6 +139,7 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
         "b": c.label_b,
         "settings": c.settings,
         "counts": c.counts,
+        "coverage": {"matched": c.coverage[0], "total": c.coverage[1], "overall_claim": c.overall_claim},
         "geomean": _clean(c.geomean),
         "geomean_ci": [_clean(v) for v in c.geomean_ci],
         "exit_code": c.exit_code,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from hipdnn_trace.cli import main
 
@@ -20,7 +21,7 @@ def test_no_change_exits_0_with_a_table(make_run, timings, capsys) -> None:
     assert main(["compare", *_runs(make_run, timings)]) == 0
     out = capsys.readouterr().out
     assert "verdicts: 0 SLOWER, 0 FASTER, 2 SAME, 0 INCONCLUSIVE" in out
-    assert "geomean B/A:" in out
+    assert "geomean B/A over 2 of 2 graph rows:" in out
 
 
 def test_regression_exits_3_and_is_highlighted(make_run, timings, capsys) -> None:
@@ -66,3 +67,14 @@ def test_bad_path_and_bad_flag_exit_1(tmp_path: Path, capsys) -> None:
     assert "invalid choice: 'bogus'" in capsys.readouterr().err
     assert main(["compare", "a", "b", "--drift", "lots"]) == 1
     assert "--drift must be auto, off or a fraction" in capsys.readouterr().err
+
+
+def test_runs_sharing_few_graphs_make_no_overall_claim(make_run, timings, tmp_path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_run("A", {f"g{i}": timings(1.0, 0.02, 30) for i in range(8)})
+    b = make_run("B", {"g0": timings(0.6, 0.02, 30), **{f"h{i}": timings(1.0, 0.02, 30) for i in range(7)}})
+    assert main(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "no overall claim: only 1 of 15 graph rows are in both runs" in out and "overall)" not in out
+    assert main(["compare", str(a), str(b), "--min-coverage", "0"]) == 0
+    assert "geomean B/A over 1 of 15 graph rows" in capsys.readouterr().out
