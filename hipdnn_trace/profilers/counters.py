@@ -50,6 +50,11 @@ def _present(df: pl.DataFrame, names) -> list[str]:
     return [n for n in names if n in df.columns]
 
 
+#: columns of a counters_wide frame with no counters (every wide frame starts with these)
+WIDE_EMPTY_SCHEMA = {"capture": pl.String, "device": pl.Int64, "dispatch_id": pl.Int64, "kernel": pl.String,
+                     "duration_ns": pl.Float64, "passes": pl.UInt32}
+
+
 def wide_counters(counters: pl.DataFrame, kernels: pl.DataFrame | None = None) -> pl.DataFrame:
     """Long counters -> one row per dispatch, one column per counter.
 
@@ -61,8 +66,8 @@ def wide_counters(counters: pl.DataFrame, kernels: pl.DataFrame | None = None) -
     that is a different kernel in different passes means the passes did not replay the
     same work: that is an error, not something to average over.
     """
-    if counters.is_empty():
-        return pl.DataFrame()
+    if counters.is_empty():   # the key and label columns still, so the CSV has a header readers accept
+        return pl.DataFrame(schema=WIDE_EMPTY_SCHEMA)
     df = counters
     if "dispatch_id" not in df.columns:
         df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("dispatch_id"))

@@ -108,7 +108,13 @@ def detect_all(paths: Sequence[Path], fmt: str | None = None) -> tuple[list[_Cap
     seen: list[Detected] = []
     notes: list[str] = []
     for path, root, explicit in found:
-        d = detect(path)
+        try:
+            d = detect(path)
+        except UserError as exc:   # a malformed file in a folder: listed, the rest still ingested
+            if explicit:
+                raise
+            notes.append(f"skipped malformed file: {exc}")
+            continue
         check_format(d, fmt)
         seen.append(d)
         if d.kind == "unknown":
@@ -328,6 +334,8 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
         write_path_atomic(path, lambda p: write_trace(p, result.kernels, result.counters, result.markers))
         written.append(path)
     manifest = {
+        "skipped_malformed": [n.removeprefix("skipped malformed file: ") for n in result.notes
+                              if n.startswith("skipped malformed file: ")],
         "files": [
             {"path": str(d.path), "kind": d.kind, "format": d.format, **({"note": d.note} if d.note else {})}
             for d in result.files

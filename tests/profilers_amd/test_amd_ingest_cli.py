@@ -147,3 +147,20 @@ def test_csv_and_rocpd_of_one_run_are_read_once(data, tmp_path):
     result = ingest([capture])
     assert result.kernels.height == 10 and result.kernels["source"].unique().to_list() == ["rocprofv3"]
     assert any("database used for markers only" in n for n in result.notes)
+
+
+def test_a_malformed_file_in_a_folder_is_listed_and_the_rest_ingested(data, tmp_path, capsys):
+    folder = tmp_path / "capture"
+    shutil.copytree(data / "v62", folder)
+    shutil.copy(data / "malformed" / "kernel_trace.csv", folder / "extra_kernel_trace.csv")
+    assert run(folder, "--out", tmp_path / "o") == 0
+    assert "skipped malformed file:" in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "o" / "ingest.json").read_text())
+    assert len(manifest["skipped_malformed"]) == 1 and "extra_kernel_trace.csv" in manifest["skipped_malformed"][0]
+    assert manifest["rows"]["kernels"] > 0
+
+
+def test_frames_without_rows_still_have_a_header(data, tmp_path):
+    assert run(data / "v62" / "kernel_trace.csv", "--out", tmp_path / "o", "--quiet") == 0
+    wide = pl.read_csv(tmp_path / "o" / "counters_wide.csv")
+    assert wide.height == 0 and {"capture", "dispatch_id", "kernel"} <= set(wide.columns)
