@@ -100,8 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 1
-    # the subcommand's own arguments as given (a profiled run re-runs itself with them)
     given = list(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "config", None) is not None:   # a recipe: defaults < file < flags given
+        from hipdnn_trace.commands.recipe import apply_recipe
+
+        sub = next(a for a in parser._actions if a.dest == "command").choices[args.command]   # noqa: SLF001
+        try:
+            args = apply_recipe(parser, sub, given, args)
+        except UserError as exc:
+            print(f"hipdnn-trace {args.command}: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+    # the subcommand's own arguments as given (a profiled run re-runs itself with them)
     args.argv = given[given.index(args.command) + 1:] if args.command in given else given
     try:
         return int(args.main(args) or 0)

@@ -47,10 +47,11 @@ examples:
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
   hipdnn-trace run suite/ --backend hipdnn --resume runs/20260101-120000-ab12cd
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
+  hipdnn-trace run --config nightly.toml --iters 500   # recipe (graphs = [...], iters = 200, ...); flags win
 
 exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing ran),
-            2 validation mismatch, 130/143 interrupted by SIGINT/SIGTERM (files complete;
-            finish with --resume)
+            2 validation mismatch, 130/143/141 interrupted by SIGINT/SIGTERM or a closed stdout
+            pipe (files complete; finish with --resume)
 """
 
 
@@ -69,7 +70,11 @@ def add_parser(sub: Any) -> None:
                     "fetch outputs, validate against the float64 reference, and write a run directory.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
     )
-    p.add_argument("graphs", nargs="+", metavar="GRAPH", help="graph files, folders, globs or tarballs")
+    p.add_argument("graphs", nargs="*", metavar="GRAPH",
+                   help="graph files, folders, globs or tarballs (or graphs = [...] in --config)")
+    p.add_argument("--config", type=Path, metavar="RECIPE.toml",
+                   help="a TOML recipe of these flags (keys: long names with _, graphs = [...]); "
+                        "defaults < recipe < flags given here; relative paths from the recipe's folder")
     g = p.add_argument_group("what runs")
     g.add_argument("--backend", "-b", default="reference", choices=backends.names(),
                    help="executor (default: reference, the CPU float64 oracle)")
@@ -325,6 +330,8 @@ def main(args: argparse.Namespace) -> int:
                             b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
     reference_only = all(c.backend == "reference" for c in configs)
     skip = () if (args.include_perf or not reference_only) else ("perf",)
+    if not args.graphs:
+        raise UserError("no graphs given: name GRAPH paths, or graphs = [...] in a --config recipe")
     sources, skipped = expand_counting_skipped(args.graphs, skip_dirs=skip)
     if not sources:
         raise UserError("no graph files found in " + " ".join(args.graphs))

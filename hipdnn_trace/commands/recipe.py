@@ -1,0 +1,92 @@
+"""``--config recipe.toml``: a run's flags in a file, as ROCm's dnn-benchmarking reads them.
+
+Precedence is defaults < the file < flags given on the command line. Keys are the long option
+names with ``_`` for ``-`` (``iters``, ``backend``, ``torch_sdpa_backend``), plus ``graphs`` (a list
+of paths) and ``version`` (1 when present). Relative paths are relative to the file's folder, so a
+recipe works from any directory. An unknown key, a wrong type or a value outside an option's
+choices is one error naming the file and the key (dnn-benchmarking docs/usage.md "Config files").
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from hipdnn_trace.errors import UserError
+
+#: options whose values are paths (resolved against the recipe's folder)
+PATH_KEYS = ("graphs", "out", "golden", "save_tensors", "resume", "a_path", "b_path")
+#: dnn-benchmarking keys with no one-to-one flag here, with what to write instead
+FOREIGN = {"engines": "use engine = \"...\" (one engine) or a = \"...\" / b = \"...\" (A/B)",
+           "graph": "the key is graphs (a list of paths)", "cache_mode": "the key is cache (warm | cold)"}
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.dest: a for a in parser._actions   # noqa: SLF001 - argparse has no public listing
+            if a.dest not in ("help", "config") and a.help != argparse.SUPPRESS}
+
+
+def _convert(source: Path, key: str, value: Any, action: argparse.Action) -> Any:
+    where = f"{source}: {key}"
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):   # noqa: SLF001
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if action.nargs in ("+", "*"):
+        if not isinstance(value, list) or not value:
+            raise UserError(f"{where}: expected a list, got {value!r}")
+        return [_one(where, v, action) for v in value]
+    if isinstance(value, (list, dict)):
+        raise UserError(f"{where}: expected one value, got {value!r}")
+    return _one(where, value, action)
+
+
+def _one(where: str, value: Any, action: argparse.Action) -> Any:
+    try:
+        converted = action.type(str(value)) if callable(action.type) else value
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+        raise UserError(f"{where}: {exc}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise UserError(f"{where}: {value!r} is not one of {', '.join(map(str, action.choices))}")
+    return converted
+
+
+def recipe_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The file's values as parser defaults (explicit flags still win), paths made absolute."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"--config {path}: not valid TOML: {exc}") from None
+    if data.pop("version", 1) != 1:
+        raise UserError(f"{path}: version: only version 1 recipes exist")
+    actions = _actions(parser)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in FOREIGN:
+            raise UserError(f"{path}: {key}: {FOREIGN[key]}")
+        if key not in actions:
+            guess = difflib.get_close_matches(key, sorted(actions), n=1)
+            raise UserError(f"{path}: {key}: unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
+        converted = _convert(path, key, value, actions[key])
+        if key in PATH_KEYS:
+            base = path.resolve().parent
+            converted = [str(base / v) for v in converted] if isinstance(converted, list) else base / Path(converted)
+        out[key] = converted
+    return out
+
+
+def apply_recipe(parser: argparse.ArgumentParser, sub: argparse.ArgumentParser, argv: list[str],
+                 args: argparse.Namespace) -> argparse.Namespace:
+    """Re-parse ``argv`` with the recipe's values as the subcommand's defaults."""
+    defaults = recipe_defaults(args.config, sub)
+    graphs = defaults.pop("graphs", None)
+    sub.set_defaults(**defaults)
+    again = parser.parse_args(argv)
+    if not again.graphs and graphs:
+        again.graphs = graphs
+    return again
