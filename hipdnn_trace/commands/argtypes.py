@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import TypeVar
 
-from hipdnn_trace.results.rundir import FORMATS
+from hipdnn_trace.results.rundir import DNNBENCH, FORMATS
 
 _N = TypeVar("_N", int, float)
 
@@ -49,6 +49,6 @@ def seconds(text: str) -> float:
 def formats(text: str) -> list[str]:
     """A comma-separated list of run-directory formats (csv, json, parquet)."""
     items = [f.strip().lower() for f in text.split(",") if f.strip()]
-    if not items or any(f not in FORMATS for f in items):
-        raise argparse.ArgumentTypeError(f"formats are {', '.join(FORMATS)}; got {text!r}")
+    if not items or any(f not in (*FORMATS, DNNBENCH) for f in items):
+        raise argparse.ArgumentTypeError(f"formats are {', '.join((*FORMATS, DNNBENCH))}; got {text!r}")
     return items

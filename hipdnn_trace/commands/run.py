@@ -143,7 +143,8 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--run-id", help="name of the run directory (default: time + random suffix)")
     o.add_argument("--format", type=argtypes.formats, default=["parquet"],
                    help="formats of the big frames (iterations, kernels, counters): csv,json,parquet "
-                        "(default parquet; summary and validation are always CSV)")
+                        "(default parquet; summary and validation are always CSV); dnnbench also writes "
+                        "results.dnnbench.json in ROCm dnn-benchmarking's schema v2")
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
     o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
     o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")

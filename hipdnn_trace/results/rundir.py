@@ -32,6 +32,8 @@ from hipdnn_trace.results.atomic import write_atomic, write_text_atomic
 #: Frames that can be big: written in the formats of --format (parquet by default).
 BIG_FRAMES = ("iterations", "kernels", "counters")
 FORMATS = ("csv", "json", "parquet")
+#: --format dnnbench: also ROCm dnn-benchmarking's schema-v2 results file (results/dnnbench.py)
+DNNBENCH = "dnnbench"
 
 
 def _write_frame(path: Path, df: pl.DataFrame, fmt: str) -> None:
@@ -56,7 +58,9 @@ class RunWriter:
                  trace: bool = True, resume: bool = False) -> None:
         self.folder = folder
         self.meta = meta
-        self.formats = tuple(dict.fromkeys(["parquet", *formats]))
+        formats = tuple(formats)
+        self.dnnbench = DNNBENCH in formats   # not a frame format: one results file at the end
+        self.formats = tuple(dict.fromkeys(["parquet", *(f for f in formats if f != DNNBENCH)]))
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:   # e.g. --out names a file
@@ -118,6 +122,11 @@ class RunWriter:
                 _write_frame(self.folder / f"{name}.{fmt}", df, fmt)
         summary = self.frame("summary")
         _write_frame(self.folder / "summary.json", summary, "json")
+        if self.dnnbench:
+            from hipdnn_trace.results.dnnbench import FILE_NAME, to_dnnbench
+
+            result = to_dnnbench(self.meta, summary, self.frame("iterations"), self.frame("validation"))
+            write_text_atomic(self.folder / FILE_NAME, json.dumps(result, indent=2) + "\n")
         _write_frame(self.folder / "summary.csv", summary, "csv")   # last: the commit point
 
     def finish(self, status: str, **extra: Any) -> None:
@@ -177,7 +186,8 @@ def check_resumable(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str,
 
 def written_formats(folder: Path) -> list[str]:
     """Formats the big frames of an existing run directory were written in."""
-    return [fmt for fmt in FORMATS if (folder / f"iterations.{fmt}").exists()]
+    found = [fmt for fmt in FORMATS if (folder / f"iterations.{fmt}").exists()]
+    return found + ([DNNBENCH] if (folder / "results.dnnbench.json").exists() else [])
 
 
 def finished_part(run: Run) -> Run:
