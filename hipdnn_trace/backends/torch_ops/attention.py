@@ -147,6 +147,15 @@ def _composite(cfg: attention.AttentionConfig, q: torch.Tensor, k: torch.Tensor,
         keep = (j <= i).view(1, 1, cfg.seq_q, cfg.seq_kv)
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
+    m, e, total, stats = _softmax_parts(s, sink)
+    p = e / torch.where(total > 0, total, torch.ones_like(total))
+    o = torch.matmul(p, vf)
+    return {"o": o, "stats": stats, "max": m, "sum_exp": total}
+
+
+def _softmax_parts(s: torch.Tensor, sink: torch.Tensor | None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row max, exp(s - max), row sum incl. the sink, log-sum-exp stats; -inf for rows with no key)."""
     m = s.amax(dim=-1, keepdim=True)
     if sink is not None:
         m = torch.maximum(m, sink.float().reshape(1, -1, 1, 1))
@@ -155,19 +164,25 @@ def _composite(cfg: attention.AttentionConfig, q: torch.Tensor, k: torch.Tensor,
     total = e.sum(dim=-1, keepdim=True)
     if sink is not None:
         total = total + torch.exp(sink.float().reshape(1, -1, 1, 1) - safe)
-    p = e / torch.where(total > 0, total, torch.ones_like(total))
-    o = torch.matmul(p, vf)
     stats = torch.where(total > 0, safe + torch.log(torch.where(total > 0, total, torch.ones_like(total))),
                         torch.full_like(total, float("-inf")))
-    return {"o": o, "stats": stats, "max": m, "sum_exp": total}
+    return m, e, total, stats
 
 
 def _needs_composite(cfg: attention.AttentionConfig, node: Node) -> bool:
     return cfg.sink or any(node.outputs.get(p) is not None for p in ("stats", "max", "sum_exp"))
 
 
+def _config(node: Node, graph: Graph, ctx: Ctx) -> attention.AttentionConfig:
+    """The node's config, parsed once per session (execute runs inside the timed region)."""
+    cache = ctx.__dict__.setdefault("_attention_configs", {})
+    if node.name not in cache:
+        cache[node.name] = attention.config(node, graph)
+    return cache[node.name]
+
+
 def sdpa(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
-    cfg = attention.config(node, graph)
+    cfg = _config(node, graph, ctx)
     k, v = _keys_values(cfg, x)
     bias = x.get("attn_mask") if cfg.mask_kind == "additive" else None
     out = _forward(cfg, node, x, ctx, x["q"], k, v, bias, x.get("sink_token"),   # type: ignore[arg-type]
@@ -195,13 +210,12 @@ def _composite_backward(cfg: attention.AttentionConfig, node: Node, x: Values, c
     sink = x.get("sink_token")
     kr = k.repeat_interleave(cfg.group, dim=1) if cfg.group > 1 else k
     vr = v.repeat_interleave(cfg.group, dim=1) if cfg.group > 1 else v
-    fwd = _composite(cfg, q, k, v, scale, keep, bias, sink, None)
-    s = torch.matmul(q, kr.transpose(-1, -2)) * scale
+    s = torch.matmul(q, kr.transpose(-1, -2)) * scale   # the scores once: stats and P both come from them
     if bias is not None:
         s = s + bias.float()
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
-    stats = fwd["stats"]
+    stats = _softmax_parts(s, sink)[3]
     p = torch.where(torch.isfinite(stats), torch.exp(s - torch.where(torch.isfinite(stats), stats,
                                                                        torch.zeros_like(stats))),
                     torch.zeros_like(s))
@@ -235,7 +249,7 @@ def sdpa_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, to
     """dq, dk, dv (and dbias, dsink): autograd through torch's SDPA where it can say the
     graph (its kernels use their own O and LSE); the explicit composite backward, which
     reads the given O, for sinks, per-sequence lengths and the CPU."""
-    cfg = attention.config(node, graph)
+    cfg = _config(node, graph, ctx)
     if cfg.sink or cfg.padded or ctx.cpu:
         return _composite_backward(cfg, node, x, ctx)
     return _autograd_backward(cfg, node, x, ctx)
