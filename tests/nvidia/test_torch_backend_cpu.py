@@ -110,7 +110,7 @@ def test_cpu_session_reports_why_staged_timing_is_not_used() -> None:
     b = GraphBuilder("tiny", io="float")
     b.pointwise("abs", b.tensor("x", [2, 2]), out="y")
     graph = b.build()
-    session = backends.get("torch").prepare(graph, None, RunOptions(timing="staged"))
+    session = backends.get("torch").prepare(graph, None, RunOptions(timing="staged", extra={"torch_device": "cpu"}))
     try:
         info = session.info()
         assert info["timer"] == "host" and "staged timing needs a GPU" in info["timing_fallback"]

@@ -82,6 +82,11 @@ def check(graph: Graph) -> str | None:
     for t in graph.tensors:
         if not t.is_value and t.data_type not in TORCH_DTYPES:
             return f"tensor {t.name!r}: data type {t.data_type} has no torch equivalent"
+        if t.data_type == "fp4_e2m1":   # e2m1 codes, one per byte: only block scaling reads and writes them
+            users = {n.type for n in graph.nodes if t.uid in (*n.input_uids(), *n.output_uids())}
+            if users - {blockscale.QUANTIZE, blockscale.DEQUANTIZE}:
+                return (f"tensor {t.name!r}: fp4_e2m1 has no torch arithmetic type; torch keeps it as e2m1 codes "
+                        "that only block-scale quantize/dequantize read and write")
     for node in graph.nodes:
         if node.type == custom.CUSTOM_OP:
             return custom.refusal(node, "torch")
