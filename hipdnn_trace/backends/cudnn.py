@@ -45,6 +45,21 @@ FP32_UNSAFE_NOTES = ("TENSOR_CORE", *REDUCED_NOTES)
 HEURISTICS = ("A", "FALLBACK")
 
 
+#: cuDNN versions up to this one crash (cudaErrorIllegalAddress at execute) on MoE GATHER, reproduced
+#: outside the harness on an H100 with 9.19 (docs/nvidia.md); an illegal address poisons the CUDA context
+#: of the whole process, so such graphs are refused before anything is built. Raise when a fixed cuDNN ships.
+MOE_GATHER_CRASHES_UP_TO = 91900
+
+
+def _refuse_known_crashes(plan: Plan, backend_version: int) -> None:
+    for op in plan.ops:
+        mode = op.attrs.get("mode")
+        if (op.method == "moe_grouped_matmul" and getattr(mode, "member", None) == "GATHER"
+                and backend_version <= MOE_GATHER_CRASHES_UP_TO):
+            raise UnsupportedError(f"cuDNN {backend_version} crashes executing MoE GATHER ({op.node!r}: illegal "
+                                   "address, which would poison this process's CUDA context); refused")
+
+
 def notes_to_deselect(plan: Plan) -> tuple[str, ...]:
     if plan.fp32_math:
         return FP32_UNSAFE_NOTES
@@ -404,7 +419,9 @@ class CudnnBackend:
         return list(self._listing.get((graph.graph_id, device), ([], []))[1])
 
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> CudnnSession:
-        return CudnnSession(graph, self._plan(graph), engine, options)
+        plan = self._plan(graph)
+        _refuse_known_crashes(plan, _cudnn().backend_version())
+        return CudnnSession(graph, plan, engine, options)
 
     def versions(self) -> dict[str, str]:
         """Library versions; creates no CUDA context (the suite process forks workers later)."""

@@ -157,3 +157,13 @@ def test_cudnn_plan_passes_mode_top_k_and_a_batched_offset_table() -> None:
     assert next(t for t in cudnn_graph.plan(parse_graph(raw, "moe.json")).inputs
                 if t.name == "first_token_offset").dims == (32, 1, 1) and batched.method == "moe_grouped_matmul"
     assert moe.mode(parse_graph(raw, "moe.json").nodes[0]) == "NONE"
+
+
+def test_cudnn_refuses_gather_on_versions_known_to_crash() -> None:
+    from hipdnn_trace.backends.cudnn import MOE_GATHER_CRASHES_UP_TO, _refuse_known_crashes
+
+    plan = cudnn_graph.plan(_graph("GATHER"))
+    with pytest.raises(UnsupportedError, match="crashes executing MoE GATHER"):
+        _refuse_known_crashes(plan, MOE_GATHER_CRASHES_UP_TO)
+    _refuse_known_crashes(plan, MOE_GATHER_CRASHES_UP_TO + 100)   # a newer cuDNN is asked
+    _refuse_known_crashes(cudnn_graph.plan(_graph("NONE")), MOE_GATHER_CRASHES_UP_TO)
