@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from hipdnn_trace.profilers.rocprof.detect import FORMATS
 
 EXAMPLES = """\
@@ -62,6 +64,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"read {len(read)} file(s): {', '.join(kinds)}")
         print(f"{result.kernels.height} kernels, {result.counters.height} counter values "
               f"({result.counters_wide.height} dispatches), {result.metrics.height} with derived metrics")
+        if result.memory.height:
+            copies = result.memory.filter(pl.col("kind") == "MEMORY_COPY")
+            print(f"{result.memory.height} memory events ({copies.height} copies, "
+                  f"{result.memory.height - copies.height} allocation/scratch) in memory.csv")
         joined = result.kernels.filter(result.kernels["iteration"].is_not_null()).height if result.kernels.height else 0
         if joined:
             print(f"{joined} kernels joined to harness iterations")

@@ -33,7 +33,7 @@ from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_
 from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2
 from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import Detected, check_format, detect
-from hipdnn_trace.profilers.rocprof.frames import AGENTS, API, COUNTERS_FULL, KERNELS_FULL, MARKERS, STATS
+from hipdnn_trace.profilers.rocprof.frames import AGENTS, API, COUNTERS_FULL, KERNELS_FULL, MARKERS, MEMORY, STATS
 from hipdnn_trace.profilers.rocprof.markers_join import has_harness_markers, join_iterations
 from hipdnn_trace.results.schemas import conform
 
@@ -53,6 +53,7 @@ class Ingested:
     stats: pl.DataFrame
     agents: pl.DataFrame
     markers: pl.DataFrame
+    memory: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMORY))
     files: list[Detected] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -148,6 +149,8 @@ def _parse(d: Detected) -> dict[str, pl.DataFrame]:
         return {"agents": v3.agents_from_table(d.table)}
     if d.kind == "sysinfo":
         return {"agents": legacy.agents_from_sysinfo(d.table)}
+    if d.kind == "memory_trace":
+        return {"memory": v3.memory_from_table(d.table)}
     if d.kind == "v1_results":
         kernels, counters = legacy.read_v1_results(d.path, d.table)
         return {"kernels": kernels, "counters": counters}
@@ -168,7 +171,7 @@ def _parse(d: Detected) -> dict[str, pl.DataFrame]:
 
 
 _SCHEMAS = {"kernels": KERNELS_FULL, "counters": COUNTERS_FULL, "markers": MARKERS, "api": API,
-            "stats": STATS, "agents": AGENTS}
+            "stats": STATS, "agents": AGENTS, "memory": MEMORY}
 
 
 def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
@@ -208,6 +211,7 @@ def _load_capture(cap: _Capture, notes: list[str]) -> dict[str, pl.DataFrame]:
     out["counters"] = out["counters"].with_columns(tag)
     _join(out)
     out["markers"] = out["markers"].with_columns(pl.lit(cap.name).alias("capture"))
+    out["memory"] = out["memory"].with_columns(pl.lit(cap.name).alias("capture"))
     return out
 
 
@@ -289,6 +293,7 @@ def ingest(
         stats=frames["stats"],
         agents=frames["agents"].unique(maintain_order=True),
         markers=frames["markers"],
+        memory=frames["memory"],
         files=seen,
         notes=notes,
     )
@@ -323,7 +328,7 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
     written += write_frame(result.kernels, out_dir, "kernels")
     written += write_frame(result.counters, out_dir, "counters")
     written += write_frame(result.counters_wide, out_dir, "counters_wide")
-    for name in ("metrics", "graphs", "stats", "agents"):
+    for name in ("metrics", "graphs", "stats", "agents", "memory"):
         frame = getattr(result, name)
         if frame.height:
             written += write_frame(frame, out_dir, name)
@@ -341,7 +346,8 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
             for d in result.files
         ],
         "notes": result.notes,
-        "rows": {name: getattr(result, name).height for name in ("kernels", "counters", "counters_wide", "metrics", "stats")},
+        "rows": {name: getattr(result, name).height
+                 for name in ("kernels", "counters", "counters_wide", "metrics", "stats", "memory")},
     }
     path = out_dir / "ingest.json"
     write_text_atomic(path, json.dumps(manifest, indent=2) + "\n")

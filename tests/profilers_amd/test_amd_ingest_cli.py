@@ -164,3 +164,32 @@ def test_frames_without_rows_still_have_a_header(data, tmp_path):
     assert run(data / "v62" / "kernel_trace.csv", "--out", tmp_path / "o", "--quiet") == 0
     wide = pl.read_csv(tmp_path / "o" / "counters_wide.csv")
     assert wide.height == 0 and {"capture", "dispatch_id", "kernel"} <= set(wide.columns)
+
+
+MEMORY_COPY_CSV = (  # rocprofv3 memory_copy_trace.csv layout (rocprofiler-sdk docs); values our own
+    '"Kind","Direction","Stream_Id","Source_Agent_Id","Destination_Agent_Id","Correlation_Id",'
+    '"Start_Timestamp","End_Timestamp"\n'
+    '"MEMORY_COPY","MEMORY_COPY_HOST_TO_DEVICE",0,"Agent 0","Agent 2",1,1000,5000\n'
+    '"MEMORY_COPY","MEMORY_COPY_DEVICE_TO_HOST",0,"Agent 2","Agent 0",2,9000,9500\n')
+
+
+def test_a_memory_copy_only_capture_is_ingested(tmp_path, capsys):
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    (capture / "memory_copy_trace.csv").write_text(MEMORY_COPY_CSV)
+    assert run(capture, "--out", tmp_path / "o") == 0
+    assert "2 memory events (2 copies, 0 allocation/scratch)" in capsys.readouterr().out
+    memory = pl.read_csv(tmp_path / "o" / "memory.csv")
+    assert memory["duration_ns"].to_list() == [4000, 500]
+    assert memory["src_agent"].to_list() == [0, 2] and memory["dst_agent"].to_list() == [2, 0]
+    assert json.loads((tmp_path / "o" / "ingest.json").read_text())["rows"]["memory"] == 2
+
+
+def test_upstream_memory_traces_ingest(upstream, tmp_path):
+    folder = upstream / "sdk-docs_v1.0.0_2025-04"
+    files = [folder / "memory_copy_trace.csv", folder / "memory_allocation_trace.csv"]
+    if not all(f.exists() for f in files):
+        pytest.skip("rocprofiler-sdk memory traces not in the shared fixtures")
+    result = ingest(files)
+    assert result.memory.height > 0 and set(result.memory["kind"]) == {"MEMORY_COPY", "MEMORY_ALLOCATION"}
+    assert (result.memory["duration_ns"] >= 0).all()

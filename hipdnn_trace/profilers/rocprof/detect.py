@@ -20,18 +20,20 @@ from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read
 
 #: ``--format`` values and the kinds each accepts.
 FORMATS: dict[str, tuple[str, ...]] = {
-    "rocprofv3": ("kernel_trace", "counter_collection", "api_trace", "stats", "agent_info"),
-    "rocpd": ("rocpd", "kernel_trace", "counter_collection", "api_trace", "agent_info"),
+    "rocprofv3": ("kernel_trace", "counter_collection", "api_trace", "stats", "agent_info", "memory_trace"),
+    "rocpd": ("rocpd", "kernel_trace", "counter_collection", "api_trace", "agent_info", "memory_trace"),
     "rocprof": ("v1_results", "v1_db", "stats"),
     "rocprofv2": ("rocprofv2", "wide"),
     "rocprof-compute": ("wide", "counter_collection", "sysinfo"),
     "ncu": ("ncu_raw",),
 }
 
+#: rocprofv3's data-movement traces: parsed into the ``memory`` frame
+MEMORY_HEADERS = (frozenset({"kind", "direction", "start_timestamp"}),
+                  frozenset({"kind", "operation", "allocation_size", "start_timestamp"}),
+                  frozenset({"kind", "operation", "alloc_flags", "start_timestamp"}))
+
 _IGNORED_HEADERS: tuple[tuple[frozenset[str], str], ...] = (
-    (frozenset({"kind", "direction"}), "memory copy trace"),
-    (frozenset({"kind", "operation", "allocation_size"}), "memory allocation trace"),
-    (frozenset({"kind", "operation", "alloc_flags"}), "scratch memory trace"),
     (frozenset({"sample_timestamp", "exec_mask"}), "PC sampling"),
     (frozenset({"device", "hbmbw"}), "rocprof-compute roofline benchmark"),
     (frozenset({"workload_name"}), "rocprof-compute sysinfo"),
@@ -107,6 +109,8 @@ def classify_table(table: Table) -> Detected:
         return Detected(path, "wide", fmt, table=table)
     if legacy.is_compute_sysinfo(names):
         return Detected(path, "sysinfo", "rocprof-compute", table=table)
+    if any(header <= names for header in MEMORY_HEADERS):
+        return Detected(path, "memory_trace", fmt, table=table)
     for header, what in _IGNORED_HEADERS:
         if header <= names:
             return Detected(path, "ignored", "", f"{what}: not ingested")

@@ -110,3 +110,19 @@ def columns_frame(columns: Mapping[str, Sequence[Any]], schema: Schema) -> pl.Da
 def durations(start: Sequence[int | None], end: Sequence[int | None]) -> list[int | None]:
     """end - start per row; null where either end of the interval is missing."""
     return [e - s if e is not None and s is not None else None for s, e in zip(start, end)]
+
+
+#: memory copies, allocations and scratch events of rocprofv3 (memory_copy_trace.csv, memory_allocation_trace.csv,
+#: scratch_memory_trace.csv): what a capture of data movement holds (no kernels, no counters)
+MEMORY: Schema = {
+    "capture": pl.String(),
+    "kind": pl.String(),            # MEMORY_COPY | MEMORY_ALLOCATION | SCRATCH_MEMORY
+    "operation": pl.String(),       # direction of a copy (MEMORY_COPY_HOST_TO_DEVICE) or the allocation operation
+    "src_agent": pl.Int64(),        # copies: source agent; allocations: the agent
+    "dst_agent": pl.Int64(),
+    "size_bytes": pl.Int64(),       # allocations (and copies where the file has a size column)
+    "correlation_id": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "duration_ns": pl.Int64(),
+}

@@ -203,3 +203,21 @@ def _expect(table: Table, what: str, *names: str) -> Table:
             f"header: {', '.join(table.header[:8])}{', ...' if len(table.header) > 8 else ''})"
         )
     return table
+
+
+def memory_from_table(table: Table) -> pl.DataFrame:
+    """rocprofv3 memory copy / allocation / scratch traces -> the MEMORY frame (one row per event)."""
+    start = table.ints("start_timestamp", required=True)
+    end = table.ints("end_timestamp", required=True)
+    df = pl.DataFrame({
+        "kind": table.strings("kind", required=True),
+        "operation": table.strings("direction", "operation"),
+        "src_agent": table.ints("source_agent_id", "agent_id"),
+        "dst_agent": table.ints("destination_agent_id"),
+        "size_bytes": table.ints("allocation_size", "size", "bytes"),
+        "correlation_id": table.ints("correlation_id"),
+        "start_ns": start, "end_ns": end,
+    }, schema_overrides={"src_agent": pl.Int64, "dst_agent": pl.Int64, "size_bytes": pl.Int64,
+                         "correlation_id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                         "operation": pl.String, "kind": pl.String})
+    return df.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
