@@ -91,11 +91,15 @@ class Progress:
 
 class Reporter:
     def __init__(self, out: IO[str] | None = None, *, verbose: bool = False, quiet: bool = False,
-                 suite: bool = False) -> None:
+                 suite: bool = False, name_width: int = 0, config_width: int = 0) -> None:
         self.out = out or sys.stdout
         self.verbose = verbose
         self.quiet = quiet
         self.suite = suite
+        # suite lines pad the graph and config names to these widths (known before the suite starts),
+        # so medians and rates line up down the page; longer names just push their own line
+        self.name_width = min(name_width, 48)
+        self.config_width = min(config_width, 32)
 
     def print(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -128,7 +132,9 @@ class Reporter:
             return [f"{prefix} ERROR  {g.name}: {g.error}"]
         out = []
         for c in g.configs:
-            out.append(f"{prefix} {_status(c):<7} {g.name}  {c.config.name}{_engine(c)}  {_brief(g, c)}")
+            config = f"{c.config.name}{_engine(c)}"
+            out.append(f"{prefix} {_status(c):<7} {g.name:<{self.name_width}}  {config:<{self.config_width}}  "
+                       f"{_brief(g, c)}".rstrip())
         return out
 
     # ----------------------------------------------------------- graph block
@@ -242,7 +248,7 @@ def _brief(g: GraphRun, c: ConfigRun) -> str:
     if c.samples is None or not len(c.samples.timed_kernel_ms()):
         return c.error or ""
     st = timing_stats(c.samples.timed_kernel_ms())
-    text = f"median {fmt_ms(st['median'])} ms  {_throughput(g, st['median'])}  {c.validation}"
+    text = f"median {fmt_ms(st['median']):>8} ms  {_throughput(g, st['median'])}  {c.validation}"
     if c.status == FAILED and c.error:
         text += f": {c.error}"
     return text
@@ -253,4 +259,4 @@ def _throughput(g: GraphRun, median_ms: float | None) -> str:
         return ""
     flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
     secs = median_ms * 1e-3
-    return f"{si_rate(flops / secs, 'FLOPS')}, {si_rate(nbytes / secs, 'B/s')}"
+    return f"{si_rate(flops / secs, 'FLOPS'):>12}, {si_rate(nbytes / secs, 'B/s'):>10}"
