@@ -31,6 +31,11 @@ figure { margin: 1em 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: .85em; color: #555; }
 .table-wrap { max-height: 40em; overflow: auto; }
+td { overflow-wrap: anywhere; }
+td:last-child { min-width: 16em; }   /* messages and reasons sit in the last column: room to read them */
+#headline { background: #f8fbfd; border: 1px solid #d6eaf8; padding: 0 1em .5em; }
+#headline h2 { margin-top: .5em; border: none; }
+details summary { cursor: pointer; color: #2e86c1; }
 footer { margin-top: 3em; font-size: .8em; color: #777; }
 """
 
@@ -56,8 +61,11 @@ def _image(image: Image) -> str:
 
 def _section(section: Section) -> str:
     parts = [f'<section id="{escape(section.id)}"><h2>{escape(section.title)}</h2>']
-    parts += [f"<p>{escape(p)}</p>" for p in section.paragraphs]
-    parts += [_table(b) if isinstance(b, Table) else _image(b) for b in section.blocks]
+    inner = [f"<p>{escape(p)}</p>" for p in section.paragraphs]
+    inner += [_table(b) if isinstance(b, Table) else _image(b) for b in section.blocks]
+    if section.collapsed:   # <details> folds without a script
+        inner = [f"<details><summary>show {escape(section.title.lower())}</summary>", *inner, "</details>"]
+    parts += inner
     parts.append("</section>")
     return "\n".join(parts)
 

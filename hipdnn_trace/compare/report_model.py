@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.compare import plots
-from hipdnn_trace.compare.comparison import Comparison
+from hipdnn_trace.compare.comparison import SLOWER, Comparison
 from hipdnn_trace.compare.loading import run_label
 from hipdnn_trace.compare.matching import units
 from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
@@ -43,6 +43,7 @@ class Section:
     title: str
     paragraphs: list[str] = field(default_factory=list)
     blocks: list[Table | Image] = field(default_factory=list)
+    collapsed: bool = False     # reference material: shown folded, one click away
 
 
 @dataclass
@@ -97,6 +98,8 @@ def _dig(meta: dict[str, Any], path: tuple[str, ...]) -> str:
     value: Any = meta
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
+    if path == ("timing", "staged") and (meta.get("timing") or {}).get("timer") == "host":
+        return "-"   # staged timing is a GPU method; a host-timed (CPU) run has none
     return "-" if value is None else str(value)
 
 
@@ -120,7 +123,7 @@ def runs_section(runs: list[Any]) -> Section:
     classes.append("differs" if len(set(configs)) > 1 else "")
     note = ["Rows that differ between the runs are highlighted."] if len(runs) == 2 else []
     return Section("runs", "Runs", note,
-                   [Table(["field", *labels], rows, "How the numbers were made", classes)])
+                   [Table(["field", *labels], rows, "How the numbers were made", classes)], collapsed=True)
 
 
 # -- comparison ---------------------------------------------------------------------------
@@ -260,7 +263,8 @@ def figures_sections(runs: list[Any], comparison: Comparison | None, top: int) -
     box = plots.distributions(dists, labels)
     sections.append(Section(
         "distributions", "Timing distributions",
-        [f"Timed kernel times of the {len(dists)} {which}, relative to A's median "
+        [f"Timed kernel times of the {len(dists)} {which}, relative to "
+         f"{'A' if comparison is not None else 'each graph'}'s median "
          "(absolute median in the label). Boxes: quartiles; whiskers: 1.5 IQR; dots: outliers."],
         [Image(box, "box plots of kernel time per graph")] if box else []))
     series = plots.time_series(panels, labels)
@@ -351,11 +355,61 @@ def validation_section(runs: list[Any], comparison: Comparison | None) -> Sectio
     return Section("validation", "Validation", paragraphs, blocks)
 
 
+def headline_section(runs: list[Any], comparison: Comparison | None) -> Section:
+    """What a reader needs first: the counts, what failed and why, the largest regressions with their
+    CIs, and where the time goes (then the details below)."""
+    run = runs[-1]
+    summary = run.summary
+    paragraphs: list[str] = []
+    blocks: list[Table | Image] = []
+    if summary.height:
+        status = dict(summary.group_by("status").len().iter_rows())
+        paragraphs.append(f"{run_label(run)}: {summary.height} graph rows: {status.get('ok', 0)} passed, "
+                          f"{status.get('failed', 0)} failed validation, {status.get('unsupported', 0)} "
+                          f"unsupported, {status.get('error', 0)} errored.")
+        timed = summary.filter(pl.col("median").is_not_null()).sort("median", descending=True)
+        total = float(timed["median"].sum()) if timed.height else 0.0
+        if total > 0:
+            top3 = ", ".join(f"{r['graph']} ({r['config']}) {fmt_ms(r['median'])} ms, {r['median'] / total:.0%}"
+                             for r in timed.head(3).iter_rows(named=True))
+            paragraphs.append(f"Most time (share of the summed medians): {top3}.")
+        if "bottleneck" in summary.columns and summary["bottleneck"].drop_nulls().len():
+            kinds = dict(summary["bottleneck"].drop_nulls().value_counts().iter_rows())
+            paragraphs.append("Roofline position: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ".")
+        bad = summary.filter(pl.col("status") != "ok")
+        if bad.height:
+            blocks.append(Table(["graph", "config", "status", "reason"],
+                                [[r["graph"] or "", r["config"] or "", r["status"] or "", _short(r["error"], 200)]
+                                 for r in bad.head(10).iter_rows(named=True)],
+                                f"Not passed ({bad.height})" + (", first 10" if bad.height > 10 else ""),
+                                ["failed"] * min(bad.height, 10)))
+    else:
+        paragraphs.append(f"{run_label(run)} has no summary rows.")
+    if comparison is not None:
+        matched, total_rows = comparison.coverage
+        counts = ", ".join(f"{n} {v}" for v, n in comparison.counts.items() if n) or "no verdicts"
+        overall = (f"geomean B/A {comparison.geomean:.3f} ({fmt_change(comparison.geomean)}) over {matched} of "
+                   f"{total_rows} graph rows" if comparison.overall_claim and math.isfinite(comparison.geomean)
+                   else f"no overall claim ({matched} of {total_rows} graph rows in both runs)")
+        paragraphs.append(f"{comparison.label_b} vs {comparison.label_a}: {counts}; {overall}.")
+        newly = comparison.newly_failing
+        if newly.height:
+            paragraphs.append(f"Newly failing validation ({newly.height}): " + ", ".join(
+                f"{_unit_name(r['graph'], r['config'])} {r['output']}" for r in newly.head(5).iter_rows(named=True))
+                + (" ..." if newly.height > 5 else "") + ".")
+        worst = comparison.top(SLOWER, 3)
+        if worst.height:
+            paragraphs.append("Largest regressions: " + "; ".join(
+                f"{_unit_name(r['graph'], r['config'])} {fmt_ratio(r['ratio'])} {fmt_ci(r['ci_low'], r['ci_high'])}"
+                for r in worst.iter_rows(named=True)) + ".")
+    return Section("headline", "At a glance", paragraphs, blocks)
+
+
 def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) -> Report:
     """All sections of the report of one run, or of B against A when ``comparison`` is given."""
     title = (f"hipdnn-trace: {comparison.label_b} vs {comparison.label_a}" if comparison
              else f"hipdnn-trace: {run_label(runs[0])}")
-    sections = [runs_section(runs)]
+    sections = [headline_section(runs, comparison)]
     if comparison is not None:
         sections.append(verdict_section(comparison, top))
     sections.append(summary_section(runs))
@@ -364,4 +418,5 @@ def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) 
     if throughput:
         sections.append(throughput)
     sections.append(validation_section(runs, comparison))
+    sections.append(runs_section(runs))   # how the numbers were made: last, folded
     return Report(title, sections)

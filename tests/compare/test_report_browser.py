@@ -126,7 +126,8 @@ class DevTools:
         self._log.close()
 
 
-def open_in_chromium(html: Path, tmp: Path) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
+def open_in_chromium(html: Path, tmp: Path, width: int = 1280, height: int = 900
+                     ) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
     """Load ``html``; return page facts (from JS after load), a full-page PNG, all events."""
     browser = DevTools(tmp / "chromium-profile")
     try:
@@ -136,7 +137,7 @@ def open_in_chromium(html: Path, tmp: Path) -> tuple[dict[str, Any], bytes, list
                                flatten=True)["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             browser.send(f"{domain}.enable", session)
-        browser.send("Emulation.setDeviceMetricsOverride", session, width=1280, height=900,
+        browser.send("Emulation.setDeviceMetricsOverride", session, width=width, height=height,
                      deviceScaleFactor=1, mobile=False)
         browser.send("Page.navigate", session, url=html.resolve().as_uri())
         browser.wait_for("Page.loadEventFired")
@@ -148,6 +149,10 @@ def open_in_chromium(html: Path, tmp: Path) -> tuple[dict[str, Any], bytes, list
               tables: document.querySelectorAll('table').length,
               scripts: document.scripts.length,
               height: document.documentElement.scrollHeight,
+              headline: (() => { const h = document.getElementById('headline');
+                                 if (!h) return null;
+                                 const r = h.getBoundingClientRect();
+                                 return {top: r.top, bottom: r.bottom, text: h.innerText}; })(),
             })""")["result"]["value"]
         shot = browser.send("Page.captureScreenshot", session, format="png",
                             captureBeyondViewport=True)["data"]
@@ -199,8 +204,8 @@ def test_ab_report_renders_in_headless_chromium(ab_report: Path, tmp_path: Path)
     assert _errors(events) == []
     assert [u for u in _requested_urls(events) if not u.startswith(("file:", "data:"))] == []
     assert facts["title"] == "hipdnn-trace: head vs base"
-    assert facts["sections"] == ["runs", "verdicts", "summary", "distributions", "iterations",
-                                 "throughput", "validation"]
+    assert facts["sections"] == ["headline", "verdicts", "summary", "distributions", "iterations",
+                                 "throughput", "validation", "runs"]
     assert facts["scripts"] == 0
     assert len(facts["images"]) == 4  # A/B bars, distributions, time series, throughput
     assert all(complete and width > 100 and height > 100
@@ -226,3 +231,15 @@ def test_broken_image_is_caught_by_the_browser_check(ab_report: Path, tmp_path: 
     broken.write_text(html[:start] + "AAAA" + html[start + 4000:])
     facts, _, _ = open_in_chromium(broken, tmp_path)
     assert not all(complete and width > 0 for complete, width, _ in facts["images"])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_headline_is_visible_without_scrolling_at_1400x900(ab_report: Path, tmp_path: Path) -> None:
+    """The first screen says what happened: counts, what failed, the largest regression with its CI."""
+    facts, png, _ = open_in_chromium(ab_report, tmp_path, width=1400, height=900)
+    headline = facts["headline"]
+    assert headline is not None and 0 <= headline["top"] and headline["bottom"] <= 900
+    text = headline["text"]
+    assert "8 graph rows" in text and "head vs base" in text and "Largest regressions: graph_02" in text
+    assert "Newly failing validation (1): graph_05 (cpu)" in text
+    (tmp_path / "report" / "first-screen.png").write_bytes(png)
