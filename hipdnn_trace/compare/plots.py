@@ -10,6 +10,7 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -213,12 +214,17 @@ def ratio_bars(names: Sequence[str], ratios: Sequence[float], lows: Sequence[flo
     return _png(fig)
 
 
-def roofline(points: Sequence[tuple[str, str, float, float]], peak_tflops: float | None,
+#: the roofline names this many of the last run's points (the fastest and the slowest by TFLOPS)
+LABELLED_POINTS = 8
+
+
+def roofline(points: Sequence[tuple[Any, ...]], peak_tflops: float | None,
              peak_gbps: float | None) -> bytes | None:
     """TFLOPS against arithmetic intensity (FLOP/byte): colour per config, marker per run.
 
-    ``points`` are (run tag, config, intensity, tflops); run "A" is drawn hollow so B's
-    points stay visible on top. The roof is drawn when the GPU's peaks are known.
+    ``points`` are (run tag, config, intensity, tflops[, graph name]); run "A" is drawn hollow so
+    B's points stay visible on top. The roof is drawn when the GPU's peaks are known. The last run's
+    extreme points (highest and lowest TFLOPS) are labelled with their graph names.
     """
     points = [p for p in points if p[2] and p[3] and p[2] > 0 and p[3] > 0]
     if not points:
@@ -237,6 +243,12 @@ def roofline(points: Sequence[tuple[str, str, float, float]], peak_tflops: float
             ax.scatter([p[2] for p in chosen], [p[3] for p in chosen], s=22, alpha=0.85,
                        facecolors="none" if hollow else color, edgecolors=color,
                        label=f"{run}: {config}" if run else config)
+    last = sorted({p[0] for p in points})[-1]
+    named = sorted((p for p in points if p[0] == last and len(p) > 4), key=lambda p: p[3])
+    half = LABELLED_POINTS // 2
+    for p in (named if len(named) <= LABELLED_POINTS else named[:half] + named[-half:]):
+        ax.annotate(str(p[4])[:28], (p[2], p[3]), xytext=(4, 3), textcoords="offset points", fontsize=6,
+                    color="#333333")
     ax.set_xscale("log")
     ax.set_yscale("log")
     if peak_tflops and peak_gbps:

@@ -293,7 +293,7 @@ def throughput_section(runs: list[Any]) -> Section | None:
             pl.col("flops").is_not_null() & pl.col("bytes").is_not_null()
             & pl.col("tflops").is_not_null() & (pl.col("bytes") > 0))
         for r in frame.iter_rows(named=True):
-            points.append((tag, str(r["config"]), r["flops"] / r["bytes"], r["tflops"]))
+            points.append((tag, str(r["config"]), r["flops"] / r["bytes"], r["tflops"], str(r["graph"])))
     counters = [r for r in runs if r.counters.height]
     if not points and not counters:
         return None

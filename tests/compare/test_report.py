@@ -145,3 +145,25 @@ def test_time_series_marks_flagged_iterations(make_run, timings) -> None:
     assert series.flagged.tolist() == [False] * 10 + [True, True]
     assert np.allclose(series.values[:2], [3.0, 2.0])
     assert isinstance(run.iterations, pl.DataFrame)
+
+
+def test_roofline_names_the_extreme_points() -> None:
+    """The scatter's fastest and slowest points carry their graph names (matplotlib text artists)."""
+    from hipdnn_trace.compare import plots
+
+    points = [("", "cudnn", 10.0 * (i + 1), 1.0 + i, f"graph_{i:02d}") for i in range(20)]
+    drawn: list[str] = []
+    original = plots.Figure.add_subplot
+
+    def spy(self, *args, **kwargs):
+        ax = original(self, *args, **kwargs)
+        real = ax.annotate
+        ax.annotate = lambda text, *a, **k: (drawn.append(text), real(text, *a, **k))[1]
+        return ax
+
+    plots.Figure.add_subplot = spy
+    try:
+        assert plots.roofline(points, None, None)
+    finally:
+        plots.Figure.add_subplot = original
+    assert sorted(drawn) == [f"graph_{i:02d}" for i in (0, 1, 2, 3, 16, 17, 18, 19)]
