@@ -136,6 +136,27 @@ def _join_key(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.col(c).cast(pl.String).fill_null("") for c in _JOIN)
 
 
+#: above this many counters on one GPU, counter tracks are grouped per hardware block
+#: (a rocprof-compute capture has thousands: one flat list is unreadable)
+GROUP_COUNTERS_ABOVE = 16
+
+
+def counter_block(name: str) -> str:
+    """The hardware block of a raw counter name (SQ_WAVES -> SQ, TCC_HIT[3] -> TCC), else "other"."""
+    head = name.split("[", 1)[0]
+    return head.split("_", 1)[0] if "_" in head else "other"
+
+
+def counter_unit(name: str) -> str:
+    """A unit for a counter its profiler gave none: cycles or bytes where the name says so, else a count."""
+    upper = name.upper()
+    if "CYCLE" in upper:
+        return "cycles"
+    if "BYTE" in upper:
+        return "bytes"
+    return "count"
+
+
 def add_counters(writer: TraceWriter, counters: pl.DataFrame, kernels: pl.DataFrame) -> int:
     """Write per-kernel counters as counter tracks under "GPU <device>".
 
@@ -156,10 +177,14 @@ def add_counters(writer: TraceWriter, counters: pl.DataFrame, kernels: pl.DataFr
         .join(timed, on=_JOIN, how="inner")
         .sort("device", "counter", "start_ns", "end_ns")
     )
+    per_device = dict(placed.group_by("device").agg(pl.col("counter").n_unique()).iter_rows())
     for (device, name), group in placed.group_by(["device", "counter"], maintain_order=True):
         units = group["unit"].drop_nulls()
+        parent = writer.gpu_track(int(device))
+        if per_device[device] > GROUP_COUNTERS_ABOVE:   # hundreds of raw counters: one folder per block
+            parent = writer.group_track(f"counters {counter_block(str(name))}", parent)
         track = writer.counter_track(
-            str(name), unit=units[0] if units.len() else None, parent=writer.gpu_track(int(device))
+            str(name), unit=units[0] if units.len() else counter_unit(str(name)), parent=parent
         )
         start = group["start_ns"].to_numpy()
         end = group["end_ns"].to_numpy()

@@ -197,6 +197,13 @@ class TraceWriter:
         uuid = track_uuid("gpu-stream", int(device), int(stream), name)
         return self._declare(uuid, "track", pb.TrackDescriptor(uuid=uuid, parent_uuid=gpu, name=name))
 
+    def group_track(self, name: str, parent: int) -> int:
+        """A named track that only groups others (counters of one hardware block under a GPU)."""
+        if parent not in self._tracks:
+            raise ValueError(f"group_track {name!r}: parent {parent} is not a track of this writer")
+        uuid = track_uuid("group", parent, name)
+        return self._declare(uuid, "track", pb.TrackDescriptor(uuid=uuid, parent_uuid=parent, name=name))
+
     def counter_track(self, name: str, unit: str | None = None, parent: int | None = None) -> int:
         """A counter track (e.g. iteration time, TFLOPS, a kernel metric)."""
         if parent is not None and parent not in self._tracks:

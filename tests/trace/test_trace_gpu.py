@@ -123,3 +123,20 @@ def test_frames_without_required_columns_are_user_errors(tmp_path: Path) -> None
             add_kernels(w, pl.DataFrame({"name": ["k"]}))
         with pytest.raises(UserError, match="counters frame: missing column"):
             add_counters(w, pl.DataFrame({"value": [1.0]}), _kernels())
+
+
+def test_many_raw_counters_are_grouped_per_hardware_block_with_units(check_trace, tmp_path: Path) -> None:
+    """A rocprof-compute capture has hundreds of counters: one folder per block, a unit on every track."""
+    names = [f"SQ_INSTS_{i}" for i in range(10)] + [f"TCC_HIT[{i}]" for i in range(8)] + ["GRBM_GUI_ACTIVE",
+                                                                                          "SQ_BUSY_CYCLES"]
+    counters = frame([dict(run_id="r", graph="g", config="c", correlation_id=0, kernel="gemm", counter=n,
+                           value=float(i), source="rocprofv3") for i, n in enumerate(names)], COUNTERS)
+    path = tmp_path / "t.pftrace"
+    _write(path, _kernels(), counters)
+    check_trace(path)
+    tracks = read_trace(path).tracks.filter(pl.col("kind") == "counter")
+    parents = dict(zip(tracks["name"], tracks["parent_name"]))
+    assert parents["SQ_INSTS_3"] == "counters SQ" and parents["TCC_HIT[2]"] == "counters TCC"
+    assert parents["GRBM_GUI_ACTIVE"] == "counters GRBM"
+    units = dict(zip(tracks["name"], tracks["unit"]))
+    assert units["SQ_BUSY_CYCLES"] == "cycles" and units["SQ_INSTS_3"] == "count"
