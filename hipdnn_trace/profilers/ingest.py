@@ -336,7 +336,8 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
         from hipdnn_trace.profilers.trace_export import write_trace
 
         path = out_dir / "trace.pftrace"
-        write_path_atomic(path, lambda p: write_trace(p, result.kernels, result.counters, result.markers))
+        write_path_atomic(path, lambda p: write_trace(p, result.kernels, result.counters, result.markers,
+                                                      result.memory))
         written.append(path)
     manifest = {
         "skipped_malformed": [n.removeprefix("skipped malformed file: ") for n in result.notes

@@ -82,9 +82,46 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
     return written
 
 
-def write_trace(path: Path, kernels: pl.DataFrame, counters: pl.DataFrame, markers: pl.DataFrame) -> None:
+def add_memory(writer: TraceWriter, memory: pl.DataFrame) -> int:
+    """Memory copies, allocations and scratch events as slices: one process-like group per capture
+    ("profiled <capture> memory"), one track per kind, events overlapping in time on extra lanes."""
+    if memory.is_empty():
+        return 0
+    m = memory.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null()
+                      & (pl.col("end_ns") >= pl.col("start_ns")) & (pl.col("start_ns") >= 0))
+    written = 0
+    for c, (capture, by_capture) in enumerate(m.sort("start_ns", -pl.col("end_ns")).group_by(
+            "capture", maintain_order=True)):
+        label = capture[0] if isinstance(capture, tuple) else capture
+        root = writer.process_track(f"profiled {label} memory" if label not in (None, ".") else "profiled memory",
+                                    pid=MEMORY_PID_BASE + c)
+        for k, (kind, group) in enumerate(by_capture.group_by("kind", maintain_order=True)):
+            kind_name = str(kind[0] if isinstance(kind, tuple) else kind)
+            start, end = group["start_ns"].to_list(), group["end_ns"].to_list()
+            names = [(op or kind_name).removeprefix("MEMORY_COPY_").removeprefix("MEMORY_ALLOCATION_")
+                     for op in group["operation"].to_list()]
+            sizes = group["size_bytes"].to_list()
+            lanes = _nest_lanes(start, end)
+            for lane in sorted(set(lanes)):
+                track = writer.thread_track(kind_name.lower().replace("_", " ") + (f" ({lane})" if lane else ""),
+                                            root, tid=MEMORY_PID_BASE + 100 * k + lane)
+                for i in (i for i, l in enumerate(lanes) if l == lane):
+                    writer.slice(track, names[i], start[i], end[i],
+                                 args={"bytes": sizes[i]} if sizes[i] is not None else None)
+                    written += 1
+    return written
+
+
+#: synthetic pids/tids of the memory tracks (far from real process ids)
+MEMORY_PID_BASE = 900_000_000
+
+
+def write_trace(path: Path, kernels: pl.DataFrame, counters: pl.DataFrame, markers: pl.DataFrame,
+                memory: pl.DataFrame | None = None) -> None:
     with TraceWriter(path) as writer:
         add_markers(writer, markers)
+        if memory is not None:
+            add_memory(writer, memory)
         add_kernels(writer, kernels)
         if counters.height and kernels.height:
             k, c = _with_dispatch_keys(kernels, counters)

@@ -183,6 +183,11 @@ def test_a_memory_copy_only_capture_is_ingested(tmp_path, capsys):
     assert memory["duration_ns"].to_list() == [4000, 500]
     assert memory["src_agent"].to_list() == [0, 2] and memory["dst_agent"].to_list() == [2, 0]
     assert json.loads((tmp_path / "o" / "ingest.json").read_text())["rows"]["memory"] == 2
+    trace = read_trace(tmp_path / "o" / "trace.pftrace")
+    copies = trace.slices.sort("ts_ns")
+    assert copies["name"].to_list() == ["HOST_TO_DEVICE", "DEVICE_TO_HOST"]
+    assert copies["dur_ns"].to_list() == [4000, 500]
+    assert "memory copy" in trace.tracks["name"].to_list()
 
 
 def test_upstream_memory_traces_ingest(upstream, tmp_path):
