@@ -339,6 +339,12 @@ def compare_runs(
     if not 0 <= min_coverage <= 1:
         raise UserError(f"--min-coverage must be in [0, 1], got {min_coverage}")
     fixed_drift = _parse_drift(drift)
+    from hipdnn_trace.compare import dnnbench_input
+
+    if dnnbench_input.is_dnnbench(a) or dnnbench_input.is_dnnbench(b):   # statistics, not samples
+        (label_a, rows_a), (label_b, rows_b) = dnnbench_input.load_side(a), dnnbench_input.load_side(b)
+        return dnnbench_input.compare_stats(rows_a, rows_b, label_a, label_b, threshold=threshold, alpha=alpha,
+                                             min_coverage=min_coverage)
     run_a, run_b = load_input(a), load_input(b)
     label_a, label_b = run_label(run_a), run_label(run_b)
     differences = method_differences(run_a.meta, run_b.meta)

@@ -64,11 +64,12 @@ def console(comparison: Comparison, top: int = 5) -> str:
     """The human-readable comparison: verdict table, totals, highlights, warnings."""
     c = comparison
     s = c.settings
+    method = (f"alpha {s['alpha']}, Holm over {int(c.table['p_holm'].is_not_null().sum())} rows, "
+              f"drift {s['drift']:.1%} {'estimated' if s['drift_source'].startswith('estimated') else 'given'}"
+              + (f", relative to the suite's centre {s['relative_to']:.3f})" if s.get("relative_to") else ")")
+              if not str(s.get("test", "")).startswith("none") else f"alpha {s['alpha']}, {s['ci']})")
     out = [
-        f"A = {c.label_a}   B = {c.label_b}   (by {s['by']}, threshold {s['threshold']:.0%}, "
-        f"alpha {s['alpha']}, Holm over {int(c.table['p_holm'].is_not_null().sum())} rows, "
-        f"drift {s['drift']:.1%} {'estimated' if s['drift_source'].startswith('estimated') else 'given'}"
-        + (f", relative to the suite's centre {s['relative_to']:.3f})" if s.get("relative_to") else ")"),
+        f"A = {c.label_a}   B = {c.label_b}   (by {s['by']}, threshold {s['threshold']:.0%}, " + method,
         "",
     ]
     header = ["graph", "config", "engine", "n_a", "n_b", "median A ms", "median B ms",

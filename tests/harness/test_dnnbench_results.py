@@ -62,3 +62,49 @@ def test_stats_follow_the_schema_definitions() -> None:
     st = kernel_stats([4.0, 1.0, 3.0, 2.0])
     assert st["median_ms"] == 3.0 and st["p95_ms"] is None and st["n"] == 4   # sorted(samples)[n // 2]
     assert st["iqr_ms"] == st["p75_ms"] - st["p25_ms"] and abs(st["cv"] - st["std_ms"] / st["mean_ms"]) < 1e-15
+
+
+def _run_with_dnnbench(tmp_path: Path) -> Path:
+    graphs = [GRAPHS / "pool" / "maxpool_2d_index_fp32.json", GRAPHS / "pool" / "avgpool_include_padding_2d_fp32.json"]
+    assert main(["run", *map(str, graphs), "--format", "dnnbench", "--out", str(tmp_path), "--run-id", "a",
+                 "-w", "2", "-i", "30", "-q", "--no-trace"]) == 0
+    return tmp_path / "a"
+
+
+def _scaled(path: Path, factor: float, out: Path) -> Path:
+    data = json.loads(path.read_text())
+    for graph in data["graphs"]:
+        for row in graph["results"]:
+            for key in ("median_ms", "p25_ms", "p75_ms"):
+                row["kernel"][key] *= factor
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_compare_reads_a_dnnbench_file_on_either_side(tmp_path: Path, capsys) -> None:
+    run = _run_with_dnnbench(tmp_path)
+    capsys.readouterr()   # the run's own output
+    own = run / "results.dnnbench.json"
+    assert main(["compare", str(run), str(own)]) == 0   # the same numbers: SAME everywhere
+    out = capsys.readouterr().out
+    assert "2 SAME" in out and "statistics-only comparison" in out
+    slow = _scaled(own, 1.5, tmp_path / "slow.json")
+    assert main(["compare", str(run), str(slow), "--format", "json"]) == 3
+    result = json.loads(capsys.readouterr().out)
+    assert [r["verdict"] for r in result["rows"]] == ["SLOWER", "SLOWER"]
+    assert all(abs(r["ratio"] - 1.5) < 1e-9 and r["ci_low"] > 1.05 for r in result["rows"])
+    assert main(["compare", str(slow), str(run)]) == 0   # B faster: no regression
+    assert "2 FASTER" in capsys.readouterr().out
+
+
+def test_dnnbench_rows_without_enough_samples_are_inconclusive(tmp_path: Path, capsys) -> None:
+    run = _run_with_dnnbench(tmp_path)
+    capsys.readouterr()
+    data = json.loads((run / "results.dnnbench.json").read_text())
+    for graph in data["graphs"]:
+        graph["results"][0]["kernel"]["n"] = 3
+    few = tmp_path / "few.json"
+    few.write_text(json.dumps(data))
+    main(["compare", str(run), str(few), "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    assert {r["verdict"] for r in result["rows"]} == {"INCONCLUSIVE"}

@@ -1,0 +1,178 @@
+"""Compare against ROCm dnn-benchmarking result files (schema version 2), on either side.
+
+Those files hold per-row statistics (n, median, quartiles), not samples, so the bootstrap and
+Mann-Whitney path cannot run. Instead, each side's median gets the notch interval of McGill,
+Tukey and Larsen (1978): ``median +- 1.57 IQR / sqrt(n)``, roughly a 95% interval; the ratio's
+interval combines both sides on the log scale, Bonferroni-widened over the compared rows (there is
+no p-value for Holm). The verdict rule is the usual one without the p gate: SLOWER when the whole
+interval lies above ``1 + t``, FASTER below ``1 / (1 + t)``, SAME inside the band, INCONCLUSIVE
+otherwise or with fewer than 5 samples a side. Our side's statistics come from its timed samples
+with dnn-benchmarking's definitions (upper median, numpy percentiles). Rows pair by graph name when
+each side has one row for it, else by graph name and config/engine name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from hipdnn_trace.errors import UserError
+
+NOTCH = 1.57          # half-width of the median's ~95% interval, in IQR / sqrt(n)
+MIN_SAMPLES = 5
+
+
+def is_dnnbench(source: Any) -> bool:
+    if not isinstance(source, (str, Path)) or not str(source).endswith(".json") or not Path(source).is_file():
+        return False
+    try:
+        data = json.loads(Path(source).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("schema_version") == 2 and "graphs" in data and "tool" in data
+
+
+def dnnbench_rows(path: Path) -> tuple[str, pl.DataFrame]:
+    """(label, one row per engine row: graph, config, status, n, median, p25, p75)."""
+    data = json.loads(Path(path).read_text())
+    rows = []
+    for g in data.get("graphs") or []:
+        for r in g.get("results") or []:
+            if r.get("role") != "engine":
+                continue
+            k = r.get("kernel") or {}
+            rows.append({"graph": g.get("graph_name"), "config": (r.get("engine") or {}).get("name") or r.get("provider"),
+                         "status": r.get("verdict"), "n": k.get("n"), "median": k.get("median_ms"),
+                         "p25": k.get("p25_ms"), "p75": k.get("p75_ms")})
+    schema = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64, "median": pl.Float64,
+              "p25": pl.Float64, "p75": pl.Float64}
+    return Path(path).stem, pl.DataFrame(rows, schema=schema)
+
+
+def run_rows(run: Any) -> pl.DataFrame:
+    """The same statistics from one of our runs' timed samples (dnn-benchmarking's definitions)."""
+    timed = run.iterations.filter((pl.col("phase") == "timed") & pl.col("kernel_ms").is_not_null())
+    status = {(r["graph"], r["config"]): r["status"] for r in run.summary.iter_rows(named=True)}
+    rows = []
+    for (graph, config), group in timed.group_by(["graph", "config"], maintain_order=True):
+        x = np.sort(group["kernel_ms"].to_numpy())
+        rows.append({"graph": graph, "config": config, "status": status.get((graph, config)), "n": len(x),
+                     "median": float(x[len(x) // 2]), "p25": float(np.percentile(x, 25)),
+                     "p75": float(np.percentile(x, 75))})
+    schema = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64, "median": pl.Float64,
+              "p25": pl.Float64, "p75": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _pairs(a: pl.DataFrame, b: pl.DataFrame) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+    pairs, used_b = [], set()
+    by_graph_b: dict[str, list[int]] = {}
+    rows_b = b.to_dicts()
+    for i, r in enumerate(rows_b):
+        by_graph_b.setdefault(r["graph"], []).append(i)
+    rows_a = a.to_dicts()
+    count_a: dict[str, int] = {}
+    for r in rows_a:
+        count_a[r["graph"]] = count_a.get(r["graph"], 0) + 1
+    only_a = []
+    for r in rows_a:
+        candidates = [i for i in by_graph_b.get(r["graph"], []) if i not in used_b]
+        if count_a[r["graph"]] > 1 or len(by_graph_b.get(r["graph"], [])) > 1:
+            candidates = [i for i in candidates if rows_b[i]["config"] == r["config"]]
+        if candidates:
+            used_b.add(candidates[0])
+            pairs.append((r, rows_b[candidates[0]]))
+        else:
+            only_a.append(r)
+    only_b = [r for i, r in enumerate(rows_b) if i not in used_b]
+    return pairs, only_a, only_b
+
+
+def _log_se(row: dict) -> float | None:
+    n, med, p25, p75 = row["n"], row["median"], row["p25"], row["p75"]
+    if not n or not med or med <= 0 or p25 is None or p75 is None:
+        return None
+    return NOTCH * (p75 - p25) / math.sqrt(n) / Z95 / med
+
+
+Z95 = 1.959963984540054
+
+
+def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, label_b: str, *,
+                  threshold: float, alpha: float, min_coverage: float) -> Any:
+    """A Comparison whose intervals come from the rows' quartiles (see the module docstring)."""
+    from hipdnn_trace.compare.comparison import TABLE_SCHEMA, UNMATCHED_SCHEMA, Comparison
+    from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
+
+    pairs, only_a, only_b = _pairs(rows_a, rows_b)
+    z = NormalDist().inv_cdf(1 - alpha / (2 * max(1, len(pairs))))   # Bonferroni over the compared rows
+    table, logs, ses = [], [], []
+    for a, b in pairs:
+        row = {k: None for k in TABLE_SCHEMA}
+        row.update(graph=a["graph"], config=a["config"] if a["config"] == b["config"] else f"{a['config']} / {b['config']}",
+                   config_a=a["config"], config_b=b["config"], status_a=a["status"], status_b=b["status"],
+                   n_a=a["n"], n_b=b["n"], median_a=a["median"], median_b=b["median"])
+        sa, sb = _log_se(a), _log_se(b)
+        if a["median"] and b["median"] and sa is not None and sb is not None:
+            log_ratio = math.log(b["median"] / a["median"])
+            se = math.hypot(sa, sb)
+            low, high = math.exp(log_ratio - z * se), math.exp(log_ratio + z * se)
+            row.update(ratio=math.exp(log_ratio), ci_low=low, ci_high=high)
+            if min(a["n"], b["n"]) < MIN_SAMPLES:
+                row.update(verdict=INCONCLUSIVE, note=f"fewer than {MIN_SAMPLES} samples")
+            elif low > 1 + threshold:
+                row["verdict"] = SLOWER
+            elif high < 1 / (1 + threshold):
+                row["verdict"] = FASTER
+            elif 1 / (1 + threshold) <= low and high <= 1 + threshold:
+                row["verdict"] = SAME
+            else:
+                row["verdict"] = INCONCLUSIVE
+            logs.append(log_ratio)
+            ses.append(se)
+        else:
+            row.update(verdict=INCONCLUSIVE, note="no timing statistics on a side")
+        table.append(row)
+    geomean, geo_ci = float("nan"), (float("nan"), float("nan"))
+    if logs:
+        mean = float(np.mean(logs))
+        half = Z95 * math.sqrt(sum(s * s for s in ses)) / len(logs)
+        geomean, geo_ci = math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
+    unmatched = pl.DataFrame(
+        [{"only_in": side, "graph": r["graph"], "graph_id": None, "config": r["config"], "engine": None,
+          "status": r["status"], "n": r["n"]} for side, rows in (("A", only_a), ("B", only_b)) for r in rows],
+        schema=UNMATCHED_SCHEMA)
+    return Comparison(
+        table=pl.DataFrame({k: [r[k] for r in table] for k in TABLE_SCHEMA}, schema=TABLE_SCHEMA),
+        geomean=geomean, geomean_ci=geo_ci,
+        validation_changes=pl.DataFrame(schema={"change": pl.String, "graph": pl.String, "config": pl.String,
+                                                "output": pl.String, "against": pl.String,
+                                                "max_rel_a": pl.Float64, "max_rel_b": pl.Float64}),
+        unmatched=unmatched, label_a=label_a, label_b=label_b,
+        settings={"min_coverage": min_coverage, "by": "graph", "threshold": threshold, "alpha": alpha,
+                  "seed": None, "n_boot": None, "min_samples": MIN_SAMPLES,
+                  "test": "none (statistics only: a dnn-benchmarking file has no samples)",
+                  "ci": f"median notch intervals (1.57 IQR/sqrt(n)) combined on the log scale, Bonferroni over "
+                        f"{len(pairs)} rows", "drift": 0.0, "drift_source": "given (not estimated: statistics only)",
+                  "relative_to": None},
+        notes=["statistics-only comparison: one side is a dnn-benchmarking result file (quartiles, no samples); "
+               "intervals from the medians' notches, no p-values"],
+    )
+
+
+def load_side(source: Any) -> tuple[str, pl.DataFrame]:
+    """A dnn-benchmarking file or one of our runs, as (label, statistics rows)."""
+    if is_dnnbench(source):
+        return dnnbench_rows(Path(source))
+    from hipdnn_trace.compare.loading import load_input, run_label
+
+    run = load_input(source)
+    if not run.iterations.height:
+        raise UserError(f"{source}: no timed samples to compare")
+    return run_label(run), run_rows(run)
