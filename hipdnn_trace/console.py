@@ -179,6 +179,12 @@ class Reporter:
             self.print(f"   MISMATCH {g.name} [{v.config}] {v.output} vs {v.against}: "
                        f"{v.mismatches}/{v.total} outside tolerance, {v.nonfinite} non-finite/unwritten, "
                        f"max abs {v.max_abs:.3g}, max rel {v.max_rel:.3g}")
+            if v.against in ("reference", "golden"):   # expected is the reference itself: one column
+                self.print(f"      {'index':<22}{'actual':>14}{v.against:>14}{'abs err':>12}")
+                for e in v.worst:
+                    self.print(f"      {str(list(e['index'])):<22}{e['actual']:>14.6g}{e['expected']:>14.6g}"
+                               f"{e['abs_err']:>12.3g}")
+                continue
             b_name = "A" if v.against.startswith("A:") else v.against
             self.print(f"      {'index':<22}{'actual':>14}{b_name:>14}{'reference':>14}{'abs err':>12}")
             for e in v.worst:

@@ -85,3 +85,21 @@ def test_the_readme_recipe_is_valid() -> None:
         recipe.unlink()
     assert values["backend"] == "cudnn" and values["iters"] == 200
     assert all(Path(g).is_dir() for g in values["graphs"])
+
+
+def test_the_readme_python_example_runs_as_written(tmp_path: Path, monkeypatch) -> None:
+    """README "From Python": the block runs as printed, against runs/A and runs/B made here."""
+    import re
+    import shutil
+
+    import hipdnn_trace
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    (block,) = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.S)
+    shutil.copytree(readme.parent / "graphs" / "matmul", tmp_path / "graphs" / "matmul")
+    monkeypatch.chdir(tmp_path)
+    for run_id in ("A", "B"):
+        hipdnn_trace.run("graphs/matmul", run_id=run_id, iters=5, warmup=1, trace=False)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)   # noqa: S102 - the README's own code
+    assert namespace["cmp"].table.height == 9 and namespace["again"].summary.height == 9
