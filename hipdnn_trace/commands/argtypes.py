@@ -46,6 +46,28 @@ def seconds(text: str) -> float:
     return value
 
 
+#: above these a tolerance no longer tests anything (every finite result would pass)
+MAX_RTOL = 1.0
+MAX_ATOL = 1e6
+
+
+def tolerance(text: str) -> float:
+    """--rtol / --atol: a finite number >= 0; one so large that validation passes anything is refused."""
+    value = _number(text, float, "a number")
+    if not value >= 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def run_id(text: str) -> str:
+    """A run directory name: one path component (no separators, no '..', not hidden), so a run stays
+    inside --out."""
+    if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith(".") or "\0" in text:
+        raise argparse.ArgumentTypeError(f"must be a plain folder name inside --out (no '/', '..' or leading "
+                                         f"'.'), got {text!r}")
+    return text
+
+
 def formats(text: str) -> list[str]:
     """A comma-separated list of run-directory formats (csv, json, parquet)."""
     items = [f.strip().lower() for f in text.split(",") if f.strip()]

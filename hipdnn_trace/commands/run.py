@@ -135,12 +135,15 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--validate", choices=("reference", "none"), default="reference",
                    help="compare outputs with the float64 reference (default)")
     v.add_argument("--golden", type=Path, metavar="DIR", help="golden bundles: inputs from them, outputs compared")
-    v.add_argument("--rtol", type=float, help="relative tolerance (default per dtype and op, hipDNN's)")
-    v.add_argument("--atol", type=float, help="absolute tolerance (default per dtype and op, hipDNN's)")
+    v.add_argument("--rtol", type=argtypes.tolerance,
+                   help=f"relative tolerance (default per dtype and op, hipDNN's; at most {argtypes.MAX_RTOL:g})")
+    v.add_argument("--atol", type=argtypes.tolerance,
+                   help=f"absolute tolerance (default per dtype and op, hipDNN's; at most {argtypes.MAX_ATOL:g})")
     v.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     o = p.add_argument_group("output")
     o.add_argument("--out", "-o", type=Path, default=Path("runs"), help="parent of the run directory (default runs/)")
-    o.add_argument("--run-id", help="name of the run directory (default: time + random suffix)")
+    o.add_argument("--run-id", type=argtypes.run_id,
+                   help="name of the run directory inside --out (default: time + random suffix)")
     o.add_argument("--format", type=argtypes.formats, default=["parquet"],
                    help="formats of the big frames (iterations, kernels, counters): csv,json,parquet "
                         "(default parquet; summary and validation are always CSV); dnnbench also writes "
@@ -313,6 +316,10 @@ COUNTER_PROFILERS = ("ncu", "rocprofv3", "rocprof")
 
 
 def main(args: argparse.Namespace) -> int:
+    for flag, value, top in (("--rtol", args.rtol, argtypes.MAX_RTOL), ("--atol", args.atol, argtypes.MAX_ATOL)):
+        if value is not None and value > top:   # every finite output would pass: not a check any more
+            raise UserError(f"{flag} {value:g} would let any result pass validation (at most {top:g}); "
+                            "use --validate none to skip validation")
     if args.profile_set and not args.profile_child and args.profile not in COUNTER_PROFILERS:
         raise UserError(f"--profile-set {args.profile_set} chooses hardware counters: it needs --profile "
                         f"{'|'.join(COUNTER_PROFILERS)} (got --profile {args.profile})")

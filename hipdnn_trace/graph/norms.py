@@ -143,3 +143,26 @@ def norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
             problems.append((port_path(node, port), f"has {t.numel} values, expected one per normalized "
                              f"element ({per_feature}, dims {list(x.dims[start:])})"))
     return problems
+
+
+#: hipDNN's NormFwdPhase names (JSON strings in any case, or the enum numbers 0..2)
+FORWARD_PHASES = ("NOT_SET", "INFERENCE", "TRAINING")
+
+
+def norm_options_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    """normalized_dim_count an integer within x's rank, forward_phase one of hipDNN's phases."""
+    problems: list[tuple[str, str]] = []
+    x = port_tensor(node, graph, "x")
+    count = node.params.get("normalized_dim_count")
+    if count is not None and x is not None and (
+            not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= len(x.dims)):
+        problems.append((option_path(node, "normalized_dim_count", "attributes"),
+                         f"must be an integer from 1 to x's rank {len(x.dims)}, got {count!r}"))
+    phase = node.params.get("forward_phase")
+    if phase is not None:
+        ok = (phase in (0, 1, 2) and not isinstance(phase, bool)) if not isinstance(phase, str) else \
+            phase.strip().upper() in FORWARD_PHASES
+        if not ok:
+            problems.append((option_path(node, "forward_phase", "attributes"),
+                             f"unknown forward_phase {phase!r} (hipDNN: {', '.join(FORWARD_PHASES)})"))
+    return problems

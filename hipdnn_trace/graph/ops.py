@@ -16,7 +16,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph import attention, blockscale, custom, moe, resample
-from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, rmsnorm_refusal
+from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, norm_options_check, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
 if TYPE_CHECKING:
@@ -353,13 +353,13 @@ SPECS: dict[str, OpSpec] = {
             "LayernormAttributes", ("x", "scale", "epsilon"), ("y",),
             optional_inputs=("bias",), optional_outputs=("mean", "inv_variance"),
             options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
-            check=_same_dims(("y",), "x"), flops=_elementwise_flops(8.0, "x"),
+            check=_all(_same_dims(("y",), "x"), norm_options_check), flops=_elementwise_flops(8.0, "x"),
         ),
         OpSpec(
             "RMSNormAttributes", ("x", "scale", "epsilon"), ("y",),
             optional_inputs=("bias",), optional_outputs=("inv_rms",),
             options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
-            check=_same_dims(("y",), "x"), flops=_elementwise_flops(6.0, "x"),
+            check=_all(_same_dims(("y",), "x"), norm_options_check), flops=_elementwise_flops(6.0, "x"),
         ),
         OpSpec(
             "LayernormBackwardAttributes", ("dy", "x", "scale"), ("dx",),

@@ -63,3 +63,18 @@ def test_run_and_inspect_take_the_flag(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["run", str(path), "-w", "0", "-i", "2", "--out", str(out), "--no-trace",
                  "--allow-unknown-fields"]) == 0
     assert "warning: $.nodes[0].inputs.relu_upper_clipp" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("rel", "key", "value", "fragment"), [
+    ("norm/layernorm_fp32.json", "forward_phase", "BOGUS", "unknown forward_phase 'BOGUS'"),
+    ("norm/layernorm_fp32.json", "normalized_dim_count", "one", "must be an integer from 1 to x's rank"),
+    ("norm/rmsnorm_fp32.json", "forward_phase", 7, "unknown forward_phase 7"),
+    ("norm/layernorm_fp32.json", "normalized_dim_count", 9, "must be an integer from 1 to x's rank 3"),
+])
+def test_norm_options_of_the_wrong_kind_are_refused_at_load(rel: str, key: str, value, fragment: str) -> None:
+    raw = _raw(rel)
+    node = raw["nodes"][0]
+    section = "attributes" if key in node.get("attributes", {}) else None
+    (node[section] if section else node)[key] = value
+    with pytest.raises(GraphError, match=fragment):
+        parse_graph(raw, "norm.json")

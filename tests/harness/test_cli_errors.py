@@ -171,3 +171,19 @@ def test_a_long_cpu_suite_is_estimated_up_front() -> None:
     assert note is not None and note.startswith("estimate: about") and "matmul rate measured here" in note
     small = expand([str(Path(__file__).resolve().parents[2] / "graphs" / "pool")])
     assert cpu_estimate(small, executions=111) is None
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--run-id", "../../x"], "must be a plain folder name inside --out"),
+    (["--run-id", ".hidden"], "must be a plain folder name inside --out"),
+    (["--atol", "inf"], "must be a finite number >= 0"),
+    (["--rtol", "nan"], "must be a finite number >= 0"),
+    (["--atol", "-1"], "must be a finite number >= 0"),
+    (["--rtol", "1e300"], "would let any result pass validation"),
+])
+def test_flags_that_would_escape_out_or_neuter_validation_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    graph = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
+    assert main(["run", str(graph), "--out", str(tmp_path / "runs"), *argv]) == 1
+    assert needle in _one_line_error(capsys)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "runs").exists()
