@@ -269,6 +269,18 @@ def _finished(folder: Path, graph_ids: dict[str, str | None]) -> set[str]:
     return done
 
 
+def _check_writable(folder: Path, flag: str) -> None:
+    """Create ``folder`` and write a probe file in it, so an unwritable target fails before any work."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{flag} {folder}: cannot write there ({exc.strerror or exc})") from None
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's exit flush cannot fail on the closed pipe again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -353,6 +365,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--golden {args.golden}: not a folder")
     if args.save_tensors is not None and args.save_tensors.exists() and not args.save_tensors.is_dir():
         raise UserError(f"--save-tensors {args.save_tensors}: not a folder")   # else every graph errs
+    if args.save_tensors is not None:
+        _check_writable(args.save_tensors, "--save-tensors")
     for name in dict.fromkeys(c.backend for c in configs):
         backend = backends.get(name)   # unknown/unbuilt backends fail before any work
         installed = getattr(backend, "installed", None)

@@ -187,3 +187,25 @@ def test_flags_that_would_escape_out_or_neuter_validation_are_refused(
     assert main(["run", str(graph), "--out", str(tmp_path / "runs"), *argv]) == 1
     assert needle in _one_line_error(capsys)
     assert not (tmp_path / "x").exists() and not (tmp_path / "runs").exists()
+
+
+def test_an_unwritable_save_tensors_folder_fails_before_any_work(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    graph = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
+    assert main(["run", str(graph), "--save-tensors", str(locked / "golden"), "--out", str(tmp_path / "r")]) == 1
+    assert "--save-tensors" in _one_line_error(capsys) and not (tmp_path / "r").exists()
+
+
+def test_save_tensors_into_a_file_path_fails_before_any_work(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    graph = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
+    assert main(["run", str(graph), "--save-tensors", str(blocker / "golden"), "--out", str(tmp_path / "r")]) == 1
+    assert "cannot write there" in _one_line_error(capsys) and not (tmp_path / "r").exists()
