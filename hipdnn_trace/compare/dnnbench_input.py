@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace.compare.verdict import MIN_SAMPLES
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.results.dnnbench import kernel_stats
 
 NOTCH = 1.57          # half-width of the median's ~95% interval, in IQR / sqrt(n)
-MIN_SAMPLES = 5
 
 
 def is_dnnbench(source: Any) -> bool:
@@ -61,10 +62,9 @@ def run_rows(run: Any) -> pl.DataFrame:
     status = {(r["graph"], r["config"]): r["status"] for r in run.summary.iter_rows(named=True)}
     rows = []
     for (graph, config), group in timed.group_by(["graph", "config"], maintain_order=True):
-        x = np.sort(group["kernel_ms"].to_numpy())
-        rows.append({"graph": graph, "config": config, "status": status.get((graph, config)), "n": len(x),
-                     "median": float(x[len(x) // 2]), "p25": float(np.percentile(x, 25)),
-                     "p75": float(np.percentile(x, 75))})
+        st = kernel_stats(group["kernel_ms"].to_list())   # the writer's own definitions
+        rows.append({"graph": graph, "config": config, "status": status.get((graph, config)), "n": st["n"],
+                     "median": st["median_ms"], "p25": st["p25_ms"], "p75": st["p75_ms"]})
     schema = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64, "median": pl.Float64,
               "p25": pl.Float64, "p75": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
@@ -98,10 +98,10 @@ def _log_se(row: dict) -> float | None:
     n, med, p25, p75 = row["n"], row["median"], row["p25"], row["p75"]
     if not n or not med or med <= 0 or p25 is None or p75 is None:
         return None
+    from hipdnn_trace.compare.comparison import Z95
+
     return NOTCH * (p75 - p25) / math.sqrt(n) / Z95 / med
 
-
-Z95 = 1.959963984540054
 
 
 def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, label_b: str, *,
@@ -142,7 +142,7 @@ def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, labe
     geomean, geo_ci = float("nan"), (float("nan"), float("nan"))
     if logs:
         mean = float(np.mean(logs))
-        half = Z95 * math.sqrt(sum(s * s for s in ses)) / len(logs)
+        half = NormalDist().inv_cdf(0.975) * math.sqrt(sum(s * s for s in ses)) / len(logs)
         geomean, geo_ci = math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
     unmatched = pl.DataFrame(
         [{"only_in": side, "graph": r["graph"], "graph_id": None, "config": r["config"], "engine": None,

@@ -177,6 +177,23 @@ def group_bounds(offsets: np.ndarray, rows_total: int) -> list[tuple[int, int]]:
     return [(v, first[g + 1] if g + 1 < len(first) else rows_total) for g, v in enumerate(first)]
 
 
+def route(mode: str, top_k: int, start: int, end: int, index: np.ndarray | None, ks: np.ndarray | None
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """(source token rows, destination output rows) of routed rows [start, end) under hipDNN's modes."""
+    rows = np.arange(start, end)
+    if mode == "GATHER":
+        return index[rows], rows
+    if mode == "SCATTER":
+        bad = (ks[rows] < 0) | (ks[rows] >= top_k)
+        if bad.any():
+            r = int(rows[bad][0])
+            raise UnsupportedError(f"token_ks[{r}] = {ks[r]} is out of range [0, {top_k})")
+        return rows, index[rows] * top_k + ks[rows]
+    if mode == "NONE":
+        return rows, rows
+    raise UnsupportedError(f"unknown MoE routing mode {mode!r}")
+
+
 def _notes(node: Node, graph: Graph) -> list[str]:
     w = port_tensor(node, graph, "weight" if node.type == MOE else "dweight")
     fto = port_tensor(node, graph, "first_token_offset")

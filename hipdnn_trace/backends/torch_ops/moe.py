@@ -12,9 +12,8 @@ import numpy as np
 import torch
 
 from hipdnn_trace.backends.torch_ops._common import Ctx, Values
-from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import moe
-from hipdnn_trace.graph.moe import group_bounds
+from hipdnn_trace.graph.moe import group_bounds, route
 from hipdnn_trace.graph.model import Graph, Node
 
 
@@ -34,15 +33,7 @@ def _plan(node: Node, graph: Graph, x: Values, ctx: Ctx) -> list[tuple[int, torc
     for g, (start, end) in enumerate(group_bounds(_host(x["first_token_offset"]), moe.rows_total(node, graph))):
         if end <= start:
             continue
-        rows = np.arange(start, end)
-        if m == "GATHER":
-            src, dst = index[rows], rows
-        elif m == "SCATTER":
-            if ((ks[rows] < 0) | (ks[rows] >= top_k)).any():
-                raise UnsupportedError(f"MoE {node.name!r}: token_ks out of range [0, {top_k})")
-            src, dst = rows, index[rows] * top_k + ks[rows]
-        else:
-            src, dst = rows, rows
+        src, dst = route(m, top_k, start, end, index, ks)
         plan.append((g % experts, torch.as_tensor(src, device=ctx.device), torch.as_tensor(dst, device=ctx.device)))
     cache[node.name] = plan
     return plan

@@ -13,7 +13,7 @@ import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph.moe import group_bounds
+from hipdnn_trace.graph.moe import group_bounds, route
 
 __all__ = ["moe_grouped_matmul", "moe_grouped_matmul_backward"]
 
@@ -33,19 +33,7 @@ def moe_grouped_matmul(token: np.ndarray, weight: np.ndarray, offsets: np.ndarra
     for g, (start, end) in enumerate(group_bounds(offsets, total)):
         if end <= start:
             continue
-        rows = np.arange(start, end)
-        if mode == "NONE":
-            src, dst = rows, rows
-        elif mode == "GATHER":
-            src, dst = index[rows], rows
-        elif mode == "SCATTER":
-            bad = (ks[rows] < 0) | (ks[rows] >= top_k)
-            if bad.any():
-                r = int(rows[bad][0])
-                raise UnsupportedError(f"token_ks[{r}] = {ks[r]} is out of range [0, {top_k})")
-            src, dst = rows, index[rows] * top_k + ks[rows]
-        else:
-            raise UnsupportedError(f"unknown MoE routing mode {mode!r}")
+        src, dst = route(mode, top_k, start, end, index, ks)
         for what, v, limit in (("source", src, tok.shape[0]), ("destination", dst, out_rows)):
             if ((v < 0) | (v >= limit)).any():
                 raise UnsupportedError(f"routed {what} row {int(v[(v < 0) | (v >= limit)][0])} is out of range "
