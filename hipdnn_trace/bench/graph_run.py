@@ -25,6 +25,7 @@ from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.device.clock import now_ns
+from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
@@ -57,6 +58,8 @@ class RunSettings:
     ab: bool = False                       # the two configs are an A/B pair
     keep_outputs: bool = False             # an isolated child sends outputs back (split A/B)
     allow_unknown: bool = False            # unknown graph fields: warnings (notes) instead of errors
+    kernel_clock: KernelClock | None = None   # kernel_ms from CUPTI kernel records (--timing kernel/auto)
+    require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
 
 
 def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
@@ -195,8 +198,10 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
             phase = "execute"
             for hook in settings.hooks:
                 hook.before_loop(graph, run)
+            clock = _kernel_clock(settings, session, run)
             samples, phases = run_loop(session, settings.loop, markers, samplers=list(settings.samplers),
-                                       on_iteration=on_iteration)
+                                       on_iteration=on_iteration, kernel_clock=clock)
+            run.info["timing"] = {**run.info.get("timing", {}), **samples.timing}
             run.samples = samples          # hooks (CUPTI) add per-iteration columns to these
             run.phases.extend(phases)
             for hook in settings.hooks:
@@ -220,6 +225,19 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
             except Exception as exc:   # noqa: BLE001 - a failed close must not hide the result
                 run.info["close_error"] = describe(exc)
     return run
+
+
+def _kernel_clock(settings: RunSettings, session: Any, run: ConfigRun) -> KernelClock | None:
+    """The kernel clock when it can time this session; else None, with the reason in run.info."""
+    if settings.kernel_clock is None:
+        return None
+    reason = settings.kernel_clock.unavailable(getattr(session.timer, "kind", None))
+    if reason is None:
+        return settings.kernel_clock
+    if settings.require_kernel_clock:
+        raise UserError(f"--timing kernel: {reason}")
+    run.info["timing"] = {"kernel_clock_unavailable": reason}
+    return None
 
 
 def _ab_pair(run: GraphRun) -> list[tuple[ConfigRun, str, dict[int, np.ndarray]]]:

@@ -106,6 +106,10 @@ class _Job:
     registry: dict[str, str]           # backends the configs use (tests and plugins register their own)
 
 
+#: The stack entry of one timed iteration (reports nothing when it ends).
+_ITERATION = "\x00iteration"
+
+
 class _ReportingMarkers(Markers):
     """The real markers, plus a message to the parent at every phase boundary."""
 
@@ -131,6 +135,8 @@ class _ReportingMarkers(Markers):
     def pop(self) -> None:
         self.inner.pop()
         name = self._stack.pop() if self._stack else ""
+        if name is _ITERATION:
+            return   # an iteration ended: nothing to report (progress goes through on_iteration)
         after = {"init": "bind", "warmup": "execute", "execute": "fetch"}.get(name)
         if after:
             self._phase(after)
@@ -146,6 +152,7 @@ class _ReportingMarkers(Markers):
 
     def push_iteration(self, i: int) -> None:
         self.inner.push_iteration(i)   # inside the loop: no reporting here
+        self._stack.append(_ITERATION)   # so that its pop() pops this, not the enclosing phase
 
     def pause(self) -> None:
         self.inner.pause()

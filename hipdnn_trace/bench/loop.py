@@ -2,16 +2,18 @@
 
 One iteration is: work that must stay untimed (``prepare_iteration``, e.g. an L2
 flush), then ``timer.start(); execute(); timer.stop(); synchronize()``. The
-device timer gives ``kernel_ms``; the host clock around start..synchronize gives
-``host_ms``. Nothing else runs inside the timed region: records are appended to
-preallocated lists and markers are prepared before the loop.
+host clock around start..synchronize gives ``host_ms``; ``kernel_ms`` is the
+kernels' own GPU time where a kernel clock (CUPTI) runs, else the timer's event
+span. Event times are read in batches after the iterations ran, and markers are
+prepared before the loop, so an iteration costs little more than execute + sync.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,11 +42,12 @@ class Samples:
 
     phase: list[str] = field(default_factory=list)
     iteration: list[int] = field(default_factory=list)
-    kernel_ms: list[float] = field(default_factory=list)
+    kernel_ms: list[float | None] = field(default_factory=list)   # None on side-block rows
     host_ms: list[float] = field(default_factory=list)
     start_ns: list[int] = field(default_factory=list)
     end_ns: list[int] = field(default_factory=list)
-    extra: dict[str, list[float | None]] = field(default_factory=dict)   # e.g. sm_clock_mhz
+    extra: dict[str, list[float | None]] = field(default_factory=dict)   # e.g. sm_clock_mhz, span_ms
+    timing: dict[str, Any] = field(default_factory=dict)   # which source each number has (run.json)
 
     def timed_kernel_ms(self) -> np.ndarray:
         return np.array([k for p, k in zip(self.phase, self.kernel_ms) if p == "timed"], dtype=np.float64)
@@ -64,24 +67,94 @@ class Phase:
 
 Sampler = Callable[[], dict[str, float | None]]
 
+#: Iterations of the side block that measures what the timed loop does not: the staged span
+#: when the kernel clock times the loop, the unstaged latency when staged events do.
+SIDE_ITERATIONS = 20
 
-def _one(session: Session, samples: Samples, phase: str, i: int, samplers: list[Sampler]) -> None:
-    timer = session.timer
-    start = now_ns()
-    timer.start()
-    session.execute()
-    timer.stop()
-    session.synchronize()
-    end = now_ns()
-    samples.phase.append(phase)
-    samples.iteration.append(i)
-    samples.kernel_ms.append(timer.elapsed_ms())
-    samples.host_ms.append((end - start) / 1e6)
-    samples.start_ns.append(start)
-    samples.end_ns.append(end)
-    for sampler in samplers:
-        for key, value in sampler().items():
-            samples.extra.setdefault(key, [None] * (len(samples) - 1)).append(value)
+
+class KernelClock(Protocol):
+    """Kernel durations per host window (``device.kernel_clock.KernelClock``)."""
+
+    source: str
+
+    def begin(self) -> None: ...
+
+    def finish(self, starts: Sequence[int], ends: Sequence[int], iterations: Sequence[int]) -> Any: ...
+
+    def abort(self) -> None: ...
+
+
+class _Block:
+    """Runs iterations of one phase into ``samples``; event times are read in batches after
+    the iterations ran (``take_laps``), not one query per iteration."""
+
+    def __init__(self, session: Session, samples: Samples, samplers: list[Sampler]) -> None:
+        self.session = session
+        self.samples = samples
+        self.samplers = samplers
+        self.batched = callable(getattr(session.timer, "take_laps", None))
+        self.capacity = int(getattr(session.timer, "capacity", 1)) if self.batched else 1
+        self._pending: list[int] = []
+
+    def one(self, phase: str, i: int) -> None:
+        session, samples, timer = self.session, self.samples, self.session.timer
+        start = now_ns()
+        timer.start()
+        session.execute()
+        timer.stop()
+        session.synchronize()
+        end = now_ns()
+        samples.phase.append(phase)
+        samples.iteration.append(i)
+        if self.batched:
+            self._pending.append(len(samples.kernel_ms))
+            samples.kernel_ms.append(math.nan)
+        else:
+            samples.kernel_ms.append(timer.elapsed_ms())
+        samples.host_ms.append((end - start) / 1e6)
+        samples.start_ns.append(start)
+        samples.end_ns.append(end)
+        for sampler in self.samplers:
+            for key, value in sampler().items():
+                samples.extra.setdefault(key, [None] * (len(samples) - 1)).append(value)
+        if len(self._pending) >= self.capacity:
+            self.read()
+
+    def read(self) -> None:
+        """Fill in the event times of the iterations run since the last read."""
+        if not self._pending:
+            return
+        laps = self.session.timer.take_laps()
+        for k, ms in zip(self._pending, laps[-len(self._pending):]):
+            self.samples.kernel_ms[k] = ms
+        self._pending = []
+
+    def run(self, phase: str, count: int) -> None:
+        for i in range(count):
+            self.session.prepare_iteration()
+            self.one(phase, i)
+        self.read()
+
+
+def _staged(timer: Any) -> bool | None:
+    """Whether the timer holds the stream while enqueueing (None: it has no hold)."""
+    value = getattr(timer, "staged", None)
+    return value if isinstance(value, bool) else None
+
+
+def _set_staged(timer: Any, on: bool) -> None:
+    if _staged(timer) is not None:
+        timer.staged = on
+
+
+def _extra(samples: Samples, key: str) -> list[float | None]:
+    column = samples.extra.setdefault(key, [None] * len(samples))
+    column.extend([None] * (len(samples) - len(column)))
+    return column
+
+
+def _timed(samples: Samples, values: Sequence[float]) -> np.ndarray:
+    return np.array([v for p, v in zip(samples.phase, values) if p == "timed"], dtype=np.float64)
 
 
 def run_loop(
@@ -91,46 +164,147 @@ def run_loop(
     *,
     samplers: list[Sampler] | None = None,
     on_iteration: Callable[[int], None] | None = None,
+    kernel_clock: KernelClock | None = None,
 ) -> tuple[Samples, list[Phase]]:
-    """Warm up, then time iterations until the stopping rule holds."""
+    """Warm up, then time iterations until the stopping rule holds.
+
+    With a kernel clock, ``kernel_ms`` of an iteration is its kernels' summed GPU time and
+    the timer's events, unstaged, give ``latency_ms``; a side block of ``span`` rows keeps
+    the staged event span. Without one, ``kernel_ms`` is the timer's event span and a side
+    block of ``latency`` rows measures the unstaged latency. ``samples.timing`` says which.
+    """
     samplers = samplers or []
     samples = Samples()
     phases: list[Phase] = []
-
-    t0 = now_ns()
-    markers.push("warmup")
-    for i in range(settings.warmup):
-        session.prepare_iteration()
-        _one(session, samples, "warmup", i, samplers)
-    markers.pop()
-    phases.append(Phase("warmup", t0, now_ns()))
-
-    cap = settings.cap()
-    markers.prepare_iterations(min(cap, max(settings.iters, 1)))
-    markers.resume()
-    t0 = now_ns()
-    markers.push("execute")
-    timed_ms = 0.0
-    i = 0
-    while i < cap:
-        session.prepare_iteration()
-        markers.push_iteration(i)
-        _one(session, samples, "timed", i, samplers)
+    block = _Block(session, samples, samplers)
+    staged = _staged(session.timer)
+    if kernel_clock is not None:
+        _set_staged(session.timer, False)   # the clock needs no hold; the events become latency
+        kernel_clock.begin()
+    try:
+        t0 = now_ns()
+        markers.push("warmup")
+        block.run("warmup", settings.warmup)
         markers.pop()
-        timed_ms += samples.host_ms[-1]
-        i += 1
-        if on_iteration is not None:
-            on_iteration(i)
-        if i < settings.iters or timed_ms < settings.min_time_ms:
-            continue
-        if settings.max_rel_ci is None:
-            break
-        if i % settings.ci_check_every == 0 and relative_ci_width(samples.timed_kernel_ms()) <= settings.max_rel_ci:
-            break
-    markers.pop()
-    markers.pause()
-    phases.append(Phase("execute", t0, now_ns()))
+        phases.append(Phase("warmup", t0, now_ns()))
+
+        cap = settings.cap()
+        markers.prepare_iterations(min(cap, max(settings.iters, 1)))
+        markers.resume()
+        t0 = now_ns()
+        markers.push("execute")
+        timed_ms = 0.0
+        i = 0
+        while i < cap:
+            session.prepare_iteration()
+            markers.push_iteration(i)
+            block.one("timed", i)
+            markers.pop()
+            timed_ms += samples.host_ms[-1]
+            i += 1
+            if on_iteration is not None:
+                on_iteration(i)
+            if i < settings.iters or timed_ms < settings.min_time_ms:
+                continue
+            if settings.max_rel_ci is None:
+                break
+            if i % settings.ci_check_every == 0:
+                block.read()
+                # with a kernel clock the sums come after the loop: host time stands in for stability
+                values = samples.host_ms if kernel_clock is not None else samples.kernel_ms
+                if relative_ci_width(_timed(samples, values)) <= settings.max_rel_ci:
+                    break
+        block.read()
+        markers.pop()
+        markers.pause()
+        phases.append(Phase("execute", t0, now_ns()))
+    except BaseException:
+        if kernel_clock is not None:
+            kernel_clock.abort()
+        _set_staged(session.timer, bool(staged))
+        raise
+
+    if kernel_clock is not None:
+        if _apply_kernel_clock(samples, kernel_clock):
+            if staged is not None:
+                _side_block(block, samples, "span", True)
+        else:
+            _retime(block, samples, settings, bool(staged))
+        _set_staged(session.timer, bool(staged))
+    else:
+        kind = getattr(session.timer, "kind", "unknown")
+        samples.timing["kernel_ms"] = kind
+        if _staged(session.timer):
+            column = _extra(samples, "span_ms")
+            for k, p in enumerate(samples.phase):
+                if p == "timed":
+                    column[k] = samples.kernel_ms[k]
+            samples.timing["span_ms"] = kind
+            _side_block(block, samples, "latency", False)
+            _set_staged(session.timer, True)
+        elif kind != "host":   # plain events around the enqueue are the latency
+            column = _extra(samples, "latency_ms")
+            for k, p in enumerate(samples.phase):
+                if p == "timed":
+                    column[k] = samples.kernel_ms[k]
+            samples.timing["latency_ms"] = kind
     return samples, phases
+
+
+def _apply_kernel_clock(samples: Samples, clock: KernelClock) -> bool:
+    """kernel_ms := each iteration's kernel sum, the unstaged events -> latency_ms. False (and
+    nothing changed) when some timed iteration has no kernel record."""
+    n = len(samples)
+    times = clock.finish(samples.start_ns, samples.end_ns, samples.iteration)
+    samples.timing["kernel_clock"] = times.info
+    timed = [times.sums_ms[k] for k in range(n) if samples.phase[k] == "timed"]
+    if not timed or any(v is None for v in timed):
+        missing = sum(v is None for v in timed)
+        samples.timing["kernel_clock_fallback"] = (
+            f"{missing} of {len(timed)} timed iterations had no kernel record from CUPTI; "
+            "kernel_ms re-timed with the timer's events")
+        return False
+    latency = _extra(samples, "latency_ms")
+    for k in range(n):
+        latency[k] = samples.kernel_ms[k]
+        value = times.sums_ms[k]
+        samples.kernel_ms[k] = math.nan if value is None else value
+    samples.timing["kernel_ms"] = clock.source
+    samples.timing["latency_ms"] = "cuda-event (unstaged)"
+    return True
+
+
+def _retime(block: _Block, samples: Samples, settings: LoopSettings, staged: bool) -> None:
+    """The kernel clock missed iterations: their unstaged events become latency rows and the
+    timed iterations are run again on the timer's own (staged where it can) events."""
+    latency = _extra(samples, "latency_ms")
+    for k, p in enumerate(samples.phase):
+        if p == "timed":
+            latency[k] = samples.kernel_ms[k]
+            samples.kernel_ms[k] = None   # type: ignore[call-overload]
+            samples.phase[k] = "latency"
+    samples.timing["latency_ms"] = "cuda-event (unstaged)"
+    _set_staged(block.session.timer, staged)
+    start = len(samples)
+    block.run("timed", max(settings.iters, 1))
+    kind = getattr(block.session.timer, "kind", "unknown")
+    samples.timing["kernel_ms"] = kind
+    if _staged(block.session.timer):
+        _extra(samples, "span_ms")[start:] = samples.kernel_ms[start:]
+        samples.timing["span_ms"] = kind
+
+
+def _side_block(block: _Block, samples: Samples, phase: str, staged: bool) -> None:
+    """A few iterations with the hold switched on (``span`` rows) or off (``latency`` rows)."""
+    _set_staged(block.session.timer, staged)
+    start = len(samples)
+    block.run(phase, SIDE_ITERATIONS)
+    column = _extra(samples, f"{phase}_ms")
+    for k in range(start, len(samples)):
+        column[k] = samples.kernel_ms[k]
+        samples.kernel_ms[k] = None   # type: ignore[call-overload]  # side rows carry no kernel_ms
+    kind = getattr(block.session.timer, "kind", "unknown")
+    samples.timing[f"{phase}_ms"] = kind if staged else f"{kind} (unstaged)"
 
 
 def stop_reason(samples: Samples, settings: LoopSettings) -> str:

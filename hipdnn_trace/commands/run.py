@@ -26,6 +26,7 @@ from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import argtypes
 from hipdnn_trace.console import Progress, Reporter
+from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
@@ -101,10 +102,13 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--max-iters", type=argtypes.non_negative_int, default=None, help="cap for the two rules above")
     t.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="cold: flush the L2 cache between iterations, outside the timed region")
-    t.add_argument("--timing", choices=("events", "staged"), default="staged",
-                   help="staged (default): hold the GPU stream on a flag while enqueueing, so host "
-                        "launch overhead stays out of kernel_ms (falls back to events, with the reason "
-                        "in run.json, where unavailable); events: plain events around each execute")
+    t.add_argument("--timing", choices=("auto", "kernel", "staged", "events"), default="auto",
+                   help="kernel: kernel_ms is the sum of the iteration's kernel durations from CUPTI's "
+                        "activity records (in process; unstaged events beside it give latency_ms); "
+                        "staged: hold the GPU stream on a flag while enqueueing, so host launch overhead "
+                        "stays out of the event span (falls back to events, with the reason in run.json); "
+                        "events: plain events around each execute; auto (default): kernel where CUPTI "
+                        "can run in process, else staged (docs/timing.md)")
     t.add_argument("--cuda-graph", action="store_true", help="capture the execution in a CUDA graph and replay it")
     t.add_argument("--device", type=argtypes.non_negative_int, default=0, help="GPU index (default 0)")
     t.add_argument("--torch-sdpa-backend", choices=("default", "flash", "efficient", "math", "cudnn"),
@@ -159,8 +163,26 @@ def add_parser(sub: Any) -> None:
 
 def _options(args: argparse.Namespace) -> RunOptions:
     extra = {"torch_sdpa_backend": args.torch_sdpa_backend} if args.torch_sdpa_backend != "default" else {}
-    return RunOptions(cache=args.cache, timing=args.timing, cuda_graph=args.cuda_graph, device=args.device,
+    timing = "events" if args.timing == "events" else "staged"   # the event timer's mode; kernel runs beside it
+    return RunOptions(cache=args.cache, timing=timing, cuda_graph=args.cuda_graph, device=args.device,
                       extra=extra)
+
+
+def _kernel_clock(args: argparse.Namespace, reference_only: bool) -> tuple[KernelClock | None, str]:
+    """The CUPTI kernel clock --timing asks for, and what run.json says about it. An external
+    profiler wrapping the run (ncu, nsys, rocprofv3) already holds CUPTI: no second subscriber."""
+    if args.timing not in ("auto", "kernel"):
+        return None, f"off (--timing {args.timing})"
+    if reference_only:
+        return None, "off (CPU reference: host clock)"
+    reason = KernelClock.unavailable()
+    if reason is None and args.profile_child and args.profile_child != "cupti":
+        reason = f"the run is wrapped by {args.profile_child}: no second CUPTI subscriber"
+    if reason is not None:
+        if args.timing == "kernel":
+            raise UserError(f"--timing kernel: {reason}; use --timing staged")
+        return None, f"off ({reason}); kernel_ms is the staged event span"
+    return KernelClock(), KernelClock.source
 
 
 def _list_engines(args: argparse.Namespace, sources: list) -> int:
@@ -237,8 +259,8 @@ def _record_sessions(meta: dict[str, Any], g: GraphRun) -> None:
         if not info:
             continue
         entry = sessions.setdefault(c.config.name, {"method": info, "graphs": {}})
-        entry["graphs"][g.name] = {k: info[k] for k in ("plan", "workspace_bytes", "timing_fallback", "timer")
-                                   if k in info}
+        entry["graphs"][g.name] = {k: info[k] for k in ("plan", "workspace_bytes", "timing_fallback", "timer",
+                                                        "timing") if k in info}
 
 
 def _select(args: argparse.Namespace, sources: list) -> tuple[list, dict[str, Any] | None, dict[str, str | None]]:
@@ -393,13 +415,16 @@ def main(args: argparse.Namespace) -> int:
     vendor = getattr(backends.get(configs[0].backend), "vendor", None)
     markers = select_markers(args.markers, vendor=vendor)
     samplers, clocks = _clock_samplers(configs, args.device)
+    kernel_clock, kernel_clock_note = _kernel_clock(args, reference_only)
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
                            save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
-                           samplers=samplers, allow_unknown=args.allow_unknown_fields)
+                           samplers=samplers, allow_unknown=args.allow_unknown_fields,
+                           kernel_clock=kernel_clock, require_kernel_clock=args.timing == "kernel")
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
-              "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",
+              "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
+              "kernel_clock": kernel_clock_note,
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
               "profiler": wanted,
               "clocks": clocks}

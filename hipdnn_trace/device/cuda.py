@@ -196,32 +196,61 @@ def synchronize_stream(handle: int) -> None:
 # --------------------------------------------------------------------------- timers
 
 class EventTimer:
-    """CUDA events around the enqueued work on one stream (``Timer`` protocol)."""
+    """CUDA events around the enqueued work on one stream (``Timer`` protocol).
+
+    Each start/stop pair is recorded into its own slot of a ring of event pairs, so the
+    loop can read the elapsed times of many iterations at once after they ran
+    (``take_laps``) instead of querying two events every iteration.
+    """
 
     kind = "cuda-event"
     fallback_reason: str | None = None
+    #: laps kept before ``take_laps`` must be called
+    capacity = 256
 
     def __init__(self, stream: int) -> None:
-        runtime = rt()
         self.stream = stream
-        self._start = check(runtime.cudaEventCreate(), "cudaEventCreate")
-        self._stop = check(runtime.cudaEventCreate(), "cudaEventCreate")
+        self._starts: list[Any] = []
+        self._stops: list[Any] = []
+        self._slot = 0          # the slot the next start() records into
+        self._untaken = 0       # laps recorded since the last take_laps()
+        self._grow()
+
+    def _grow(self) -> None:
+        runtime = rt()
+        for _ in range(self.capacity):
+            self._starts.append(check(runtime.cudaEventCreate(), "cudaEventCreate"))
+            self._stops.append(check(runtime.cudaEventCreate(), "cudaEventCreate"))
 
     def start(self) -> None:
-        check(rt().cudaEventRecord(self._start, self.stream), "cudaEventRecord")
+        check(rt().cudaEventRecord(self._starts[self._slot], self.stream), "cudaEventRecord")
 
     def stop(self) -> None:
-        check(rt().cudaEventRecord(self._stop, self.stream), "cudaEventRecord")
+        check(rt().cudaEventRecord(self._stops[self._slot], self.stream), "cudaEventRecord")
+        self._slot = (self._slot + 1) % self.capacity
+        self._untaken = min(self._untaken + 1, self.capacity)
+
+    def _elapsed(self, slot: int) -> float:
+        return float(check(rt().cudaEventElapsedTime(self._starts[slot], self._stops[slot]),
+                           "cudaEventElapsedTime"))
 
     def elapsed_ms(self) -> float:
-        return float(check(rt().cudaEventElapsedTime(self._start, self._stop), "cudaEventElapsedTime"))
+        """The last lap (call after synchronizing)."""
+        self._untaken = 0
+        return self._elapsed((self._slot - 1) % self.capacity)
+
+    def take_laps(self) -> list[float]:
+        """Every lap since the last call, oldest first (call after synchronizing, at least every
+        ``capacity`` laps: older ones are overwritten)."""
+        n, self._untaken = self._untaken, 0
+        return [self._elapsed((self._slot - n + k) % self.capacity) for k in range(n)]
 
     def close(self) -> None:
         runtime = rt()
-        for event in (self._start, self._stop):
+        for event in (*self._starts, *self._stops):
             if event is not None:
                 runtime.cudaEventDestroy(event)
-        self._start = self._stop = None
+        self._starts, self._stops = [], []
 
 
 #: The hold kernel's name: profilers drop it from kernel traces (it is timing machinery).
@@ -362,15 +391,24 @@ class StagedEventTimer(EventTimer):
         if self.staged:
             self.gate.release()
 
-    def elapsed_ms(self) -> float:
-        value = super().elapsed_ms()   # the harness synchronized: the hold's timeout count is final
+    def _check_timeouts(self) -> None:
+        """After the harness synchronized: the hold's timeout count is final."""
         if self.staged and self.gate.timeouts >= self.MAX_TIMEOUTS:
             self.staged = False
             self.kind = "cuda-event"
             self.fallback_reason = (f"staged timing switched off after {self.gate.timeouts} iterations whose "
                                     f"enqueueing waited on the held stream (hold timed out after "
                                     f"{self.HOLD_TIMEOUT_S:g} s); plain events from then on")
+
+    def elapsed_ms(self) -> float:
+        value = super().elapsed_ms()
+        self._check_timeouts()
         return value
+
+    def take_laps(self) -> list[float]:
+        laps = super().take_laps()
+        self._check_timeouts()
+        return laps
 
     def close(self) -> None:
         self.gate.close()

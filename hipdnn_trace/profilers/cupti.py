@@ -20,63 +20,23 @@ graph is written) completes any configuration whose samples arrived late.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from hipdnn_trace.device import cupti_activity
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.cuda import HOLD_KERNEL
-from hipdnn_trace.errors import ToolMissingError
+from hipdnn_trace.device.cupti_activity import BUFFER_BYTES, Record, assign_iterations, clock_offset
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.results import schemas
 
-BUFFER_BYTES = 16 << 20
-
-#: (name, start, end, grid x/y/z, block x/y/z, stream, device, correlation) per kernel
-Record = tuple[str, int, int, int, int, int, int, int, int, int, int, int]
 
 
 def _cupti() -> Any:
-    try:
-        from cupti import cupti
-    except ImportError as exc:
-        raise ToolMissingError(f"--profile cupti needs the python package cupti-python ({exc})") from None
-    return cupti
-
-
-def clock_offset(host_now: Any = now_ns, device_now: Any = None, samples: int = 7) -> tuple[int, int]:
-    """(trace clock - CUPTI clock in ns, uncertainty in ns) from the tightest of ``samples`` brackets."""
-    if device_now is None:
-        device_now = _cupti().get_timestamp
-    best: tuple[int, int] | None = None
-    for _ in range(samples):
-        t0 = host_now()
-        c = int(device_now())
-        t1 = host_now()
-        width = t1 - t0
-        if best is None or width < best[1]:
-            best = ((t0 + t1) // 2 - c, width)
-    assert best is not None
-    return best
-
-
-def assign_iterations(start_ns: np.ndarray, iter_start: Sequence[int], iter_end: Sequence[int],
-                      iterations: Sequence[int]) -> np.ndarray:
-    """Iteration number per kernel start (-1: in no iteration window). Windows are disjoint."""
-    lo = np.asarray(iter_start, dtype=np.int64)
-    hi = np.asarray(iter_end, dtype=np.int64)
-    order = np.argsort(lo, kind="stable")
-    lo, hi = lo[order], hi[order]
-    its = np.asarray(iterations, dtype=np.int64)[order]
-    pos = np.searchsorted(lo, start_ns, side="right") - 1
-    out = np.full(start_ns.shape, -1, dtype=np.int64)
-    ok = (pos >= 0)
-    ok[ok] = start_ns[ok] <= hi[pos[ok]]
-    out[ok] = its[pos[ok]]
-    return out
+    return cupti_activity.cupti()
 
 
 def kernel_sums_ms(kernels: pl.DataFrame, iterations: Sequence[int]) -> list[float | None]:
@@ -88,24 +48,6 @@ def kernel_sums_ms(kernels: pl.DataFrame, iterations: Sequence[int]) -> list[flo
     return [sums.get(i) for i in iterations]
 
 
-class _Sink:
-    """The process's one pair of CUPTI buffer callbacks, forwarding to the active profiler."""
-
-    def __init__(self) -> None:
-        self.registered = False
-        self.target: CuptiProfiler | None = None
-
-    def requested(self) -> tuple[int, int]:
-        return BUFFER_BYTES, 0
-
-    def completed(self, activities: list) -> None:
-        if self.target is not None:
-            self.target._buffer_completed(activities)
-
-
-_SINK = _Sink()
-
-
 class CuptiProfiler:
     """In-process hooks (``bench.graph_run.Hooks``) collecting a kernel trace per configuration."""
 
@@ -113,8 +55,7 @@ class CuptiProfiler:
 
     def __init__(self) -> None:
         self.run_id: str | None = None
-        self._records: list[Record] = []
-        self._lock = threading.Lock()
+        self._subscriber = cupti_activity.Subscriber()
         self._started = False
         self._pending: list[tuple[Any, list[Record], int, dict[str, Any]]] = []
         self.meta: dict[str, Any] = {"activity": "CONCURRENT_KERNEL", "buffer_bytes": BUFFER_BYTES,
@@ -126,25 +67,11 @@ class CuptiProfiler:
         """ToolMissingError (one line) when cupti-python is not installed."""
         _cupti()
 
-    def _buffer_completed(self, activities: list) -> None:
-        kind = self._kind
-        rows = [(a.name, int(a.start), int(a.end), int(a.grid_x), int(a.grid_y), int(a.grid_z), int(a.block_x),
-                 int(a.block_y), int(a.block_z), int(a.stream_id), int(a.device_id), int(a.correlation_id))
-                for a in activities if a.kind == kind]
-        with self._lock:
-            self._records.extend(rows)
-
     def start(self) -> None:
-        """Enable kernel activity records (callbacks are registered once per process)."""
+        """Subscribe to kernel activity records (shared with the kernel clock, if it runs too)."""
         if self._started:
             return
-        cupti = _cupti()
-        self._kind = cupti.ActivityKind.CONCURRENT_KERNEL
-        _SINK.target = self
-        if not _SINK.registered:
-            cupti.activity_register_callbacks(_SINK.requested, _SINK.completed)
-            _SINK.registered = True
-        cupti.activity_enable(self._kind)
+        cupti_activity.SINK.subscribe(self._subscriber)
         self._started = True
         try:
             import importlib.metadata
@@ -154,10 +81,7 @@ class CuptiProfiler:
             pass
 
     def _drain(self) -> list[Record]:
-        _cupti().activity_flush_all(1)
-        with self._lock:
-            rows, self._records = self._records, []
-        return rows
+        return self._subscriber.drain()
 
     # ----------------------------------------------------------------- hooks
 
@@ -247,11 +171,7 @@ class CuptiProfiler:
         return schemas.conform(frame, schemas.KERNELS).sort("start_ns")
 
     def close(self) -> None:
-        """Flush and disable kernel activity: later work runs untraced (and staged timing works)."""
+        """Unsubscribe: later work runs untraced (and staged timing works)."""
         if self._started:
-            cupti = _cupti()
-            cupti.activity_flush_all(1)
-            cupti.activity_disable(self._kind)
+            cupti_activity.SINK.unsubscribe(self._subscriber)
             self._started = False
-            if _SINK.target is self:
-                _SINK.target = None

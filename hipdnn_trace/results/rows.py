@@ -71,6 +71,10 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
             row.update(timing_stats(timed))
             host = [h for p, h in zip(c.samples.phase, c.samples.host_ms) if p == "timed"]
             row["host_median"] = float(np.median(host)) if host else None
+            for key in ("span_ms", "latency_ms"):
+                values = [v for v in c.samples.extra.get(key, []) if v is not None and np.isfinite(v)]
+                row[key] = float(np.median(values)) if values else None
+            row["kernel_source"] = getattr(c.samples, "timing", {}).get("kernel_ms")
             median = row.get("median")
             if median:
                 row["tflops"] = flops / (median * 1e-3) / 1e12 if flops else None

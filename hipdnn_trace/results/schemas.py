@@ -29,8 +29,10 @@ ITERATIONS: Schema = {
     "backend": pl.String(),
     "engine": pl.String(),
     "iteration": pl.Int64(),        # 0-based within its phase
-    "phase": pl.String(),           # "warmup" | "timed"
-    "kernel_ms": pl.Float64(),      # device time (host clock on CPU backends)
+    "phase": pl.String(),           # "warmup" | "timed" | "span" | "latency" (side blocks, docs/timing.md)
+    "kernel_ms": pl.Float64(),      # device time: kernel sum (CUPTI) or event span; host clock on CPU backends
+    "span_ms": pl.Float64(),        # staged event span (start event after the enqueue)
+    "latency_ms": pl.Float64(),     # unstaged event span around the whole enqueue
     "host_ms": pl.Float64(),        # enqueue + sync wall time
     "kernel_sum_ms": pl.Float64(),  # sum of profiler kernel durations (null without one)
     "start_ns": pl.Int64(),         # CLOCK_BOOTTIME at iteration start (the trace clock)
@@ -61,6 +63,9 @@ SUMMARY: Schema = {
     "median_ci_low": pl.Float64(),
     "median_ci_high": pl.Float64(),
     "host_median": pl.Float64(),
+    "span_ms": pl.Float64(),        # median staged event span
+    "latency_ms": pl.Float64(),     # median unstaged event span: what a framework user waits
+    "kernel_source": pl.String(),   # what kernel_ms is: cupti-activity | cuda-event-staged | cuda-event | host ...
     "init_ms": pl.Float64(),
     "e2e_ms": pl.Float64(),
     "flops": pl.Float64(),
