@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hipdnn_trace.markers import ROCTX_PREFIX, Markers, iteration_name
+from hipdnn_trace.markers_base import ROCTX_PREFIX, Markers, iteration_name
 
 #: Environment switch for scoped collection (see the module docstring).
 REGIONS_ENV = "HIPDNN_TRACE_ROCTX_REGIONS"

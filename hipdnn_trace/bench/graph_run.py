@@ -257,7 +257,8 @@ def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict
             if settings.atol is None:
                 atol = scaled_atol(atol, values[uid])
             result = compare_tensor(c.outputs[uid], values[uid], atol=atol, rtol=rtol,
-                                    reference=run.reference.get(uid), ignore=run.undefined.get(uid))
+                                    reference=run.reference.get(uid), ignore=run.undefined.get(uid),
+                                    dtype=tensor.data_type)
             run.validation.append(ValidationRecord(
                 config=c.config.name, output_uid=uid, output=tensor.name, against=against,
                 dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,

@@ -98,3 +98,40 @@ def from_numpy(dtype: np.dtype) -> str:
         if d.numpy is not None and d.numpy == np.dtype(dtype):
             return d.name
     raise ValueError(f"numpy dtype {dtype} has no hipDNN equivalent")
+
+
+#: How a float result becomes an integer: hipDNN's CPU reference ``static_cast``s (truncation
+#: toward zero); cuDNN's kernels convert round-to-nearest-even and saturate (docs/hipdnn-format.md,
+#: "Integer outputs").
+INTEGER_ROUNDINGS = ("truncate", "nearest_even")
+
+
+def is_integer(name: str) -> bool:
+    """True for hipDNN's integer types (int8, uint8, int32, int64); boolean and int4 are not."""
+    dt = DTYPES.get(name)
+    return dt is not None and dt.numpy is not None and dt.numpy.kind in "iu"
+
+
+def to_integer(values: np.ndarray, name: str, rounding: str = "truncate") -> np.ndarray:
+    """``values`` (float64) stored in the integer type ``name``: rounded, then saturated.
+
+    Saturation clamps to the type's limits (infinities included); C++ leaves an out-of-range
+    cast undefined, every GPU conversion saturates. NaN has no integer value: ValueError.
+    """
+    if rounding not in INTEGER_ROUNDINGS:
+        raise ValueError(f"rounding must be one of {INTEGER_ROUNDINGS}, not {rounding!r}")
+    if not is_integer(name):
+        raise ValueError(f"data type {name!r} is not an integer type")
+    target = numpy_dtype(name)
+    arr = np.asarray(values, dtype=np.float64)
+    if np.isnan(arr).any():
+        raise ValueError(f"NaN cannot be stored in a {name} tensor")
+    whole = np.trunc(arr) if rounding == "truncate" else np.rint(arr)   # rint: ties to even
+    info = np.iinfo(target)
+    # clip before the cast so out-of-range values never reach C-level conversion; int64's
+    # limits are not exact doubles, so values at or past them are set explicitly
+    with np.errstate(invalid="ignore"):
+        out = np.clip(whole, float(info.min), float(info.max)).astype(target)
+    out[whole >= float(info.max)] = info.max
+    out[whole <= float(info.min)] = info.min
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hipdnn_trace.graph.dtypes import is_integer
 from hipdnn_trace.graph.model import Graph
 
 # op -> dtype -> (atol, rtol)
@@ -95,8 +96,14 @@ def tolerance_for(
     with the unrounded float64 reference, and merely storing the exact answer in the
     type moves it by up to half an ulp, which some of hipDNN's half/bf16 values (e.g.
     batchnorm backward, 4e-4 for half) would otherwise count as a mismatch.
+    For an integer output the pair is the graph's float tolerance: the slack a fractional
+    result may take before the type's conversion (validate/integers.py).
     """
     dtype = graph.by_uid[uid].data_type
+    if is_integer(dtype):
+        # an integer output's tolerance is the float slack its unrounded value may take before
+        # conversion (validate/integers.py): hipDNN's reference and kernels compute it in float
+        dtype = "float"
     default_atol, default_rtol = graph_tolerance(graph, dtype)
     default_rtol = max(default_rtol, type_epsilon(dtype))
     return (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)

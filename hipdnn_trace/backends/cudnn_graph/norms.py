@@ -18,25 +18,32 @@ def _single(b: _Builder, node: Node, what: str) -> None:
 
 
 def batchnorm(b: _Builder, node: Node) -> None:
+    """Training batchnorm. The frontend's Python binding (``pygraph.batchnorm``, python/pygraph/norm.cpp)
+    takes ``in_running_mean``, ``in_running_var`` and ``momentum`` as required arguments, so a node
+    without running statistics gets scratch ones (mean 0, variance 1, its momentum or 0.1) whose
+    updated values nobody fetches, as dscale/dbias are made for a backward that does not ask."""
     _single(b, node, "batchnorm")
     i, o = node.inputs, node.outputs
     x = b.tensor(i["x"], "x")
     running = i.get("prev_running_mean") is not None and i.get("prev_running_variance") is not None
-    tensors = {"input": x, "scale": b.tensor(i["scale"], "scale"), "bias": b.tensor(i["bias"], "bias"),
+    scale = b.tensor(i["scale"], "scale")
+    tensors = {"input": x, "scale": scale, "bias": b.tensor(i["bias"], "bias"),
                "epsilon": b.scalar(i["epsilon"], None, "epsilon")}
     if running:
         tensors["in_running_mean"] = b.tensor(i["prev_running_mean"], "prev_running_mean")
         tensors["in_running_var"] = b.tensor(i["prev_running_variance"], "prev_running_variance")
-        tensors["momentum"] = b.scalar(i.get("momentum"), 0.1, "momentum")
     elif o.get("next_running_mean") is not None or o.get("next_running_variance") is not None:
         raise UnsupportedError(f"batchnorm {node.name!r}: next running stats need prev running stats")
+    else:
+        tensors["in_running_mean"] = b.constant_like(scale, 0.0, f"{node.name}_scratch_running_mean")
+        tensors["in_running_var"] = b.constant_like(scale, 1.0, f"{node.name}_scratch_running_var")
+    tensors["momentum"] = b.scalar(i.get("momentum"), 0.1, "momentum")
     y = b.output(o["y"])
-    mean = b.output(o.get("mean"), tensors["scale"], name=f"{node.name}_saved_mean")
-    inv = b.output(o.get("inv_variance"), tensors["scale"], name=f"{node.name}_saved_inv_variance")
-    outs: list[str | None] = [y, mean, inv]
-    if running:
-        outs += [b.output(o.get("next_running_mean"), tensors["scale"], name=f"{node.name}_next_running_mean"),
-                 b.output(o.get("next_running_variance"), tensors["scale"], name=f"{node.name}_next_running_var")]
+    mean = b.output(o.get("mean"), scale, name=f"{node.name}_saved_mean")
+    inv = b.output(o.get("inv_variance"), scale, name=f"{node.name}_saved_inv_variance")
+    outs: list[str | None] = [y, mean, inv,
+                              b.output(o.get("next_running_mean"), scale, name=f"{node.name}_next_running_mean"),
+                              b.output(o.get("next_running_variance"), scale, name=f"{node.name}_next_running_var")]
     b.call(node, "batchnorm", tensors, outs)
 
 

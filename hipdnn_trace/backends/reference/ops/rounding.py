@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.dtypes import DTYPES, numpy_dtype
 
 __all__ = ["round_to"]
@@ -58,14 +59,7 @@ def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
 
 
 def _to_integer(arr: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
-    if np.isnan(arr).any():
-        raise UnsupportedError(f"NaN cannot be stored in a {name} tensor")
-    info = np.iinfo(target)
-    # clip before the cast so out-of-range values never reach C-level conversion;
-    # int64's limits are not exact doubles, so compare and set those explicitly
-    truncated = np.trunc(arr)
-    with np.errstate(invalid="ignore"):
-        out = np.clip(truncated, float(info.min), float(info.max)).astype(target)
-    out[truncated >= float(info.max)] = info.max
-    out[truncated <= float(info.min)] = info.min
-    return out
+    try:
+        return dtypes.to_integer(arr, name, "truncate")   # one definition, shared with validation
+    except ValueError as exc:
+        raise UnsupportedError(str(exc)) from None
