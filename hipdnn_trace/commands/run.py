@@ -406,8 +406,8 @@ def main(args: argparse.Namespace) -> int:
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": args.timing == "staged",
-              "cuda_graph": args.cuda_graph, "clock_control": None if args.clocks == "off" else args.clocks,
-              "markers": markers.kind,
+              "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
+              "clock_lock": None if args.clocks == "off" else args.clocks,   # what --clocks asked; run.json clocks: what held
               "profiler": wanted,
               "clocks": clocks}
     # the run's own command line, also when it came from hipdnn_trace.run() inside a script

@@ -382,10 +382,3 @@ class ClockLock:
         requested and observed MHz."""
         return dict(self.info)
 
-
-def effective_policy(clocks: dict[str, Any] | None, clock_control: Any = None) -> str:
-    """The clock policy a run's numbers were actually taken under: its policy when the lock held,
-    else ``off`` (a refused lock leaves the GPU boosting freely, as ``off`` does)."""
-    if isinstance(clocks, dict) and clocks.get("policy") in POLICIES:
-        return str(clocks["policy"]) if clocks.get("state") == "locked" else "off"
-    return str(clock_control) if clock_control in POLICIES else "off"

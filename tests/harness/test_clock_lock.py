@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from hipdnn_trace.device import clock_lock
-from hipdnn_trace.device.clock_lock import STATE_DIR_ENV, ClockLock, effective_policy, state_path
+from hipdnn_trace.compare.method import clock_policy
+from hipdnn_trace.device.clock_lock import STATE_DIR_ENV, ClockLock, state_path
 
 #: a stand-in pynvml: same function names, NVMLError with .value, calls logged to a file
 STAND_IN_PYNVML = '''
@@ -109,7 +110,7 @@ def test_permission_denied_is_a_warning_and_unlocked_with_mocked_nvml(nvml, monk
     assert lock.record()["state"] == "unlocked (permission denied: locking clocks needs root)"
     assert len(warnings) == 1 and "needs root" in warnings[0] and "\n" not in warnings[0]
     assert nvml() == [] and not state_path("nvidia", 0).exists()
-    assert effective_policy(lock.record()) == "off"
+    assert clock_policy({"clocks": lock.record()}) == "off"
 
 
 def test_a_crash_inside_the_run_restores_with_mocked_nvml(nvml) -> None:
@@ -195,7 +196,7 @@ def test_run_records_the_clocks_and_warns_in_one_line(tmp_path: Path, monkeypatc
     meta = json.loads((tmp_path / "runs" / "c" / "run.json").read_text())
     assert meta["clocks"]["policy"] == "lock-max"
     assert meta["clocks"]["state"] == "unlocked (this run uses no GPU)"
-    assert meta["timing"]["clock_control"] == "lock-max"
+    assert meta["timing"]["clock_lock"] == "lock-max"
     err = [line for line in capsys.readouterr().err.splitlines() if "--clocks" in line]
     assert len(err) == 1
 
