@@ -194,7 +194,9 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
                 elif not run.engine:
                     run.engine = actual
             phase = "bind"
+            t0 = now_ns()
             session.bind(inputs)
+            run.phases.append(Phase("bind", t0, now_ns()))
             phase = "execute"
             for hook in settings.hooks:
                 hook.before_loop(graph, run)
@@ -208,7 +210,9 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
                 hook.after_loop(graph, run)
             run.stop_reason = stop_reason(samples, settings.loop)
             phase = "fetch"
+            t0 = now_ns()
             run.outputs = session.fetch([t.uid for t in graph.output_tensors])
+            run.phases.append(Phase("fetch", t0, now_ns()))
             run.info.update(session.info())
         run.e2e_ms = load_ms + (now_ns() - t_start) / 1e6
     except UnsupportedError as exc:
@@ -322,6 +326,7 @@ def run_graph(
         run.configs.extend(ConfigRun(config=cfg, status=problem[0], error=problem[1])
                            for cfg, _, problem in expanded if problem is not None)
         return run
+    t0 = now_ns()
     try:
         inputs, golden_out = _inputs(graph, settings, run)
     except UserError as exc:
@@ -329,6 +334,7 @@ def run_graph(
         return run
     run.flops = graph_flops(graph, inputs)
     run.undefined = undefined_elements(graph, inputs)
+    run.phases.append(Phase("inputs", t0, now_ns()))
     expected: dict[str, dict[int, np.ndarray]] = {}
     if settings.validate == "reference" and not run.skip_reference:
         reason = executor.check(graph)
@@ -352,7 +358,9 @@ def run_graph(
             run.configs.append(ConfigRun(config=cfg, status=status, error=message))
             continue
         run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration))
+    t0 = now_ns()
     _validate(graph, run, expected, settings)
+    run.phases.append(Phase("validate", t0, now_ns()))
     if settings.save_tensors is not None:
         try:
             _save_bundle(graph, run, inputs, settings.save_tensors)

@@ -339,6 +339,7 @@ class IsolatedRunner:
             output.close()
         span = (t0, now_ns())
         if outcome.result is not None:
+            _add_process_start(outcome.result, t0, outcome.first_message_ns)
             return outcome.result
         if outcome.failed is not None:
             what = outcome.failed
@@ -358,6 +359,17 @@ class IsolatedRunner:
         if tail_text.strip():
             run.notes.append("child output (tail):\n" + tail_text.rstrip())
         return run
+
+
+def _add_process_start(run: GraphRun, asked_ns: int, first_message_ns: int | None) -> None:
+    """The child's start as a phase of its graph: from asking the fork server for it until its
+    first message, cut at the child's own first phase (the message may be read late)."""
+    if first_message_ns is None:
+        return
+    starts = [p.start_ns for p in run.phases] + [p.start_ns for c in run.configs for p in c.phases]
+    end = min([first_message_ns, *starts])
+    if end > asked_ns:
+        run.phases.insert(0, Phase("process start", asked_ns, end))
 
 
 def _kill_session(pid: int) -> None:
@@ -380,6 +392,7 @@ class _Outcome:
     exitcode: int | None = None
     phase: str = "start"
     tail: bytes = b""
+    first_message_ns: int | None = None   # when the child's first message arrived (its start-up)
 
 
 class _Watch:
@@ -401,6 +414,8 @@ class _Watch:
         except (EOFError, OSError):
             self.open.remove(self.status)
             return
+        if self.out.first_message_ns is None:
+            self.out.first_message_ns = now_ns()
         if raw[:1] == b"R":
             self.out.result = pickle.loads(raw[1:])
             grace = time.monotonic() + RESULT_EXIT_GRACE_S

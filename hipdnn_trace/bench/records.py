@@ -82,6 +82,7 @@ class GraphRun:
     skip_reference: bool = False      # set when the float64 oracle would not fit in memory
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
     undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined
+    started_ns: int | None = None     # when the suite handed the graph to its runner (breakdown's wall)
 
     def graph_flops(self) -> float:
         """FLOPs of one execution: from the inputs when counted, else from the graph alone."""

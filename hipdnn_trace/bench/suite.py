@@ -17,6 +17,7 @@ from typing import Protocol
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, GraphRun
+from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import describe
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers
@@ -90,7 +91,9 @@ def run_suite(
     for index, source in enumerate(sources, 1):
         if callbacks.before_graph:
             callbacks.before_graph(index, source)
+        started = now_ns()
         g = run_one(source, configs, settings, markers, on_iteration=callbacks.on_iteration)
+        g.started_ns = started   # the breakdown's wall clock starts here (results/breakdown.py)
         if callbacks.after_graph:
             callbacks.after_graph(index, g)
         g.drop_arrays()

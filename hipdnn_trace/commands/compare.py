@@ -19,7 +19,8 @@ Mann-Whitney U p-value (Holm-adjusted across the suite) and a verdict:
   SAME             the whole CI inside [1/(1+t), 1+t]
   INCONCLUSIVE     anything else (need more samples, or a change near t)
 exit codes: 0 no regression, 2 an output newly fails validation, 3 a row is SLOWER,
-1 bad input, runs timed differently (see --allow-mismatch), or too few graphs in both
+1 bad input, runs timed differently (see --allow-mismatch) or under different clock
+policies (see --allow-clock-mismatch), or too few graphs in both
 runs for an overall claim (see --min-coverage). docs/compare.md.
 """
 
@@ -65,8 +66,11 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="family-wise significance level for the Holm-adjusted test (0.05)")
     parser.add_argument("--allow-mismatch", action="store_true",
-                        help="compare even if the runs used different timers, cache modes "
-                             "or clock control")
+                        help="compare even if the runs used different timers, cache modes, "
+                             "profiler clock control, staged timing or CUDA graph replay")
+    parser.add_argument("--allow-clock-mismatch", action="store_true",
+                        help="compare even if the runs' GPU clocks were under different policies "
+                             "(run --clocks, and whether the lock held); the output says so")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N",
                         help=f"bootstrap replicates per row (default {N_BOOT})")
@@ -87,7 +91,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 def comparison_options(args: argparse.Namespace) -> dict:
     """Those options as keyword arguments of :func:`hipdnn_trace.compare.compare_runs`."""
     return dict(by=args.by, threshold=args.threshold, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
-                seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative,
+                allow_clock_mismatch=args.allow_clock_mismatch, seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative,
                 min_coverage=args.min_coverage)
 
 

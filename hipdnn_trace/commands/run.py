@@ -27,6 +27,7 @@ from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import argtypes
 from hipdnn_trace.console import Progress, Reporter
 from hipdnn_trace.device.kernel_clock import KernelClock
+from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
@@ -39,6 +40,7 @@ EXAMPLES = """\
 examples:
   hipdnn-trace run graphs/                          # bundled graphs on the CPU reference
   hipdnn-trace run g.json --backend cudnn -w 20 -i 500 --cache cold
+  sudo hipdnn-trace run graphs/perf/ --backend cudnn --clocks lock-base   # no boost drift between runs
   hipdnn-trace run graphs/conv/ --backend cudnn --engine all       # one row per plan
   hipdnn-trace run g.json --backend cudnn --engine list            # list the plans, run nothing
   hipdnn-trace run g.json --a cudnn:0 --b torch                    # A/B on the same inputs
@@ -111,6 +113,10 @@ def add_parser(sub: Any) -> None:
                         "can run in process, else staged (docs/timing.md)")
     t.add_argument("--cuda-graph", action="store_true", help="capture the execution in a CUDA graph and replay it")
     t.add_argument("--device", type=argtypes.non_negative_int, default=0, help="GPU index (default 0)")
+    t.add_argument("--clocks", choices=POLICIES, default="off",
+                   help="lock the GPU clocks for the run (NVML on NVIDIA, amd-smi on AMD; needs root) at the "
+                        "base/default clock or the maximum, restored at the end, on a crash or on the next "
+                        "run after a kill; refused: a warning and run.json says why (default off)")
     t.add_argument("--torch-sdpa-backend", choices=("default", "flash", "efficient", "math", "cudnn"),
                    default="default", help="torch backend: which SDPA kernel family torch may use for "
                    "attention (default: torch chooses)")
@@ -426,6 +432,7 @@ def main(args: argparse.Namespace) -> int:
               "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
               "kernel_clock": kernel_clock_note,
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
+              "clock_lock": None if args.clocks == "off" else args.clocks,   # what --clocks asked; run.json clocks: what held
               "profiler": wanted,
               "clocks": clocks}
     # the run's own command line, also when it came from hipdnn_trace.run() inside a script
@@ -464,13 +471,17 @@ def main(args: argparse.Namespace) -> int:
                                 allow_unknown=args.allow_unknown_fields)
         if estimate is not None:
             notes.append(estimate)
-    with InterruptGuard() as guard:
+    vendors = [v for v in (getattr(backends.get(c.backend), "vendor", None) for c in configs) if v]
+    with InterruptGuard() as guard, ClockLock(args.clocks, vendors[0] if vendors else None, args.device,
+                                              run_dir=str(folder)) as clocks:
+        meta["clocks"] = clocks.record()
         writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=args.resume is not None)
-        return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes)
+        return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes, clocks)
 
 
 def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSettings, markers: Any,
-         writer: RunWriter, guard: InterruptGuard, timeout: float | None, notes: list[str]) -> int:
+         writer: RunWriter, guard: InterruptGuard, timeout: float | None, notes: list[str],
+         clocks: ClockLock | None = None) -> int:
     folder = writer.folder
     reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1,
                         name_width=max((len(Path(s.name).stem) for s in sources), default=0),
@@ -529,6 +540,9 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 close = getattr(hook, "close", None)
                 if close is not None:
                     close()   # an in-process profiler stops tracing with the run
+            if clocks is not None:   # clocks back before run.json is final: it records how that went
+                clocks.restore()
+                writer.meta["clocks"] = clocks.record()
             writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
     if interrupted is not None:
         done = writer.frame("summary").get_column("source").n_unique()

@@ -12,7 +12,7 @@ import polars as pl
 from hipdnn_trace.compare import stats
 from hipdnn_trace.compare.loading import load_input, run_label
 from hipdnn_trace.compare.matching import match, units
-from hipdnn_trace.compare.method import method_differences, run_status_notes
+from hipdnn_trace.compare.method import clock_difference, method_differences, run_status_notes
 from hipdnn_trace.compare.validation_changes import validation_changes
 from hipdnn_trace.compare.verdict import (
     FASTER,
@@ -314,6 +314,7 @@ def compare_runs(
     threshold: float = 0.05,
     alpha: float = 0.05,
     allow_mismatch: bool = False,
+    allow_clock_mismatch: bool = False,
     seed: int = 0,
     n_boot: int = N_BOOT,
     drift: float | str = "auto",
@@ -328,7 +329,8 @@ def compare_runs(
     graph against the suite's centre instead of 1, for machines whose overall speed
     moves between runs (a suite-wide change then shows only in the geomean).
     Raises :class:`TimingMismatchError` when the runs were timed differently (timer,
-    cache mode, clock control, ...) unless ``allow_mismatch``.
+    cache mode, ...) unless ``allow_mismatch``, or under different clock policies (run.json
+    ``clocks``: ``--clocks`` and whether the lock held) unless ``allow_clock_mismatch``.
     """
     if not threshold > 0:
         raise UserError(f"--threshold must be > 0, got {threshold}")
@@ -356,6 +358,16 @@ def compare_runs(
         )
     if differences:
         notes.append("timed differently (allowed): " + "; ".join(differences))
+    clocks = clock_difference(run_a.meta, run_b.meta)
+    if clocks and not allow_clock_mismatch:
+        raise TimingMismatchError(
+            f"runs {label_a} and {label_b} were taken under different clock policies ({clocks}); "
+            "boost and locked clocks move medians more than most changes. Pass --allow-clock-mismatch "
+            "to compare anyway"
+        )
+    if clocks:
+        differences = [*differences, clocks]
+        notes.append(f"clocks differ (allowed): {clocks}; a change in a large graph may be the clocks")
 
     matched = match(units(run_a), units(run_b), by, (label_a, label_b))
     notes.extend(matched.notes)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: run.json ``timing`` fields that change what one sample measures.
+#: run.json ``timing`` fields that change what one sample measures (``clock_control`` is a
+#: profiler's own, e.g. ncu's; ``--clocks`` policies are checked apart, below).
 METHOD_FIELDS = {
     "timer": "timer",
     "cache": "cache mode",
@@ -44,3 +45,30 @@ def run_status_notes(meta: dict[str, Any], label: str) -> list[str]:
     if status in (None, "complete"):
         return []
     return [f"run {label} is {status!r}: its suite may be incomplete"]
+
+
+#: ``--clocks`` policies (device/clock_lock.py); runs from before the flag ran unlocked
+CLOCK_POLICIES = ("off", "lock-base", "lock-max")
+
+
+def clock_policy(meta: dict[str, Any]) -> str:
+    """The clock policy a run's numbers were taken under: run.json ``clocks.policy`` when the lock
+    held, else ``off`` (a refused lock leaves the GPU boosting freely, as ``off`` does)."""
+    clocks = meta.get("clocks") if isinstance(meta, dict) else None
+    if isinstance(clocks, dict) and clocks.get("policy") in CLOCK_POLICIES:
+        return str(clocks["policy"]) if clocks.get("state") == "locked" else "off"
+    return "off"
+
+
+def clock_difference(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> str | None:
+    """``clock policy: 'lock-max' vs 'off'`` when the runs' clocks were under different policies.
+
+    Locked and boosting clocks move a large graph's median by more than most regressions, so
+    such a pair is refused unless asked (``--allow-clock-mismatch``)."""
+    a, b = clock_policy(meta_a), clock_policy(meta_b)
+    if a == b:
+        return None
+    why = [f"{label} {(m.get('clocks') or {}).get('state')}" for label, m in (("A", meta_a), ("B", meta_b))
+           if isinstance(m, dict) and isinstance(m.get("clocks"), dict)
+           and str(m["clocks"].get("state", "")).startswith("unlocked")]
+    return f"clock policy: {a!r} vs {b!r}" + (f" ({'; '.join(why)})" if why else "")

@@ -4,10 +4,11 @@ that tool keep working.
 Schema: ROCm/dnn-benchmarking ``docs/results-schema.md`` (every key present, ``null`` when it does not
 apply; strict JSON; times in ms; ``median_ms`` the upper median ``sorted(samples)[n // 2]``; ``graph_id``
 the first 12 hex digits of SHA-256 over the graph JSON with sorted keys and no spaces). What this tool
-does not measure is ``null``, never invented: ``first_call_ms``, ``host`` percentiles, VRAM, clocks
+does not measure is ``null``, never invented: ``host`` percentiles, VRAM, clocks
 objects, oracle, engine plugin versions. Rows map as: provider = our backend name, role ``engine``,
 status ok/failed -> ``success``, unsupported -> ``skipped``, error -> ``error``; verdict from the
-validation (passed, failed, or ``unchecked`` when none ran).
+validation (passed, failed, or ``unchecked`` when none ran). ``first_call_ms`` is the summary's
+(host wall time of the first execute + synchronize, as dnn-benchmarking's priming call).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _row(s: dict[str, Any], samples: list[float], checks: list[dict[str, Any]], 
         "timing": None if kernel is None else {
             "mode": "staged" if timing.get("staged") else ("host" if timing.get("timer") == "host" else "events"),
             "backend": s.get("backend"), "cache_mode": timing.get("cache"),
-            "warmup_iters": timing.get("warmup"), "first_call_ms": None, "capped": False,
+            "warmup_iters": timing.get("warmup"), "first_call_ms": _f(s.get("first_call_ms")), "capped": False,
             "fallback_reason": None, "timing_block": 1},
         "kernel": kernel,
         "host": None if s.get("host_median") is None else {

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace.bench.loop import Samples
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.graph.ops import graph_bytes
 from hipdnn_trace.results import schemas
@@ -55,6 +56,16 @@ def _dtype(g: GraphRun) -> str | None:
     return ",".join(sorted(outs)) or g.graph.io_data_type
 
 
+def first_call_ms(samples: Samples) -> float | None:
+    """The cold first execution: host wall time (execute + synchronize) of the first iteration
+    the loop ran: the first warmup one (or the first timed one with --warmup 0), found by its
+    start time so the order samples are stored in does not matter."""
+    if not len(samples):
+        return None
+    first = min(range(len(samples)), key=samples.start_ns.__getitem__)
+    return float(samples.host_ms[first])
+
+
 def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
     if g.unrunnable:
         return [{**_key(run_id, g, None), "source": g.source, "status": g.status, "error": g.error,
@@ -75,6 +86,7 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
                 values = [v for v in c.samples.extra.get(key, []) if v is not None and np.isfinite(v)]
                 row[key] = float(np.median(values)) if values else None
             row["kernel_source"] = getattr(c.samples, "timing", {}).get("kernel_ms")
+            row["first_call_ms"] = first_call_ms(c.samples)
             median = row.get("median")
             if median:
                 row["tflops"] = flops / (median * 1e-3) / 1e12 if flops else None

@@ -10,24 +10,27 @@ trace may lack the last one, when the kill fell between its tables and the trace
 ``summary.csv`` is written last: a graph is *finished* once its summary rows are
 there. A run killed between two renames may leave rows of the next graph in the
 other tables; ``RunWriter(resume=True)`` drops those (they are re-run), so a
-resumed run holds exactly what an uninterrupted one would.
+resumed run holds exactly what an uninterrupted one would. ``breakdown.csv`` (where each
+graph's wall time went) is written after the trace, since it includes the writing itself.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from hipdnn_trace.bench.records import GraphRun
+from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import rows as R
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.atomic import write_atomic, write_text_atomic
+from hipdnn_trace.results.breakdown import breakdown_rows
 
 #: Frames that can be big: written in the formats of --format (parquet by default).
 BIG_FRAMES = ("iterations", "kernels", "counters")
@@ -88,6 +91,7 @@ class RunWriter:
 
     def add_graph(self, g: GraphRun) -> None:
         rid = self.run_id
+        t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
         self.frames["summary"].append(schemas.frame(R.summary_rows(rid, g), schemas.SUMMARY))
         self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
@@ -100,6 +104,16 @@ class RunWriter:
         self.write_tables()
         if self.timeline is not None:   # after the tables: a trace never shows an unfinished graph
             self.timeline.add_graph(g)
+        # last, so it can say how long writing took; a kill just before loses only this row
+        end = now_ns()
+        rows = breakdown_rows(rid, g, write_ms=(end - t0) / 1e6, end_ns=end)
+        self.frames["breakdown"].append(schemas.frame(rows, schemas.BREAKDOWN))
+        self._write_breakdown()
+
+    def _write_breakdown(self) -> None:
+        df = self.frame("breakdown")
+        if df.height:
+            _write_frame(self.folder / "breakdown.csv", df, "csv")
 
     def add_frame(self, name: str, df: pl.DataFrame) -> None:
         """Frames made after the fact (a parsed external profiler run)."""
@@ -133,6 +147,7 @@ class RunWriter:
         self.meta["status"] = status
         self.meta.update(extra)
         self.write_tables()
+        self._write_breakdown()
         if self.timeline is not None:
             self._trace_writer.close()
         write_json(self.folder / "run.json", self.meta)
@@ -208,7 +223,8 @@ def finished_part(run: Run) -> Run:
         return df.filter(pl.col("graph_id").is_null() | key.is_in(finished))
 
     return Run(run.path, run.meta, s, keep(run.iterations, True), keep(run.validation, False),
-               keep(run.mismatches, False), keep(run.kernels, False), keep(run.counters, False))
+               keep(run.mismatches, False), keep(run.kernels, False), keep(run.counters, False),
+               keep(run.breakdown, True))
 
 
 @dataclass
@@ -223,6 +239,7 @@ class Run:
     mismatches: pl.DataFrame
     kernels: pl.DataFrame
     counters: pl.DataFrame
+    breakdown: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.BREAKDOWN))
 
     @property
     def run_id(self) -> str:

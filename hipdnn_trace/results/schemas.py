@@ -66,6 +66,7 @@ SUMMARY: Schema = {
     "span_ms": pl.Float64(),        # median staged event span
     "latency_ms": pl.Float64(),     # median unstaged event span: what a framework user waits
     "kernel_source": pl.String(),   # what kernel_ms is: cupti-activity | cuda-event-staged | cuda-event | host ...
+    "first_call_ms": pl.Float64(),  # host wall time of the first execute + sync (cold: plan caches, lazy loads)
     "init_ms": pl.Float64(),
     "e2e_ms": pl.Float64(),
     "flops": pl.Float64(),
@@ -139,6 +140,28 @@ MISMATCHES: Schema = {
     "rel_err": pl.Float64(),
 }
 
+#: Where one graph's wall time went (results/breakdown.py): one row per graph x config. The
+#: graph's columns (process, load, inputs, reference, validate, write, other, wall) repeat on each
+#: of its rows; the configuration's columns (init .. fetch) are that row's own. 0: did not happen.
+BREAKDOWN: Schema = {
+    **KEY,
+    "source": pl.String(),
+    "backend": pl.String(),
+    "t_process_ms": pl.Float64(),   # isolated child: fork request until its first message
+    "t_load_ms": pl.Float64(),
+    "t_inputs_ms": pl.Float64(),
+    "t_reference_ms": pl.Float64(),
+    "t_init_ms": pl.Float64(),      # plan build (backend.prepare)
+    "t_bind_ms": pl.Float64(),
+    "t_warmup_ms": pl.Float64(),
+    "t_timed_ms": pl.Float64(),
+    "t_fetch_ms": pl.Float64(),
+    "t_validate_ms": pl.Float64(),
+    "t_write_ms": pl.Float64(),     # tables and trace for this graph
+    "t_other_ms": pl.Float64(),     # wall minus every column above (all of the graph's configs)
+    "wall_ms": pl.Float64(),        # the suite handing the graph over until its files are written
+}
+
 FRAMES: dict[str, Schema] = {
     "iterations": ITERATIONS,
     "summary": SUMMARY,
@@ -146,6 +169,7 @@ FRAMES: dict[str, Schema] = {
     "counters": COUNTERS,
     "validation": VALIDATION,
     "mismatches": MISMATCHES,
+    "breakdown": BREAKDOWN,
 }
 
 

@@ -1,0 +1,96 @@
+"""The per-graph time breakdown frame and first_call_ms, on the CPU reference backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import graph_dicts as hg
+from hipdnn_trace.cli import main
+from hipdnn_trace.results import schemas
+from hipdnn_trace.results.breakdown import CONFIG_PHASES, GRAPH_PHASES
+from hipdnn_trace.results.rundir import load_run
+
+TIME_COLUMNS = [c for c in schemas.BREAKDOWN if c.startswith("t_") or c == "wall_ms"]
+
+
+def _run(root: Path, run_id: str, *extra: str) -> Path:
+    if not (root / "graphs").exists():
+        hg.write(root / "graphs", [hg.matmul(), hg.add_relu()])
+    code = main(["run", str(root / "graphs"), "--out", str(root / "runs"), "--run-id", run_id,
+                 "-w", "2", "-i", "5", "--quiet", *extra])
+    assert code == 0
+    return root / "runs" / run_id
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(tmp_path_factory.mktemp("bd"), "r", "--format", "parquet,dnnbench")
+
+
+@pytest.fixture(scope="module")
+def isolated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(tmp_path_factory.mktemp("bdi"), "r", "--isolate")
+
+
+def _check_breakdown(folder: Path) -> pl.DataFrame:
+    df = pl.read_csv(folder / "breakdown.csv")
+    assert df.columns == list(schemas.BREAKDOWN)
+    assert df.height == 2   # one per graph x config
+    for col in TIME_COLUMNS:
+        values = df.get_column(col)
+        assert values.null_count() == 0, col
+        assert (values >= 0).all(), col
+    for row in df.iter_rows(named=True):
+        phases = sum(row[c] for c in GRAPH_PHASES) + row["t_write_ms"] + sum(row[c] for c in CONFIG_PHASES)
+        assert phases <= row["wall_ms"] * (1 + 1e-9)
+        assert phases + row["t_other_ms"] == pytest.approx(row["wall_ms"], rel=1e-9, abs=1e-6)
+        for col in ("t_load_ms", "t_inputs_ms", "t_reference_ms", "t_init_ms", "t_warmup_ms", "t_timed_ms",
+                    "t_validate_ms", "t_write_ms"):
+            assert row[col] > 0, col   # each of these phases ran
+    return df
+
+
+def test_breakdown_columns_present_non_negative_and_within_the_wall(in_process: Path) -> None:
+    df = _check_breakdown(in_process)
+    assert (df.get_column("t_process_ms") == 0).all()   # no child process without --isolate
+
+
+def test_isolated_breakdown_counts_the_child_start(isolated: Path) -> None:
+    df = _check_breakdown(isolated)
+    assert (df.get_column("t_process_ms") > 0).all()
+
+
+def test_breakdown_rows_read_back_with_the_run(in_process: Path) -> None:
+    run = load_run(in_process)
+    assert run.breakdown.height == 2
+    assert set(run.breakdown.get_column("graph_id")) == set(run.summary.get_column("graph_id"))
+
+
+def test_first_call_ms_is_the_first_warmup_iteration(in_process: Path) -> None:
+    run = load_run(in_process)
+    for row in run.summary.iter_rows(named=True):
+        first = run.iterations.filter((pl.col("graph_id") == row["graph_id"]) & (pl.col("phase") == "warmup")
+                                      & (pl.col("iteration") == 0))
+        assert row["first_call_ms"] == pytest.approx(first.item(0, "host_ms"), rel=1e-12)
+
+
+def test_first_call_ms_without_warmup_is_the_first_timed_iteration(tmp_path: Path) -> None:
+    hg.write(tmp_path / "graphs", [hg.add_relu()])
+    assert main(["run", str(tmp_path / "graphs"), "--out", str(tmp_path / "runs"), "--run-id", "w0",
+                 "-w", "0", "-i", "4", "--quiet"]) == 0
+    run = load_run(tmp_path / "runs" / "w0")
+    first = run.iterations.filter((pl.col("phase") == "timed") & (pl.col("iteration") == 0))
+    assert run.summary.item(0, "first_call_ms") == pytest.approx(first.item(0, "host_ms"), rel=1e-12)
+
+
+def test_dnnbench_export_carries_first_call_ms(in_process: Path) -> None:
+    result = json.loads((in_process / "results.dnnbench.json").read_text())
+    summary = load_run(in_process).summary
+    by_name = dict(summary.select("graph", "first_call_ms").iter_rows())
+    for g in result["graphs"]:
+        (row,) = g["results"]
+        assert row["timing"]["first_call_ms"] == pytest.approx(by_name[g["graph_name"]], rel=1e-12)
