@@ -122,13 +122,13 @@ def read_graph_file(path: Path) -> bytes:
     try:
         kind = special_file_kind(os.stat(path).st_mode)
         if kind:
-            raise GraphError(name, "", f"not a regular file ({kind}); only regular files are read as graphs")
+            raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read as graphs")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         with os.fdopen(fd, "rb", buffering=0) as fh:
             info = os.fstat(fd)
             kind = special_file_kind(info.st_mode)
             if kind:
-                raise GraphError(name, "", f"not a regular file ({kind}); only regular files are read as graphs")
+                raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read as graphs")
             if info.st_size > MAX_FILE_BYTES:
                 raise GraphError(name, "", f"file is {info.st_size} bytes; graphs over {MAX_FILE_BYTES} are refused")
             data = _read_at_most(fh, MAX_FILE_BYTES + 1)

@@ -261,12 +261,12 @@ def archive_sources(path: Path, budget: ArchiveBudget | None = None) -> list[Gra
     try:
         kind = special_file_kind(os.stat(path).st_mode)
         if kind:
-            raise GraphError(name, "", f"not a regular file ({kind}); only regular files are read")
+            raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
             kind = special_file_kind(os.fstat(fd).st_mode)
             if kind:   # swapped for a special file since the check
-                raise GraphError(name, "", f"not a regular file ({kind}); only regular files are read")
+                raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read")
             with tarfile.open(name, "r:*", fileobj=fh) as tar:
                 members = check_archive_members(path, tar, budget)
                 blobs: list[tuple[str, Callable[[], bytes]]] = []
