@@ -339,7 +339,8 @@ def test_broken_archives_in_a_folder_are_one_error_row_each_and_the_rest_runs(tm
     assert code == 1
     errors = errors_by_source(tmp_path / "runs" / "r")
     assert errors[str(folder / "broken.tar.gz")].startswith(f"{folder / 'broken.tar.gz'}: not a readable tar archive")
-    assert errors[str(folder / "evil.tar")] == f"{folder / 'evil.tar'}: refused: member '../escape.json' climbs out with '..'"
+    assert errors[str(folder / "evil.tar")] == (f"{folder / 'evil.tar'}: refused: member '../escape.json' "
+                                                "climbs out with '..'")
     statuses = statuses_by_source(tmp_path / "runs" / "r")
     assert statuses[str(folder / "plain.json")] == OK and statuses[f"{folder / 'z_good.tgz'}:inner.json"] == OK
     assert not any(":ok.json" in s for s in statuses), "an unsafe archive is refused whole"
