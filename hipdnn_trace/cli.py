@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from hipdnn_trace import __version__
+from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
 #: Subcommands in the order ``--help`` lists them.
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         register_extra_backends()
     except UserError as exc:
-        print(f"hipdnn-trace: error: {exc}", file=sys.stderr)
+        print(f"hipdnn-trace: error: {escape(exc)}", file=sys.stderr)
         return exc.exit_code
     parser = build_parser()
     try:
@@ -108,14 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args = apply_recipe(parser, sub, given, args)
         except UserError as exc:
-            print(f"hipdnn-trace {args.command}: error: {exc}", file=sys.stderr)
+            print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
             return exc.exit_code
     # the subcommand's own arguments as given (a profiled run re-runs itself with them)
     args.argv = given[given.index(args.command) + 1:] if args.command in given else given
     try:
         return int(args.main(args) or 0)
     except UserError as exc:
-        print(f"hipdnn-trace {args.command}: error: {exc}", file=sys.stderr)
+        print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"hipdnn-trace {args.command}: interrupted", file=sys.stderr)

@@ -2,20 +2,46 @@
 mismatch report, a final table, and a progress line on stderr.
 
 Results go to stdout, progress to stderr, so ``hipdnn-trace run ... > log`` keeps a
-clean log while a terminal still shows progress.
+clean log while a terminal still shows progress. Everything printed passes through
+:func:`escape`: a graph or file name is the user's data, and one holding a newline or an
+ANSI escape must not forge lines or recolour the terminal (the files keep the real name).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun
 from hipdnn_trace.graph.ops import graph_bytes, graph_flops
 from hipdnn_trace.results.stats import timing_stats
+
+
+#: Characters a terminal acts on instead of showing: C0/C1 controls (newline, ESC, ...), DEL, line
+#: and paragraph separators, bidirectional overrides, and lone surrogates (undecodable file names).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+
+
+def escape(text: object) -> str:
+    """``text`` for a terminal, one line: each control character shown as its Python escape
+    (``\\n``, ``\\x1b``, ``\\u202e``), everything else as is."""
+    return _UNSAFE.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
+def escape_strings(value: Any) -> Any:
+    """``value`` with :func:`escape` applied to every string inside it (dicts, lists, tuples)."""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, dict):
+        return {k: escape_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(escape_strings(v) for v in value)
+    return value
 
 
 def fmt_ms(value: float | None) -> str:
@@ -59,7 +85,7 @@ class Progress:
         self.started = time.monotonic()
 
     def graph(self, index: int, label: str) -> None:
-        self.done, self.label = index, label
+        self.done, self.label = index, escape(label)
         self._draw("", force=True)
 
     def iteration(self, i: int) -> None:
@@ -102,7 +128,8 @@ class Reporter:
         self.config_width = min(config_width, 32)
 
     def print(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        """One line, escaped (a multi-line text is printed line by line by its caller)."""
+        self.out.write(escape(text) + "\n")
         self.out.flush()
 
     def header(self, *, configs: Sequence[str], graphs: int, warmup: int, iters: int, folder: str,
@@ -148,7 +175,10 @@ class Reporter:
         self.print(f"   ops: {' -> '.join(graph.ops)}; {graph_flops(graph):.3g} FLOP, "
                    f"{graph_bytes(graph):.3g} B; load {fmt_ms(g.load_ms)} ms")
         for note in g.notes:
-            self.print(f"   note: {note}")
+            first, *more = note.splitlines() or [""]
+            self.print(f"   note: {first}")
+            for line in more:   # e.g. a child's output tail
+                self.print(f"         {line}")
         for c in g.configs:
             self.print(f"   [{c.config.name}{_engine(c)}] {_status(c)}")
             if c.status in (UNSUPPORTED, ERROR) and c.samples is None:

@@ -38,7 +38,7 @@ from hipdnn_trace.bench.records import ERROR, ConfigRun, GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError, describe
 from hipdnn_trace.graph.model import Graph
-from hipdnn_trace.graph.sources import GraphSource
+from hipdnn_trace.graph.sources import GraphSource, MemberBytes
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.markers import select as select_markers
 
@@ -68,15 +68,17 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
                 info: dict[str, Any] | None = None, span: tuple[int, int] | None = None) -> GraphRun:
     """The record of a graph whose run died: every configuration ``error`` with ``message``.
 
-    The graph is loaded (cheaply, in this process) when possible so the rows carry
-    its name and graph_id, which resume and merge key on.
+    When the bytes the run read are given, the graph is loaded from them (cheaply, in
+    this process) so the rows carry its name and graph_id, which resume and merge key
+    on. The source is never read again here: a read that failed or hung once would
+    do it again, this time outside any child.
     """
     from hipdnn_trace.graph.load import load_bytes
 
     run = GraphRun(source=source.name, name=Path(source.name).stem)
-    if graph is None:
+    if graph is None and data is not None:
         try:
-            graph = load_bytes(data if data is not None else source.read(), source.name, allow_unknown=True)
+            graph = load_bytes(data, source.name, allow_unknown=True)
         except UserError:
             graph = None
     if graph is None:
@@ -94,11 +96,10 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
 
 @dataclass
 class _Job:
-    """Everything a child needs (pickled): the graph's bytes, not a way to read them."""
+    """Everything a child needs (pickled): the graph source, which the child reads itself,
+    so a read that hangs (a hung network file system) is under the child's timeout."""
 
-    source_name: str
-    data: bytes
-    path: Path | None
+    source: GraphSource
     configs: list[Config]
     settings: RunSettings
     markers_kind: str
@@ -184,12 +185,21 @@ def child_main(payload: bytes, fds: list[int]) -> int:
             last[0] = now
             send("iter", i)
 
-    send("phase", "load, inputs and reference")
+    send("phase", "read")
     try:
         job: _Job = pickle.loads(payload)
         backends.REGISTRY.update(job.registry)
         markers = _ReportingMarkers(select_markers(job.markers_kind, vendor=job.vendor), send)
-        source = GraphSource(job.source_name, lambda: job.data, job.path)
+        reader = job.source.read
+
+        def read() -> bytes:
+            data = reader()
+            # the parent keeps the bytes: if this child dies later, its rows still name the graph
+            send("read", data)
+            send("phase", "load, inputs and reference")
+            return data
+
+        source = GraphSource(job.source.name, read, job.source.path)
         run = run_graph(source, job.configs, job.settings, markers, on_iteration=on_iteration)
         if not job.settings.keep_outputs:
             run.drop_arrays()
@@ -298,25 +308,30 @@ class IsolatedRunner:
 
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
-        try:
-            data = source.read()
-        except UserError:   # too big or unreadable: nothing for a child to do
-            return run_graph(source, configs, settings, markers)   # records the read error itself
         registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
         vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
-        job = _Job(source.name, data, source.path, list(configs), settings, markers.kind,
+        job = _Job(source, list(configs), settings, markers.kind,
                    next(iter(vendors)) if len(vendors) == 1 else None, registry)
         try:
             payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise UserError(f"--isolate: cannot hand this run's settings to a child process "
-                            f"({' '.join(str(exc).split())}); use --no-isolate") from None
+        except (pickle.PicklingError, TypeError, AttributeError):
+            # a reader only this process has (a lambda from a script): read here, send the bytes
+            try:
+                data = source.read()
+            except UserError:   # too big or unreadable: nothing for a child to do
+                return run_graph(source, configs, settings, markers)   # records the read error itself
+            job.source = GraphSource(source.name, MemberBytes(data), source.path)
+            try:
+                payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                raise UserError(f"--isolate: cannot hand this run's settings to a child process "
+                                f"({' '.join(str(exc).split())}); use --no-isolate") from None
         # the server imports the backends' modules once, before it forks anything
         wanted = [spec.partition(":")[0] for spec in registry.values()]
         self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
-        return self._run(payload, source, configs, data, on_iteration)
+        return self._run(payload, source, configs, on_iteration)
 
-    def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config], data: bytes,
+    def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config],
              on_iteration: Callable[[int], None] | None) -> GraphRun:
         status_r, status_w = os.pipe()
         output_r, output_w = os.pipe()
@@ -355,7 +370,7 @@ class IsolatedRunner:
         message = f"{what} during {outcome.phase}" + (f"; output: {tail_line}" if tail_line else "")
         info = {"isolation": {"exitcode": outcome.exitcode, "phase": outcome.phase,
                               "timed_out": outcome.timed_out, "output_tail": tail_text}}
-        run = failure_run(source, configs, message, data=data, info=info, span=span)
+        run = failure_run(source, configs, message, data=outcome.data, info=info, span=span)
         if tail_text.strip():
             run.notes.append("child output (tail):\n" + tail_text.rstrip())
         return run
@@ -393,6 +408,7 @@ class _Outcome:
     phase: str = "start"
     tail: bytes = b""
     first_message_ns: int | None = None   # when the child's first message arrived (its start-up)
+    data: bytes | None = None          # the graph's bytes, once the child has read them
 
 
 class _Watch:
@@ -431,6 +447,8 @@ class _Watch:
                 self.on_iteration(int(value))
         elif kind == "failed":
             self.out.failed = str(value)
+        elif kind == "read":
+            self.out.data = value
 
     def _read_output(self) -> None:
         try:

@@ -11,7 +11,7 @@ which also survives segfaults, aborts, hangs and the out-of-memory killer.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from hipdnn_trace.bench.config import Config
@@ -67,14 +67,21 @@ def exit_code_for(statuses: Iterable[str | None]) -> int:
 def run_in_process(source: GraphSource, configs: Sequence[Config], settings: RunSettings, markers: Markers,
                    *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
     """:func:`run_graph` here; an exception it lets through (a bug, MemoryError while
-    making inputs) becomes this graph's error row instead of ending the suite."""
+    making inputs) becomes this graph's error row instead of ending the suite. The bytes read
+    are kept for that row, so the failure path never reads the source a second time."""
+    read: list[bytes] = []
+
+    def read_once() -> bytes:
+        read.append(source.read())
+        return read[-1]
+
     try:
-        return run_graph(source, configs, settings, markers, on_iteration=on_iteration)
+        return run_graph(replace(source, read=read_once), configs, settings, markers, on_iteration=on_iteration)
     except Exception as exc:   # noqa: BLE001 - recorded, the suite goes on
         from hipdnn_trace.bench.isolation import failure_run
 
         what = "out of memory" if isinstance(exc, MemoryError) else "unexpected error"
-        return failure_run(source, configs, f"{what} ({describe(exc)})")
+        return failure_run(source, configs, f"{what} ({describe(exc)})", data=read[-1] if read else None)
 
 
 def run_suite(

@@ -9,6 +9,7 @@ from pathlib import Path
 from hipdnn_trace.compare import compare_runs, render
 from hipdnn_trace.compare.comparison import N_BOOT
 from hipdnn_trace.compare.matching import MODES
+from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
 DESCRIPTION = """\
@@ -114,5 +115,7 @@ def main(args: argparse.Namespace) -> int:
         "csv": lambda: render.to_csv(comparison),
         "json": lambda: render.to_json(comparison),
     }[args.format]()
+    if args.format == "table":   # names are data: no control characters on the terminal (csv/json as they are)
+        text = "\n".join(escape(line) for line in text.split("\n"))
     sys.stdout.write(text)
     return comparison.exit_code

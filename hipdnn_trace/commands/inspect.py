@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipdnn_trace import backends
+from hipdnn_trace.console import escape, escape_strings
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.errors import describe as describe_error
 from hipdnn_trace.graph import ops, sources
@@ -217,20 +218,20 @@ def main(args: argparse.Namespace) -> int:
         try:
             graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
         except UserError as exc:   # unreadable, too big or not a valid graph
-            print(f"hipdnn-trace inspect: error: {exc}", file=sys.stderr)
+            print(f"hipdnn-trace inspect: error: {escape(exc)}", file=sys.stderr)
             failed += 1
             if args.json:
                 infos.append({"source": src.name, "error": str(exc)})
             continue
         info = describe(graph, src.name, checker.verdicts(graph))
         for warning in graph.warnings:
-            print(f"hipdnn-trace inspect: warning: {warning}", file=sys.stderr)
+            print(f"hipdnn-trace inspect: warning: {escape(warning)}", file=sys.stderr)
         if args.json:
             infos.append(info)
         elif args.quiet:
-            print(render_quiet(info))
+            print(render_quiet(escape_strings(info)))   # names are data: no control characters on the terminal
         else:
-            print(("\n" if n else "") + render_text(info))
+            print(("\n" if n else "") + render_text(escape_strings(info)))
     if args.json:
         json.dump(infos, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hipdnn_trace.commands import argtypes
+from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
 EXAMPLES = """\
@@ -45,8 +46,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{missing[0]}: not a run directory")
     result = merge_runs(args.runs, args.out, formats=args.format)
     for warning in result.warnings:
-        print(f"hipdnn-trace merge: warning: {warning}", file=sys.stderr)
+        print(f"hipdnn-trace merge: warning: {escape(warning)}", file=sys.stderr)
     if not args.quiet:
         print(f"merged {len(args.runs)} run(s): {result.graphs} graph(s), {result.rows} summary row(s)"
-              f"{', trace' if result.trace else ''} -> {result.folder}")
+              f"{', trace' if result.trace else ''} -> {escape(result.folder)}")
     return 0

@@ -25,7 +25,7 @@ from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import argtypes
-from hipdnn_trace.console import Progress, Reporter
+from hipdnn_trace.console import Progress, Reporter, escape
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
 from hipdnn_trace.errors import UserError
@@ -201,9 +201,9 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
     for src in sources:
         graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
         support = backend.check(graph)
-        print(f"== {graph.name} ({src.name})")
+        print(f"== {escape(graph.name)} ({escape(src.name)})")
         if not support:
-            print(f"   unsupported: {support.reason}")
+            print(f"   unsupported: {escape(support.reason)}")
             continue
         engines = backend.engines(graph, _options(args))
         if not engines:
@@ -547,7 +547,7 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     if interrupted is not None:
         done = writer.frame("summary").get_column("source").n_unique()
         print(f"hipdnn-trace run: interrupted by {signal.Signals(interrupted.signum).name}; "
-              f"{done} graph(s) recorded in {folder} (finish with --resume {folder})", file=sys.stderr)
+              f"{done} graph(s) recorded in {escape(folder)} (finish with --resume {escape(folder)})", file=sys.stderr)
         return interrupted.exit_code
     try:
         reporter.final(outcome.runs if outcome else [], str(folder), time.monotonic() - started)

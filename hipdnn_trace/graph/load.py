@@ -12,6 +12,8 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
+import stat
 from collections.abc import Mapping
 from math import prod
 from pathlib import Path
@@ -107,17 +109,57 @@ def load_bytes(data: bytes, source: str, *, allow_unknown: bool = False) -> Grap
 
 
 def read_graph_file(path: Path) -> bytes:
-    """A graph file's bytes, or GraphError naming the file when it is too big or unreadable.
+    """A graph file's bytes, or GraphError naming the file when it is too big, unreadable or
+    not a regular file.
 
-    The size is checked before a byte is read: a huge file costs nothing.
+    Only regular files are read: a device (``/dev/zero`` never ends), a FIFO (blocks until
+    a writer comes) or a socket is refused by its type before it is opened, and the open
+    itself is non-blocking and checked again (the path may change in between). The size is
+    checked before a byte is read and the read stops one byte past the limit, so a huge or
+    growing file costs nothing.
     """
+    name = str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise GraphError(str(path), "", f"file is {size} bytes; graphs over {MAX_FILE_BYTES} are refused")
-        return path.read_bytes()
+        kind = special_file_kind(os.stat(path).st_mode)
+        if kind:
+            raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read as graphs")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            info = os.fstat(fd)
+            kind = special_file_kind(info.st_mode)
+            if kind:
+                raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read as graphs")
+            if info.st_size > MAX_FILE_BYTES:
+                raise GraphError(name, "", f"file is {info.st_size} bytes; graphs over {MAX_FILE_BYTES} are refused")
+            data = _read_at_most(fh, MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:   # it grew after the size check
+            raise GraphError(name, "", f"file is over {MAX_FILE_BYTES} bytes; graphs over {MAX_FILE_BYTES} are refused")
+        return data
     except OSError as exc:
-        raise GraphError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+        raise GraphError(name, "", f"cannot read: {exc.strerror or exc}") from None
+
+
+def special_file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is ("a FIFO (named pipe)", ...); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def _read_at_most(fh: Any, limit: int) -> bytes:
+    chunks, got = [], 0
+    while got < limit:
+        chunk = fh.read(min(limit - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def load_file(path: str | Path, *, allow_unknown: bool = False) -> Graph:
