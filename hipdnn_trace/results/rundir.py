@@ -23,7 +23,6 @@ run.json says ``interrupted`` with the reason when it can still be written.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -63,11 +62,6 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 class RunWriteError(UserError):
     """A run directory could not be written (disk full, quota, read-only or failing storage)."""
-
-
-#: storage errors worth naming as such in the message
-STORAGE_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "quota exceeded", errno.EROFS: "read-only file system",
-                  errno.EIO: "I/O error"}
 
 
 def describe_write_error(exc: OSError) -> str:
@@ -168,11 +162,9 @@ class RunWriter:
             raise RunWriteError(self.failed)
         try:
             yield
-        except OSError as exc:
-            kind = STORAGE_ERRNOS.get(exc.errno or 0)
-            self.failed = (f"{describe_write_error(exc)}{f' - {kind}' if kind else ''}; the run directory "
-                           f"{self.folder} keeps every graph finished before; free space and finish with "
-                           f"--resume {self.folder}")
+        except OSError as exc:   # ENOSPC, EDQUOT, EROFS, EIO, ...: the file system took no more
+            self.failed = (f"{describe_write_error(exc)}; {self.folder} keeps every graph finished before; "
+                           f"once the file system takes writes again, finish with --resume {self.folder}")
             raise RunWriteError(self.failed) from None
 
     def _rebuild_missing_trace(self) -> None:
