@@ -170,18 +170,11 @@ class RunWriter:
     def _rebuild_missing_trace(self) -> None:
         """Add to the trace the finished graphs it lacks: a kill between the summary's rename and
         the trace's flush leaves a graph in the tables only. Rebuilt from the iterations table."""
-        from hipdnn_trace.trace.reader import read_trace
+        from hipdnn_trace.results.timeline import graphs_in_trace
 
         assert self.timeline is not None
         path = self.folder / "trace.pftrace"
-        slices = read_trace(path).slices if path.stat().st_size else None
-        if slices is None or not slices.height:
-            in_trace: set[str | None] = set()
-            ends = None
-        else:
-            graphs = slices.filter(pl.col("name").str.starts_with("graph ") & (pl.col("depth") == 0))
-            in_trace = {json.loads(a).get("source") for a in graphs.get_column("args").to_list()}
-            ends = slices.select((pl.col("ts_ns") + pl.col("dur_ns").fill_null(0)).max()).item()
+        in_trace, ends = graphs_in_trace(path) if path.stat().st_size else (set(), None)
         summary = self.frame("summary")
         missing = [src for src in summary.get_column("source").unique(maintain_order=True).to_list()
                    if src not in in_trace]

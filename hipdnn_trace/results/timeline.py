@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -45,6 +46,43 @@ def flow_ids(run_id: str, graph_id: str | None, config: str, iterations: np.ndar
 def flow_id(run_id: str, graph_id: str | None, config: str, iteration: int) -> int:
     """The flow id of one timed iteration: what its kernels link to."""
     return int(flow_ids(run_id, graph_id, config, np.array([iteration]))[0])
+
+
+def graphs_in_trace(path: Path) -> tuple[set[str], int | None]:
+    """Sources of the ``graph <name>`` slices in a run's trace, and the trace's last timestamp.
+
+    A scan of the packets alone (interned names resolved per sequence), about ten times
+    faster than :func:`hipdnn_trace.trace.read_trace`, which builds every slice: a resume
+    reads the whole trace of a run that may hold millions of iterations.
+    """
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    begin_types = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_INSTANT)
+    cleared = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    events: dict[int, dict[int, str]] = {}
+    args: dict[int, dict[int, str]] = {}
+    sources: set[str] = set()
+    last: int | None = None
+    for packet in pb.Trace.FromString(path.read_bytes()).packet:
+        seq = packet.trusted_packet_sequence_id
+        if packet.sequence_flags & cleared:
+            events[seq], args[seq] = {}, {}
+        if packet.HasField("interned_data"):
+            events.setdefault(seq, {}).update((e.iid, e.name) for e in packet.interned_data.event_names)
+            args.setdefault(seq, {}).update((a.iid, a.name) for a in packet.interned_data.debug_annotation_names)
+        if not packet.HasField("track_event"):
+            continue
+        last = packet.timestamp if last is None else max(last, packet.timestamp)
+        event = packet.track_event
+        if event.type not in begin_types:
+            continue
+        name = event.name or events.get(seq, {}).get(event.name_iid, "")
+        if not name.startswith("graph "):
+            continue
+        for a in event.debug_annotations:
+            if (a.name or args.get(seq, {}).get(a.name_iid)) == "source" and a.HasField("string_value"):
+                sources.add(a.string_value)
+    return sources, last
 
 
 class Timeline:

@@ -252,7 +252,7 @@ def test_resume_accepts_a_folder_stranded_before_run_json(graphs, whole, tmp_pat
     assert_same_results(whole, folder)
 
 
-def test_a_folder_with_results_but_no_run_json_is_not_taken_for_stranded(tmp_path, capsys):
+def test_a_folder_with_results_but_no_run_json_is_not_taken_for_stranded(tmp_path):
     folder = tmp_path / "r"
     folder.mkdir()
     (folder / "summary.csv").write_text("graph,config,status\nx,cpu,ok\n")
