@@ -16,9 +16,11 @@ examples:
   hipdnn-trace merge runs/shard-* --out runs/sweep        # shards 0..N-1 -> one run
   hipdnn-trace compare runs/baseline runs/sweep           # then use it like any run
 
-Refuses runs timed differently (run.json timing blocks) and a graph measured on the
-same configuration by two inputs. Rows come back in suite order when the inputs are
-shards of one suite (--shard I/N); traces are concatenated.
+Refuses runs timed differently (run.json timing blocks), a graph measured on the
+same configuration by two inputs (a run and a copy of it), and inputs whose
+summary.csv is missing, empty or not a summary table. Rows of graphs with no summary
+row (a shard killed mid-write) are dropped with a warning. Rows come back in suite
+order when the inputs are shards of one suite (--shard I/N); traces are concatenated.
 """
 
 

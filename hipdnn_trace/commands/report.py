@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
+
+from hipdnn_trace.errors import UserError
 
 from hipdnn_trace.commands.compare import add_comparison_options, comparison_options
 
@@ -45,14 +48,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
+def _load(name: str) -> Any:
+    """A run to report on: readable (compare.loading) and with at least one summary row."""
+    from hipdnn_trace.compare.loading import load_input
+
+    run = load_input(name)
+    if not run.summary.height and not run.iterations.height:
+        raise UserError(f"{Path(run.path) / 'summary.csv'}: no graph recorded; nothing to report")
+    return run
+
+
 def main(args: argparse.Namespace) -> int:
     from hipdnn_trace.compare.report import write_report  # matplotlib loads only here
 
     options = {}
     if args.run_b is not None:
         options = comparison_options(args)
-    html_path, md_path = write_report(args.run, args.run_b, output=args.output, top=args.top,
-                                      **options)
+    run_a = _load(args.run)
+    run_b = _load(args.run_b) if args.run_b is not None else None
+    html_path, md_path = write_report(run_a, run_b, output=args.output, top=args.top, **options)
     print(f"wrote {html_path}")
     print(f"wrote {md_path}")
     return 0

@@ -34,7 +34,7 @@ from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
 from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import RunWriter, check_resumable, load_run
+from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run
 
 EXAMPLES = """\
 examples:
@@ -404,11 +404,16 @@ def main(args: argparse.Namespace) -> int:
     timeout = _isolation(args, configs, len(sources), profiling=bool(hooks) or bool(args.profile_child))
     suite_size = len(sources)
     sources, shard_meta, graph_ids = _select(args, sources)
-    if args.resume is not None:
+    resuming = args.resume is not None
+    if resuming:
         if args.run_id:
             raise UserError("--resume continues RUN_DIR; --run-id does not apply")
         folder = args.resume
-        run_id = str(load_run(folder).meta.get("run_id") or folder.name)
+        if is_stranded(folder):   # left before run.json existed: nothing recorded, start it afresh
+            clear_stranded(folder)
+            resuming, run_id = False, folder.name
+        else:
+            run_id = str(load_run(folder).meta.get("run_id") or folder.name)
     else:
         run_id = args.run_id or new_run_id()
         folder = args.out / run_id
@@ -459,7 +464,7 @@ def main(args: argparse.Namespace) -> int:
              "--include-perf runs them"] if skipped else []
     if shard_meta is not None:
         notes.append(f"shard {args.shard}: {len(sources)} of the suite's {suite_size} graph(s)")
-    if args.resume is not None:
+    if resuming:
         meta = check_resumable(load_run(folder).meta, meta)
         done = _finished(folder, graph_ids)
         sources = [s for s in sources if s.name not in done]
@@ -475,7 +480,8 @@ def main(args: argparse.Namespace) -> int:
     with InterruptGuard() as guard, ClockLock(args.clocks, vendors[0] if vendors else None, args.device,
                                               run_dir=str(folder)) as clocks:
         meta["clocks"] = clocks.record()
-        writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=args.resume is not None)
+        writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=resuming,
+                           exclusive=args.resume is None and not args.profile_child)   # mkdir: one run per folder
         return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes, clocks)
 
 

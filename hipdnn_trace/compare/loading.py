@@ -3,7 +3,9 @@
 ``compare`` and ``report`` accept a run directory, any file inside one (run.json,
 summary.json, iterations.parquet, ...), or a bare ``iterations.parquet`` written
 elsewhere (then there is no run.json, so the timing method is unknown). Run
-directories are read by ``hipdnn_trace.results.rundir.load_run``.
+directories are read by ``hipdnn_trace.results.rundir.load_run`` in strict mode: a
+missing, empty or garbage summary.csv is a one-line error naming the file, never an
+empty table.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def load_input(source: Any) -> Any:
             )
     if not (path / "run.json").exists():
         raise UserError(f"{path}: not a run directory (no run.json)")
-    return load_run(path)
+    return load_run(path, strict=True)
 
 
 def run_label(run: Any) -> str:

@@ -5,7 +5,9 @@ way: runs whose timing blocks differ are refused, and so is a graph (graph_id)
 on a configuration that two runs both measured. Rows are put back in suite order
 when every input is a shard of the same suite (``run.json`` ``shard.positions``),
 so merging shards 0..N-1 gives the tables an unsharded run would have written.
-Traces are concatenated: each input's valid prefix (cut back to its last complete
+Inputs are read strictly (a missing, empty or garbage summary.csv is refused by
+name), and rows whose graph has no summary row (a shard killed between two
+renames) are dropped with a warning, never merged. Traces are concatenated: each input's valid prefix (cut back to its last complete
 flush), one packet sequence per writer; Perfetto reads such a concatenation as one
 trace (sequence ids are random per writer and checked for clashes).
 """
@@ -23,7 +25,7 @@ import polars as pl
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.atomic import write_bytes_atomic
-from hipdnn_trace.results.rundir import Run, RunWriter, load_run, written_formats
+from hipdnn_trace.results.rundir import Run, RunWriter, finished_part, load_run, orphan_rows, written_formats
 
 _POS = "__position"
 
@@ -97,7 +99,7 @@ def _ordered(frames: list[tuple[int, pl.DataFrame]], name: str, runs: Sequence[R
             continue
         if positions is not None:
             by_source = positions[i]
-            if "source" in df.columns:
+            if "source" in df.columns and df.get_column("source").is_not_null().any():
                 pos = df.get_column("source").replace_strict(by_source, default=None, return_dtype=pl.Int64)
             else:   # validation, mismatches, kernels, counters: through the summary's graph_id
                 s = runs[i].summary.filter(pl.col("graph_id").is_not_null())
@@ -162,11 +164,18 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
         raise UserError(f"--out {folder} is one of the inputs; merge into a new folder")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UserError(f"{folder} already exists and is not an empty folder")
-    runs = [load_run(p) for p in inputs]
+    runs = [load_run(p, strict=True) for p in inputs]
     _check_methods(runs)
     _check_duplicates(runs)
-    positions = _suite_positions(runs)
     warnings: list[str] = []
+    for i, run in enumerate(runs):
+        orphans = orphan_rows(run)
+        if orphans:
+            counts = ", ".join(f"{n} {name}" for name, n in orphans.items())
+            warnings.append(f"{run.path}: dropped row(s) of graphs with no summary row ({counts}; the run was "
+                            f"killed mid-write: --resume it to finish them)")
+            runs[i] = finished_part(run)
+    positions = _suite_positions(runs)
     statuses = [r.meta.get("status") for r in runs]
     shards = [r.meta.get("shard") for r in runs]
     if positions is not None:
@@ -199,7 +208,8 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
                          "versions": r.meta.get("versions")} for r in runs],
     })
     all_formats = list(dict.fromkeys([*formats, *(f for r in runs for f in written_formats(r.path))]))
-    writer = RunWriter(folder, meta, formats=all_formats or ("parquet",), trace=False)
+    writer = RunWriter(folder, meta, formats=all_formats or ("parquet",), trace=False,
+                       exclusive=not folder.exists())   # two merges into one new --out: one wins
     rows = 0
     for name in schemas.FRAMES:
         df = _ordered([(i, getattr(r, name)) for i, r in enumerate(runs)], name, runs, positions, run_id)

@@ -98,7 +98,7 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
 def validation_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
     out = []
     for v in g.validation:
-        out.append({**_key(run_id, g, v.config), "output_uid": v.output_uid, "output": v.output,
+        out.append({**_key(run_id, g, v.config), "source": g.source, "output_uid": v.output_uid, "output": v.output,
                     "against": v.against, "dtype": v.dtype, "rtol": v.rtol, "atol": v.atol,
                     "max_abs": v.max_abs, "max_rel": v.max_rel, "mismatches": v.mismatches,
                     "nonfinite": v.nonfinite, "total": v.total, "worst_index": v.worst_index,
@@ -113,7 +113,7 @@ def mismatch_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
         if v.passed:
             continue
         for rank, e in enumerate(v.worst):
-            out.append({**_key(run_id, g, v.config), "output": v.output, "against": v.against,
+            out.append({**_key(run_id, g, v.config), "source": g.source, "output": v.output, "against": v.against,
                         "rank": rank, "index": str(list(e["index"])), "actual": e["actual"],
                         "expected": e["expected"], "reference": e["reference"],
                         "abs_err": e["abs_err"], "rel_err": e["rel_err"]})

@@ -9,15 +9,24 @@ trace may lack the last one, when the kill fell between its tables and the trace
 
 ``summary.csv`` is written last: a graph is *finished* once its summary rows are
 there. A run killed between two renames may leave rows of the next graph in the
-other tables; ``RunWriter(resume=True)`` drops those (they are re-run), so a
+other tables; ``RunWriter(resume=True)`` drops those (they are re-run), and adds to
+the trace the finished graphs a kill kept out of it (rebuilt from the tables), so a
 resumed run holds exactly what an uninterrupted one would. ``breakdown.csv`` (where each
 graph's wall time went) is written after the trace, since it includes the writing itself.
+
+A new run claims its folder with one ``mkdir`` (atomic on local and network file
+systems), so two runs given the same ``--out``/``--run-id`` cannot both write it. A
+write that fails (disk full, quota, read-only or failing storage) is one
+:class:`RunWriteError` line; the files stay as after the last finished graph, and
+run.json says ``interrupted`` with the reason when it can still be written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,20 +63,71 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
+class RunWriteError(UserError):
+    """A run directory could not be written (disk full, quota, read-only or failing storage)."""
+
+
+def describe_write_error(exc: OSError) -> str:
+    """``<file>: cannot write (No space left on device)`` for any OSError of a write."""
+    where = exc.filename or "run directory"
+    return f"{where}: cannot write ({exc.strerror or exc})"
+
+
+def create_run_dir(folder: Path) -> None:
+    """Claim ``folder`` for a new run: one ``mkdir`` that fails when it exists, so of two runs
+    given the same --out and --run-id exactly one gets it, on local and network file systems."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(folder)
+    except FileExistsError:
+        raise UserError(f"{folder} already exists (another run with this --run-id, or an earlier one); "
+                        "choose another --run-id or --out, or --resume it") from None
+    except OSError as exc:   # e.g. --out names a file, or a read-only or full file system
+        raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
+
+
+def is_stranded(folder: Path) -> bool:
+    """``folder`` is a run directory left before its run.json was written (a kill or a full disk at
+    the start): no run.json and nothing in it but empty files and writers' temp files."""
+    if not folder.is_dir() or (folder / "run.json").exists():
+        return False
+    for entry in folder.iterdir():
+        temp = entry.name.startswith(".") and entry.name.endswith(".tmp")
+        if not entry.is_file() or not (temp or entry.stat().st_size == 0):
+            return False
+    return True
+
+
+def clear_stranded(folder: Path) -> None:
+    """Empty a stranded run directory (see :func:`is_stranded`) so a run can start in it."""
+    for entry in folder.iterdir():
+        entry.unlink(missing_ok=True)
+
+
 class RunWriter:
-    """Accumulates frames graph by graph and keeps the files on disk current."""
+    """Accumulates frames graph by graph and keeps the files on disk current.
+
+    ``exclusive=True`` (a new run): the folder is created here with :func:`create_run_dir`
+    and removed again if run.json cannot be written, so a full disk at the start strands
+    nothing. After a failed write the writer writes no more tables or trace
+    (:attr:`failed`); :meth:`finish` then only tries to mark run.json interrupted.
+    """
 
     def __init__(self, folder: Path, meta: dict[str, Any], *, formats: Iterable[str] = ("parquet",),
-                 trace: bool = True, resume: bool = False) -> None:
+                 trace: bool = True, resume: bool = False, exclusive: bool = False) -> None:
         self.folder = folder
         self.meta = meta
+        self.failed: str | None = None
         formats = tuple(formats)
         self.dnnbench = DNNBENCH in formats   # not a frame format: one results file at the end
         self.formats = tuple(dict.fromkeys(["parquet", *(f for f in formats if f != DNNBENCH)]))
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:   # e.g. --out names a file
-            raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
+        if exclusive:
+            create_run_dir(folder)
+        else:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:   # e.g. --out names a file
+                raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
         self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
         if resume:
             existing = finished_part(load_run(folder))
@@ -76,20 +136,61 @@ class RunWriter:
                 if df.height:
                     self.frames[name].append(df)
             self.formats = tuple(dict.fromkeys([*self.formats, *written_formats(folder)]))
+        try:
+            write_json(folder / "run.json", meta)   # first: a folder with files always has run.json
+        except OSError as exc:
+            if exclusive:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)   # empty (the atomic writer removed its temp file): nothing stranded
+            raise RunWriteError(f"{describe_write_error(exc)}; nothing was recorded") from None
         self.timeline = None
         if trace:
             from hipdnn_trace.results.timeline import Timeline
             from hipdnn_trace.trace.writer import TraceWriter
 
-            self._trace_writer = TraceWriter(folder / "trace.pftrace", append=resume)
-            self.timeline = Timeline(self._trace_writer, meta["run_id"])
-        write_json(folder / "run.json", meta)
+            with self._writing():
+                self._trace_writer = TraceWriter(folder / "trace.pftrace", append=resume)
+                self.timeline = Timeline(self._trace_writer, meta["run_id"])
+                if resume:
+                    self._rebuild_missing_trace()
 
     @property
     def run_id(self) -> str:
         return str(self.meta["run_id"])
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Turn a failed write into one :class:`RunWriteError` line and stop writing."""
+        if self.failed is not None:
+            raise RunWriteError(self.failed)
+        try:
+            yield
+        except OSError as exc:   # ENOSPC, EDQUOT, EROFS, EIO, ...: the file system took no more
+            self.failed = (f"{describe_write_error(exc)}; {self.folder} keeps every graph finished before; "
+                           f"once the file system takes writes again, finish with --resume {self.folder}")
+            raise RunWriteError(self.failed) from None
+
+    def _rebuild_missing_trace(self) -> None:
+        """Add to the trace the finished graphs it lacks: a kill between the summary's rename and
+        the trace's flush leaves a graph in the tables only. Rebuilt from the iterations table."""
+        from hipdnn_trace.results.timeline import graphs_in_trace
+
+        assert self.timeline is not None
+        path = self.folder / "trace.pftrace"
+        in_trace, ends = graphs_in_trace(path) if path.stat().st_size else (set(), None)
+        summary = self.frame("summary")
+        missing = [src for src in summary.get_column("source").unique(maintain_order=True).to_list()
+                   if src not in in_trace]
+        if not missing:
+            return
+        self.timeline.add_recorded(summary.filter(pl.col("source").is_in(missing)),
+                                   self.frame("iterations"), self.frame("kernels"), at_ns=ends)
+
     def add_graph(self, g: GraphRun) -> None:
+        with self._writing():
+            self._add_graph(g)
+
+    def _add_graph(self, g: GraphRun) -> None:
         rid = self.run_id
         t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
@@ -144,13 +245,29 @@ class RunWriter:
         _write_frame(self.folder / "summary.csv", summary, "csv")   # last: the commit point
 
     def finish(self, status: str, **extra: Any) -> None:
+        """Write the tables, close the trace and mark run.json ``status``.
+
+        After a failed write: no tables or trace (the files stay as after the last
+        finished graph), and run.json says ``interrupted`` with the reason in ``error``
+        if it can still be written; the folder is resumable either way.
+        """
         self.meta["status"] = status
         self.meta.update(extra)
-        self.write_tables()
-        self._write_breakdown()
-        if self.timeline is not None:
-            self._trace_writer.close()
-        write_json(self.folder / "run.json", self.meta)
+        if self.failed is None:
+            with contextlib.suppress(RunWriteError), self._writing():
+                self.write_tables()
+                self._write_breakdown()
+                if self.timeline is not None:
+                    self._trace_writer.close()
+        if self.failed is not None:
+            if self.timeline is not None:
+                self._trace_writer.discard()
+            self.meta.update(status="interrupted", error=self.failed)
+            with contextlib.suppress(OSError):   # best effort: the previous run.json says "running"
+                write_json(self.folder / "run.json", self.meta)
+            raise RunWriteError(self.failed)
+        with self._writing():
+            write_json(self.folder / "run.json", self.meta)
 
 
 #: run.json blocks that must match for a resumed run to equal an uninterrupted one.
@@ -208,23 +325,44 @@ def written_formats(folder: Path) -> list[str]:
 def finished_part(run: Run) -> Run:
     """``run`` without rows of graphs whose summary rows never made it to disk.
 
-    Rows without a graph_id (profiler frames not tied to a graph) are kept.
+    A row is kept when its (source, graph_id, config) has summary rows: two files
+    with identical content share a graph_id, so the graph_id alone would keep the
+    rows a kill left of the second file, and a resume would add them again. Rows of
+    tables written before validation and mismatches had a ``source`` column are
+    matched on (graph_id, config); rows without a graph_id (profiler frames not tied
+    to a graph) are kept.
     """
-    s = run.summary
-    sources = set(s.get_column("source").drop_nulls().to_list())
-    key = pl.concat_str([pl.col("graph_id"), pl.col("config")], separator="\x00")
-    finished = set(s.select(key.alias("k")).get_column("k").drop_nulls().to_list())
+    return _split_finished(run)[0]
 
-    def keep(df: pl.DataFrame, by_source: bool) -> pl.DataFrame:
+
+def orphan_rows(run: Run) -> dict[str, int]:
+    """Rows per table whose graph has no summary row (a run killed between two renames)."""
+    return _split_finished(run)[1]
+
+
+def _split_finished(run: Run) -> tuple[Run, dict[str, int]]:
+    s = run.summary
+    by_source = pl.concat_str([pl.col("source"), pl.col("graph_id"), pl.col("config")], separator="\x00")
+    by_id = pl.concat_str([pl.col("graph_id"), pl.col("config")], separator="\x00")
+    finished_source = set(s.select(by_source.alias("k")).get_column("k").drop_nulls().to_list())
+    finished_id = set(s.select(by_id.alias("k")).get_column("k").drop_nulls().to_list())
+    dropped: dict[str, int] = {}
+
+    def keep(name: str, df: pl.DataFrame) -> pl.DataFrame:
         if not df.height:
             return df
-        if by_source:
-            df = df.filter(pl.col("source").is_in(sources))
-        return df.filter(pl.col("graph_id").is_null() | key.is_in(finished))
+        if "source" in df.columns and name != "kernels" and name != "counters":   # their source is a profiler
+            match = pl.when(pl.col("source").is_null()).then(by_id.is_in(finished_id)) \
+                .otherwise(by_source.is_in(finished_source))
+        else:
+            match = by_id.is_in(finished_id)
+        kept = df.filter(pl.col("graph_id").is_null() | match.fill_null(False))
+        if kept.height < df.height:
+            dropped[name] = df.height - kept.height
+        return kept
 
-    return Run(run.path, run.meta, s, keep(run.iterations, True), keep(run.validation, False),
-               keep(run.mismatches, False), keep(run.kernels, False), keep(run.counters, False),
-               keep(run.breakdown, True))
+    frames = {name: keep(name, getattr(run, name)) for name in schemas.FRAMES if name != "summary"}
+    return Run(run.path, run.meta, s, **frames), dropped
 
 
 @dataclass
@@ -246,27 +384,58 @@ class Run:
         return str(self.meta.get("run_id", self.path.name))
 
 
-def _read(folder: Path, name: str) -> pl.DataFrame:
+#: columns without which a file is not that table (garbage, or another file renamed)
+REQUIRED_COLUMNS = {
+    "summary": ("graph", "config", "status"),
+    "iterations": ("graph", "config", "iteration", "kernel_ms"),
+    "validation": ("graph_id", "config", "passed"),
+    "mismatches": ("graph_id", "config", "output"),
+    "kernels": ("name",),
+    "counters": ("counter", "value"),
+    "breakdown": ("graph", "config", "wall_ms"),
+}
+
+
+def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
+    """One frame from its file; UserError naming the file when it is unreadable, empty (0 bytes:
+    the writer always writes a header) or lacks the table's columns. ``strict``: summary.csv
+    must exist (the commit point: a folder without it holds no finished graph)."""
     schema = schemas.FRAMES[name]
-    for fmt in ("parquet", "csv", "json"):
+    if strict and name == "summary" and not (folder / "summary.csv").is_file():
+        raise UserError(f"{folder / 'summary.csv'}: missing; not a finished run directory (no graph recorded, "
+                        "or the file was removed)")
+    for fmt in ("csv",) if strict and name == "summary" else ("parquet", "csv", "json"):
         path = folder / f"{name}.{fmt}"
         if not path.exists():
             continue
         try:
+            if not path.stat().st_size:
+                raise UserError(f"{path}: empty file (0 bytes); a run writes at least the header")
             if fmt == "parquet":
                 df = pl.read_parquet(path)
             elif fmt == "csv":
-                df = pl.read_csv(path, infer_schema_length=None) if path.stat().st_size else pl.DataFrame()
+                df = pl.read_csv(path, infer_schema_length=None)
             else:
                 df = pl.read_json(path)
+        except UserError:
+            raise
         except Exception as exc:   # polars raises several types for corrupt files
             raise UserError(f"{path}: cannot read ({' '.join(str(exc).split())[:200]})") from None
-        return schemas.conform(df, schema) if df.width else schemas.empty(schema)
+        if fmt == "json" and not df.width:   # an empty frame as JSON is [] and has no columns
+            return schemas.empty(schema)
+        absent = [c for c in REQUIRED_COLUMNS[name] if c not in df.columns]
+        if absent:
+            raise UserError(f"{path}: not a {name} table (no column {', '.join(absent)})")
+        return schemas.conform(df, schema)
     return schemas.empty(schema)
 
 
-def load_run(path: str | Path) -> Run:
-    """Read a run directory (or its run.json / summary file) into frames."""
+def load_run(path: str | Path, *, strict: bool = False) -> Run:
+    """Read a run directory (or its run.json / summary file) into frames.
+
+    ``strict`` (merge, report, compare): the directory must hold a readable summary.csv,
+    so a broken copy is refused by name instead of read as a run with no graphs.
+    """
     folder = Path(path)
     if folder.is_file():
         folder = folder.parent
@@ -277,4 +446,6 @@ def load_run(path: str | Path) -> Run:
         meta = json.loads(meta_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{meta_path}: unreadable run.json ({exc})") from None
-    return Run(folder, meta, **{name: _read(folder, name) for name in schemas.FRAMES})
+    if not isinstance(meta, dict):
+        raise UserError(f"{meta_path}: unreadable run.json (not a JSON object)")
+    return Run(folder, meta, **{name: _read(folder, name, strict=strict) for name in schemas.FRAMES})

@@ -111,6 +111,7 @@ COUNTERS: Schema = {
 
 VALIDATION: Schema = {
     **KEY,
+    "source": pl.String(),          # graph file: tells apart identical graphs in two files
     "output_uid": pl.Int64(),
     "output": pl.String(),          # tensor name
     "against": pl.String(),         # reference | golden | config name of B
@@ -129,6 +130,7 @@ VALIDATION: Schema = {
 
 MISMATCHES: Schema = {
     **KEY,
+    "source": pl.String(),          # graph file: tells apart identical graphs in two files
     "output": pl.String(),
     "against": pl.String(),
     "rank": pl.Int64(),             # 0 = the worst element (largest error / allowed error)

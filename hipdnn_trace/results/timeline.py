@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from hipdnn_trace.bench.records import ConfigRun, GraphRun
+from hipdnn_trace.device import clock
 from hipdnn_trace.trace.writer import TraceWriter
 
 PROCESS_NAME = "hipdnn-trace"
@@ -44,6 +46,43 @@ def flow_ids(run_id: str, graph_id: str | None, config: str, iterations: np.ndar
 def flow_id(run_id: str, graph_id: str | None, config: str, iteration: int) -> int:
     """The flow id of one timed iteration: what its kernels link to."""
     return int(flow_ids(run_id, graph_id, config, np.array([iteration]))[0])
+
+
+def graphs_in_trace(path: Path) -> tuple[set[str], int | None]:
+    """Sources of the ``graph <name>`` slices in a run's trace, and the trace's last timestamp.
+
+    A scan of the packets alone (interned names resolved per sequence), about ten times
+    faster than :func:`hipdnn_trace.trace.read_trace`, which builds every slice: a resume
+    reads the whole trace of a run that may hold millions of iterations.
+    """
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    begin_types = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_INSTANT)
+    cleared = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    events: dict[int, dict[int, str]] = {}
+    args: dict[int, dict[int, str]] = {}
+    sources: set[str] = set()
+    last: int | None = None
+    for packet in pb.Trace.FromString(path.read_bytes()).packet:
+        seq = packet.trusted_packet_sequence_id
+        if packet.sequence_flags & cleared:
+            events[seq], args[seq] = {}, {}
+        if packet.HasField("interned_data"):
+            events.setdefault(seq, {}).update((e.iid, e.name) for e in packet.interned_data.event_names)
+            args.setdefault(seq, {}).update((a.iid, a.name) for a in packet.interned_data.debug_annotation_names)
+        if not packet.HasField("track_event"):
+            continue
+        last = packet.timestamp if last is None else max(last, packet.timestamp)
+        event = packet.track_event
+        if event.type not in begin_types:
+            continue
+        name = event.name or events.get(seq, {}).get(event.name_iid, "")
+        if not name.startswith("graph "):
+            continue
+        for a in event.debug_annotations:
+            if (a.name or args.get(seq, {}).get(a.name_iid)) == "source" and a.HasField("string_value"):
+                sources.add(a.string_value)
+    return sources, last
 
 
 class Timeline:
@@ -84,35 +123,83 @@ class Timeline:
         s = c.samples
         if s is None or not len(s):
             return
-        phase = np.array(s.phase)
-        starts = np.array(s.start_ns, dtype=np.int64)
-        ends = np.array(s.end_ns, dtype=np.int64)
-        iters = np.array(s.iteration, dtype=np.int64)
+        extra = {key: np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+                 for key, values in s.extra.items()}
+        self._iterations(g.graph_id, c.config.name, g.graph_flops(), np.array(s.phase),
+                         np.array(s.start_ns, dtype=np.int64), np.array(s.end_ns, dtype=np.int64),
+                         np.array(s.iteration, dtype=np.int64), np.array(s.kernel_ms, dtype=np.float64), extra)
+        if isinstance(c.kernels, pl.DataFrame) and c.kernels.height:
+            self.add_kernels(c.kernels, g.graph_id, c.config.name)
+
+    def _iterations(self, graph_id: str | None, config: str, flops: float | None, phase: np.ndarray,
+                    starts: np.ndarray, ends: np.ndarray, iters: np.ndarray, kernel_ms: np.ndarray,
+                    extra: dict[str, np.ndarray]) -> None:
+        """Iteration slices (timed ones with their flows) and the per-configuration counter tracks."""
+        w = self.writer
         warm = phase == "warmup"
         if warm.any():
             w.slices(self.host, "warmup iter", starts[warm], ends[warm], args={"iteration": iters[warm]})
         timed = ~warm
-        if timed.any():
-            # per-slice args go in as columns: far cheaper than a dict per iteration
-            flows = flow_ids(self.run_id, g.graph_id, c.config.name, iters[timed])
-            kernel_ms = np.array(s.kernel_ms, dtype=np.float64)[timed]
-            w.slices(self.host, "iter", starts[timed], ends[timed],
-                     flow_ids=flows, args={"iteration": iters[timed], "kernel_ms": kernel_ms})
-            time_track = w.counter_track(f"{c.config.name} iteration ms", unit="ms", parent=self.process)
-            w.counters(time_track, starts[timed], kernel_ms)
-            flops = g.graph_flops()
-            if flops:
-                tflops_track = w.counter_track(f"{c.config.name} TFLOPS", parent=self.process)
-                with np.errstate(divide="ignore"):
-                    tflops = np.where(kernel_ms > 0, flops / (kernel_ms * 1e-3) / 1e12, 0.0)
-                w.counters(tflops_track, starts[timed], tflops)
-            for key, values in s.extra.items():
-                vals = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-                if vals.size == len(s) and np.isfinite(vals[timed]).any():
-                    track = w.counter_track(f"{key}", parent=self.process)
-                    w.counters(track, starts[timed], vals[timed])
-        if isinstance(c.kernels, pl.DataFrame) and c.kernels.height:
-            self.add_kernels(c.kernels, g.graph_id, c.config.name)
+        if not timed.any():
+            return
+        # per-slice args go in as columns: far cheaper than a dict per iteration
+        flows = flow_ids(self.run_id, graph_id, config, iters[timed])
+        kernel_ms = kernel_ms[timed]
+        w.slices(self.host, "iter", starts[timed], ends[timed],
+                 flow_ids=flows, args={"iteration": iters[timed], "kernel_ms": kernel_ms})
+        time_track = w.counter_track(f"{config} iteration ms", unit="ms", parent=self.process)
+        w.counters(time_track, starts[timed], kernel_ms)
+        if flops:
+            tflops_track = w.counter_track(f"{config} TFLOPS", parent=self.process)
+            with np.errstate(divide="ignore"):
+                tflops = np.where(kernel_ms > 0, flops / (kernel_ms * 1e-3) / 1e12, 0.0)
+            w.counters(tflops_track, starts[timed], tflops)
+        for key, vals in extra.items():
+            if vals.size == phase.size and np.isfinite(vals[timed]).any():
+                track = w.counter_track(f"{key}", parent=self.process)
+                w.counters(track, starts[timed], vals[timed])
+
+    def add_recorded(self, summary: pl.DataFrame, iterations: pl.DataFrame, kernels: pl.DataFrame, *,
+                     at_ns: int | None = None) -> None:
+        """Graphs known only from the run's tables: what a kill between a graph's summary rename and
+        its trace flush kept out of the trace, rebuilt on ``--resume``.
+
+        Graph, configuration and iteration slices (with their flows), counter tracks and kernels
+        come back from the iterations and kernels tables; phases (load, init, warmup, ...) are not
+        recorded there, so they stay missing, and the graph slice says so in its ``rebuilt`` arg. A
+        graph without iterations (an error row) becomes an instant at ``at_ns`` (the trace's end).
+        """
+        w = self.writer
+        for source in summary.get_column("source").unique(maintain_order=True).to_list():
+            rows = summary.filter(pl.col("source") == source).to_dicts()
+            first = rows[0]
+            its = iterations.filter((pl.col("source") == source) & pl.col("start_ns").is_not_null())
+            args = {"graph": first["graph"], "graph_id": first["graph_id"] or "", "source": source,
+                    "rebuilt": "from the tables on --resume; phases not recorded"}
+            if not its.height:
+                w.instant(self.host, f"graph {first['graph']}", clock.now_ns() if at_ns is None else at_ns,
+                          args=args)
+                continue
+            its = its.with_columns(end_ns=pl.col("start_ns") + (
+                pl.coalesce("host_ms", "kernel_ms", pl.lit(0.0)) * 1e6).round().cast(pl.Int64))
+            w.slice(self.host, f"graph {first['graph']}", its["start_ns"].min(), its["end_ns"].max(), args=args)
+            for row in rows:
+                mine = its.filter(pl.col("config") == row["config"])
+                if not mine.height:
+                    continue
+                w.slice(self.host, row["config"], mine["start_ns"].min(), mine["end_ns"].max(),
+                        args={"config": row["config"], "backend": row["backend"] or "",
+                              "engine": row["engine"] or "", "status": row["status"] or ""})
+                extra = {key: mine.get_column(key).cast(pl.Float64).fill_null(np.nan).to_numpy()
+                         for key in ("sm_clock_mhz", "mem_clock_mhz") if mine.get_column(key).is_not_null().any()}
+                self._iterations(row["graph_id"], row["config"], row["flops"],
+                                 mine.get_column("phase").to_numpy(), mine.get_column("start_ns").to_numpy(),
+                                 mine.get_column("end_ns").to_numpy(), mine.get_column("iteration").to_numpy(),
+                                 mine.get_column("kernel_ms").cast(pl.Float64).fill_null(np.nan).to_numpy(), extra)
+                ks = kernels.filter((pl.col("graph_id") == row["graph_id"]) & (pl.col("config") == row["config"]))
+                if ks.height:
+                    self.add_kernels(ks, row["graph_id"], row["config"])
+        w.flush()
 
     def add_kernels(self, kernels: pl.DataFrame, graph_id: str | None, config: str) -> None:
         """Kernel slices on device/stream tracks, each linked to its iteration's host slice."""

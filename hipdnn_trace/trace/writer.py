@@ -128,6 +128,8 @@ class TraceWriter:
         )
         self._started = False
         self._closed = False
+        #: the error of a failed flush; the writer writes nothing more after one
+        self.broken: OSError | None = None
 
         self._tracks: dict[int, str] = {}  # uuid -> kind
         self._track_field: dict[int, bytes] = {}  # uuid -> encoded TrackEvent.track_uuid
@@ -598,11 +600,7 @@ class TraceWriter:
         if has_events:
             data += self._events()
         data += wire.len_field(wire.TRACE_PACKET, self._tail)  # flush marker, see wire.is_flush_marker
-        view = memoryview(data)
-        while view:
-            view = view[self._file.write(view) :]
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        self._write_whole(data)
         self._started = True
         self._pending_descriptors = []
         self._new_event_names = []
@@ -610,9 +608,42 @@ class TraceWriter:
         for pending in (self._start, self._end, self._body, self._end_body):
             pending.clear()
 
+    def _write_whole(self, data: bytes) -> None:
+        """Write one flush, or nothing: a failed write (disk full) is cut off again.
+
+        The file is truncated back to where the flush began, so the trace stays a
+        valid prefix without waiting for :func:`repair`; the writer then refuses
+        further flushes (:attr:`broken`), since its sequence state is unknown.
+        """
+        if self.broken is not None:
+            raise OSError(self.broken.errno, self.broken.strerror, str(self.path))
+        start = self._file.tell()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view) :]
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            self.broken = OSError(exc.errno, exc.strerror, str(self.path))
+            try:
+                os.ftruncate(self._file.fileno(), start)   # frees blocks: works on a full disk
+            except OSError:
+                pass   # repair() cuts the partial flush off on resume
+            raise self.broken from exc
+
+    def discard(self) -> None:
+        """Close without writing what is pending (after a failed write); safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._file.close()
+
     def close(self) -> None:
         """Flush and close; safe to call twice."""
         if self._closed:
+            return
+        if self.broken is not None:
+            self.discard()
             return
         try:
             self.flush()

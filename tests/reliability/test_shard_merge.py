@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import polars as pl
 import pytest
@@ -163,3 +164,70 @@ def test_more_shards_than_graphs_leaves_empty_slices_that_succeed(faulty, tmp_pa
     assert sorted(len(load_run(tmp_path / f"s{i}").meta["graphs"]) for i in range(4)) == [0, 0, 1, 1]
     assert cli_main(["merge", *(str(tmp_path / f"s{i}") for i in range(4)), "--out", str(tmp_path / "m")]) == 0
     assert load_run(tmp_path / "m").summary.height == 2
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda f: f.write_bytes(b"\x00\x9f garbage \xff\n1,2\n"), "cannot read ("),
+    (lambda f: f.write_text("name,value\nx,1\n"), "not a summary table (no column graph, config, status)"),
+    (lambda f: f.write_bytes(b""), "empty file (0 bytes)"),
+    (lambda f: f.unlink(), "missing; not a finished run directory"),
+])
+def test_merge_and_report_refuse_a_broken_summary_naming_the_file(faulty, suite, tmp_path, capsys, damage, problem):
+    assert _run(suite, tmp_path, "whole") == 1
+    shutil.copytree(tmp_path / "whole", tmp_path / "copy")
+    damage(tmp_path / "copy" / "summary.csv")
+    capsys.readouterr()
+    for args in (["merge", str(tmp_path / "whole"), str(tmp_path / "copy"), "--out", str(tmp_path / "m")],
+                 ["report", str(tmp_path / "copy")],
+                 ["compare", str(tmp_path / "whole"), str(tmp_path / "copy")]):
+        assert cli_main(args) == 1, args
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "Traceback" not in err
+        assert f"{tmp_path / 'copy' / 'summary.csv'}: {problem}" in err, err
+    assert not (tmp_path / "m").exists() and not (tmp_path / "copy" / "report.html").exists()
+
+
+def test_merge_refuses_a_run_and_a_copy_of_itself(faulty, suite, tmp_path, capsys):
+    assert _run(suite, tmp_path, "whole") == 1
+    shutil.copytree(tmp_path / "whole", tmp_path / "copy")
+    capsys.readouterr()
+    assert cli_main(["merge", str(tmp_path / "whole"), str(tmp_path / "copy"), "--out", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"is in both {tmp_path / 'whole'} and {tmp_path / 'copy'}" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_report_of_a_run_with_no_graph_is_refused(faulty, tmp_path, capsys):
+    write_graphs(tmp_path / "g", ["ok__a"])
+    assert cli_main(["run", str(tmp_path / "g"), "--backend", "faulty", "--no-isolate", "-w", "0", "-i", "1",
+                     "--out", str(tmp_path), "--run-id", "s1", "--shard", "1/2", "-q"]) == 0   # the empty slice
+    capsys.readouterr()
+    assert cli_main(["report", str(tmp_path / "s1")]) == 1
+    assert "summary.csv: no graph recorded; nothing to report" in capsys.readouterr().err
+
+
+def test_merge_drops_orphan_rows_of_a_shard_killed_mid_write(faulty, suite, tmp_path, capsys):
+    """A shard killed between renames: its last graph is in iterations and validation, not in
+    summary.csv. Those rows are dropped with a warning; the merge equals merging the shard's
+    finished part."""
+    assert _run(suite, tmp_path, "s0", "--shard", "0/2") in (0, 1, 2)
+    assert _run(suite, tmp_path, "s1", "--shard", "1/2") in (0, 1, 2)
+    s1 = tmp_path / "s1"
+    summary = pl.read_csv(s1 / "summary.csv", infer_schema_length=None)
+    last = summary.filter(pl.col("status") == "ok").get_column("graph").to_list()[-1]
+    summary.filter(pl.col("graph") != last).write_csv(s1 / "summary.csv")
+    before = load_run(s1)
+    orphans = (before.iterations.filter(pl.col("graph") == last).height,
+               before.validation.filter(pl.col("graph") == last).height)
+    assert min(orphans) > 0
+    capsys.readouterr()
+    assert cli_main(["merge", str(tmp_path / "s0"), str(s1), "--out", str(tmp_path / "m")]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: {s1}: dropped row(s) of graphs with no summary row ({orphans[0]} iterations, "
+            f"{orphans[1]} validation") in err
+    merged = load_run(tmp_path / "m")
+    assert last not in merged.iterations.get_column("graph").to_list()
+    assert last not in merged.validation.get_column("graph").to_list()
+    assert merged.iterations.height == load_run(tmp_path / "s0").iterations.height + \
+        before.iterations.height - orphans[0]
+    assert any("dropped row(s)" in w for w in merged.meta["warnings"])
