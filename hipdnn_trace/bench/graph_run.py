@@ -17,6 +17,7 @@ import numpy as np
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.backends.reference import executor
+from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, time_refusal
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.attention_inputs import undefined_elements
@@ -60,6 +61,7 @@ class RunSettings:
     allow_unknown: bool = False            # unknown graph fields: warnings (notes) instead of errors
     kernel_clock: KernelClock | None = None   # kernel_ms from CUPTI kernel records (--timing kernel/auto)
     require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
+    max_reference_s: float = DEFAULT_MAX_REFERENCE_S   # one float64 evaluation at most (0: no limit)
 
 
 def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
@@ -82,6 +84,19 @@ def _host_bytes(graph: Graph) -> int:
     from hipdnn_trace.graph.dtypes import DTYPES
 
     return 2 * sum(t.numel * DTYPES[t.data_type].itemsize for t in graph.tensors if not t.virtual)
+
+
+def _time_plan(graph: Graph, configs: Sequence[Config], settings: RunSettings, run: GraphRun) -> bool:
+    """Refuse, before any input exists, a graph whose float64 reference (for validation, unless
+    the memory plan dropped it, or as the backend) would take longer than ``--max-reference-seconds``."""
+    as_backend = any(c.backend == "reference" for c in configs)
+    if (settings.validate != "reference" or run.skip_reference) and not as_backend:
+        return True
+    reason = time_refusal(graph, settings.max_reference_s, validating=not as_backend)
+    if reason is None:
+        return True
+    run.status, run.error = ERROR, f"{run.source}: {reason}"
+    return False
 
 
 def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
@@ -318,7 +333,7 @@ def run_graph(
 ) -> GraphRun:
     run = GraphRun(source=source.name, name=Path(source.name).stem)
     graph = _load(source, run, settings.allow_unknown)
-    if graph is None or not _memory_plan(graph, settings, run):
+    if graph is None or not _memory_plan(graph, settings, run) or not _time_plan(graph, configs, settings, run):
         return run
     expanded = _expand_configs(graph, configs, settings)
     if all(problem is not None for _, _, problem in expanded) and settings.save_tensors is None:

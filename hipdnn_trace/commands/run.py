@@ -14,6 +14,7 @@ import numpy as np
 
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
+from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, float64_rate
 from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.graph_run import RunSettings
@@ -129,6 +130,10 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--graph-timeout", type=argtypes.seconds, default=None, metavar="SECONDS",
                    help=f"kill a graph's child process after this long (implies --isolate; default "
                         f"{DEFAULT_TIMEOUT_S:g} when isolating, 0: no limit)")
+    r.add_argument("--max-reference-seconds", type=argtypes.seconds, default=DEFAULT_MAX_REFERENCE_S,
+                   metavar="S", help="refuse (one error row) a graph whose float64 CPU reference would take longer "
+                   f"than this, estimated from its FLOPs before any work (default {DEFAULT_MAX_REFERENCE_S:g}; "
+                   "0: no limit)")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish an interrupted run: skip graphs already recorded in RUN_DIR, append the "
                         "rest (same graphs and flags as the interrupted run)")
@@ -336,13 +341,7 @@ def cpu_estimate(sources: list, *, executions: int, allow_unknown: bool = False)
             continue
     if total * executions < 1e10:   # under ~10 GFLOP nothing is worth a measurement
         return None
-    a = np.random.default_rng(0).standard_normal((768, 768))
-    best = float("inf")
-    for _ in range(2):   # the faster of two: a busy moment does not inflate the estimate
-        t0 = time.perf_counter()
-        a @ a
-        best = min(best, time.perf_counter() - t0)
-    rate = 2 * 768**3 / max(best, 1e-9)
+    rate = float64_rate()
     seconds = total * executions / rate
     if seconds < ESTIMATE_ABOVE_S:
         return None
@@ -431,7 +430,8 @@ def main(args: argparse.Namespace) -> int:
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
                            save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
                            samplers=samplers, allow_unknown=args.allow_unknown_fields,
-                           kernel_clock=kernel_clock, require_kernel_clock=args.timing == "kernel")
+                           kernel_clock=kernel_clock, require_kernel_clock=args.timing == "kernel",
+                           max_reference_s=args.max_reference_seconds)
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
@@ -449,7 +449,8 @@ def main(args: argparse.Namespace) -> int:
                                "validation": {"against": args.validate,
                                               "golden": None if args.golden is None else str(args.golden),
                                               "atol": args.atol, "rtol": args.rtol},
-                               "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None}})
+                               "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None},
+                               "max_reference_seconds": args.max_reference_seconds or None})
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())

@@ -15,29 +15,10 @@ import numpy as np
 
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.reference import executor
+from hipdnn_trace.backends.reference.memory import available_memory_bytes, needed_memory_bytes
 from hipdnn_trace.device.timers import HostTimer
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph
-
-#: float64 copies of every tensor, inputs and results, plus conv/matmul scratch.
-_BYTES_PER_ELEMENT = 8 * 3
-
-
-def available_memory_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux); None elsewhere."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def needed_memory_bytes(graph: Graph) -> int:
-    return sum(t.numel for t in graph.tensors) * _BYTES_PER_ELEMENT
-
 
 class ReferenceSession:
     engine: Engine | None = None

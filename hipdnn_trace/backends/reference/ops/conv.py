@@ -14,7 +14,8 @@ Semantics follow hipDNN's CPU reference (``CpuReferenceConvolution.hpp`` and
 Why this shape of code: it must be fast enough to be the oracle for real layer sizes,
 so each batch chunk is one im2col copy plus one BLAS matmul, and dgrad/wgrad reuse the
 same column layout so they are the exact adjoints of fprop. Chunking over the batch
-keeps the column buffer near the size of the input tensor.
+keeps the column buffer near the size of the input tensor; each GEMM runs in bounded BLAS
+calls (``_gemm.bounded_matmul``) so a signal is honoured within about a second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
+from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["conv_fwd", "conv_dgrad", "conv_wgrad", "conv_output_shape"]
@@ -308,9 +310,9 @@ def conv_fwd(
     for n0, n1 in _chunks(g):
         cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
         if n1 - n0 == 1:
-            np.matmul(wmat, cols, out=y4[n0])
+            bounded_matmul(wmat, cols, out=y4[n0])
         else:
-            chunk = np.matmul(wmat, cols).reshape(g.groups, g.kg, n1 - n0, g.out_size)
+            chunk = bounded_matmul(wmat, cols).reshape(g.groups, g.kg, n1 - n0, g.out_size)
             y4[n0:n1] = chunk.transpose(2, 0, 1, 3)
             del chunk
         del cols   # free this chunk's columns before the next chunk allocates its own
@@ -341,7 +343,7 @@ def conv_dgrad(
     dxp = np.zeros((g.n, g.c, *g.padded_spatial), dtype=np.float64)
     taps = list(product(*(range(kd) for kd in g.kernel)))
     for n0, n1 in _chunks(g):
-        cols = np.matmul(wmat_t, _fold_batch(dy4[n0:n1], g))       # (groups, Cg*R, nb*O)
+        cols = bounded_matmul(wmat_t, _fold_batch(dy4[n0:n1], g))       # (groups, Cg*R, nb*O)
         cols = cols.reshape(g.c, *g.kernel, n1 - n0, *g.out_spatial)
         for r in taps:
             target = (slice(n0, n1), slice(None)) + _window_slices(g, r)
@@ -372,7 +374,7 @@ def conv_wgrad(
     dw = np.zeros((g.groups, g.kg, g.cg * g.kernel_size), dtype=np.float64)
     for n0, n1 in _chunks(g):
         cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
-        dw += np.matmul(_fold_batch(dy4[n0:n1], g), cols.transpose(0, 2, 1))
+        dw += bounded_matmul(_fold_batch(dy4[n0:n1], g), cols.transpose(0, 2, 1))
         del cols
     dw = dw.reshape(g.w_shape)
     return np.ascontiguousarray(_flip(dw)) if flip else dw

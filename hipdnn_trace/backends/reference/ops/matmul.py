@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64
+from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["matmul", "matmul_output_shape"]
@@ -52,9 +53,9 @@ def _expand(arr: np.ndarray, batch: tuple[int, ...], out_batch: tuple[int, ...])
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C = A @ B over the last two dims, float64 accumulate (BLAS)."""
+    """C = A @ B over the last two dims, float64 accumulate (BLAS, in bounded calls: signals are honoured)."""
     a64 = f64(a)
     b64 = f64(b)
     out_shape = matmul_output_shape(a64.shape, b64.shape)
     a_b, b_b, out_b = _batch_dims(a64.shape, b64.shape)
-    return np.matmul(_expand(a64, a_b, out_b), _expand(b64, b_b, out_b)).reshape(out_shape)
+    return bounded_matmul(_expand(a64, a_b, out_b), _expand(b64, b_b, out_b)).reshape(out_shape)

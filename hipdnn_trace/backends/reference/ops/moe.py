@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64
+from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.moe import group_bounds, route
 
@@ -41,7 +42,7 @@ def moe_grouped_matmul(token: np.ndarray, weight: np.ndarray, offsets: np.ndarra
         if written[dst].any() or len(np.unique(dst)) != len(dst):
             raise UnsupportedError(f"duplicate {mode} destination row in group {g}")
         written[dst] = True
-        out[dst] = tok[src] @ w[g % experts]
+        out[dst] = bounded_matmul(tok[src], w[g % experts])
     return out[None]
 
 
@@ -52,4 +53,4 @@ def moe_grouped_matmul_backward(doutput: np.ndarray, token: np.ndarray, offsets:
     if bounds and bounds[0][0] != 0:
         raise UnsupportedError(f"first_token_offset[0] must be 0, got {bounds[0][0]} (rows before the first "
                                "expert would be dropped)")
-    return np.stack([tok[s:e].T @ dout[s:e] for s, e in bounds])
+    return np.stack([bounded_matmul(tok[s:e].T, dout[s:e]) for s, e in bounds])

@@ -1,0 +1,174 @@
+"""Host memory: what this process may still allocate (the least of what the machine, its rlimits
+and its cgroup allow), and what one float64 evaluation of a graph needs.
+
+``/proc/meminfo`` alone says what the machine has free; a job under Slurm or in a container is
+stopped much earlier by its cgroup's limit (the OOM killer: SIGKILL, nothing recorded), and a
+``ulimit -v`` turns allocations into MemoryError. Every source is optional: what cannot be
+read does not count, and None means nothing could be read at all.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+from pathlib import Path
+
+from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph import attention
+from hipdnn_trace.graph.model import Graph, Node
+
+__all__ = ["available_memory_bytes", "needed_memory_bytes"]
+
+_CGROUP_MOUNT = "sys/fs/cgroup"
+
+
+def available_memory_bytes(root: Path = Path("/")) -> int | None:
+    """min(MemAvailable, RLIMIT_AS / RLIMIT_DATA soft limits less what is in use, cgroup v2
+    ``memory.max - memory.current`` and v1 ``memory.limit_in_bytes - memory.usage_in_bytes`` of this
+    process's cgroup and its ancestors). ``root`` is where ``proc/`` and ``sys/`` are (tests)."""
+    found = [v for v in (_meminfo(root), *_rlimits(root), *_cgroups(root)) if v is not None]
+    return max(0, min(found)) if found else None
+
+
+def _meminfo(root: Path) -> int | None:
+    for line in _read(root / "proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            return _int(line.split()[1], 1024)
+    return None
+
+
+def _status_kib(root: Path, field: str) -> int:
+    """A ``/proc/self/status`` field in bytes (0 when unreadable: the limit itself then counts)."""
+    for line in _read(root / "proc/self/status").splitlines():
+        if line.startswith(field + ":"):
+            return _int(line.split()[1], 1024) or 0
+    return 0
+
+
+def _rlimits(root: Path) -> list[int | None]:
+    out: list[int | None] = []
+    for limit, used in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
+        soft, _ = resource.getrlimit(limit)
+        out.append(None if soft == resource.RLIM_INFINITY else soft - _status_kib(root, used))
+    return out
+
+
+def _cgroups(root: Path) -> list[int | None]:
+    """Headroom of every cgroup level that limits memory, v2 and v1."""
+    out: list[int | None] = []
+    mount = root / _CGROUP_MOUNT
+    for line in _read(root / "proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, path = parts
+        if hierarchy == "0" and controllers == "":   # v2: at the mount, or under unified/ (hybrid)
+            for v2 in (mount, mount / "unified"):
+                out.extend(_headroom(v2, path, "memory.max", "memory.current"))
+        elif "memory" in controllers.split(","):
+            out.extend(_headroom(mount / "memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes"))
+    return out
+
+
+def _headroom(mount: Path, path: str, limit_file: str, usage_file: str) -> list[int | None]:
+    """limit - usage at the cgroup ``path`` and each ancestor up to the mount. Inside a container the
+    path names the host's hierarchy while the mount shows only ours: levels that do not exist are
+    skipped, and the mount's own root is always looked at."""
+    levels = [mount / p for p in _ancestors(path)]
+    out: list[int | None] = []
+    for folder in dict.fromkeys([*levels, mount]):
+        limit = _read(folder / limit_file).strip()
+        if not limit or limit == "max":
+            continue
+        cap, used = _int(limit), _int(_read(folder / usage_file).strip())
+        if cap is not None and cap < 1 << 62:    # v1 writes "no limit" as a huge page-aligned number
+            out.append(cap - (used or 0))
+    return out
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = [p for p in path.strip().split("/") if p]
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _int(text: str, scale: int = 1) -> int | None:
+    try:
+        return int(text) * scale
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- what the reference needs
+
+#: float64 temporaries an element-wise or normalization node holds at once, per output element
+_ELEMENTWISE_TEMPS = 2
+#: same-sized float64 temporaries of one attention score block (scores, mask, exp, probabilities...)
+_SCORE_TEMPS = 6
+
+
+def needed_memory_bytes(graph: Graph) -> int:
+    """Peak host memory of one float64 evaluation beyond the inputs in their own types: a float64
+    copy of every input, every produced tensor twice (exact float64, and stored in its type), and the
+    largest scratch a node allocates (conv columns, attention score blocks, element-wise temporaries).
+    Checked against measured peaks (tests/reliability/test_reference_memory_estimate.py)."""
+    from hipdnn_trace.graph.dtypes import DTYPES
+
+    produced = graph.produced_uids
+    total = 0
+    for t in graph.tensors:
+        if t.uid in produced:
+            total += t.numel * (8 + DTYPES[t.data_type].itemsize)
+        else:
+            total += t.numel * 8
+    return total + max((_scratch_bytes(node, graph) for node in graph.nodes), default=0)
+
+
+def _scratch_bytes(node: Node, graph: Graph) -> int:
+    try:
+        if node.type in ("ConvolutionFwdAttributes", "ConvolutionBwdAttributes", "ConvolutionWrwAttributes"):
+            return _conv_scratch(node, graph)
+        if node.type in (attention.SDPA, attention.SDPA_BACKWARD):
+            return _attention_scratch(node, graph)
+    except (KeyError, TypeError, ValueError, UnsupportedError):
+        pass   # a node the reference will refuse: the element-wise rule is enough
+    outputs = sum(graph.by_uid[u].numel for u in node.output_uids() if u in graph.by_uid)
+    return _ELEMENTWISE_TEMPS * 8 * outputs
+
+
+def _conv_scratch(node: Node, graph: Graph) -> int:
+    """The padded float64 input, the largest im2col chunk and its GEMM result (ops/conv.py's chunks)."""
+    from hipdnn_trace.backends.reference.ops import conv
+
+    def dims(port: str) -> tuple[int, ...]:
+        return tuple(graph.by_uid[node.inputs.get(port) or node.outputs[port]].dims)
+
+    x, w, y = (dims(p) for p in {"ConvolutionFwdAttributes": ("x", "w", "y"),
+                                 "ConvolutionBwdAttributes": ("dx", "w", "dy"),
+                                 "ConvolutionWrwAttributes": ("x", "dw", "dy")}[node.type])
+    p = node.params
+    g = conv._geometry(x, w, p["pre_padding"], p["post_padding"], p["stride"], p["dilation"])
+    images = max(n1 - n0 for n0, n1 in conv._chunks(g))
+    columns = 8 * g.c * g.kernel_size * images * g.out_size
+    padded = 8 * g.n * g.c * math.prod(g.padded_spatial)
+    result = 8 * g.k * images * g.out_size
+    if node.type == "ConvolutionBwdAttributes" and conv._dgrad_as_fprop(g):   # an fprop over dy, through K
+        columns = 8 * g.k * g.kernel_size * images * math.prod(g.in_spatial)
+        padded += 8 * g.n * g.k * math.prod(g.padded_spatial)
+    return padded + columns + 2 * result
+
+
+def _attention_scratch(node: Node, graph: Graph) -> int:
+    """Score blocks of at most SCORE_BLOCK_BYTES (ops/sdpa.py), a few alive at once."""
+    from hipdnn_trace.backends.reference.ops.sdpa import SCORE_BLOCK_BYTES
+
+    q = graph.by_uid[node.inputs["q"]].dims
+    k = graph.by_uid[node.inputs["k"]].dims
+    block = min(SCORE_BLOCK_BYTES, 8 * max(1, q[1] // max(k[1], 1)) * q[2] * k[2])
+    return _SCORE_TEMPS * block

@@ -1,0 +1,71 @@
+"""The reference's memory estimate against measured peaks: each graph kind is evaluated in a child
+process whose peak RSS (VmHWM, reset after the inputs exist) must be covered by the estimate, and not
+by absurdly much (at most 3x). The conv with one large image was 1.4x under before the im2col
+columns were counted (the issue's case: 3 GiB estimated, 7.3 GB peak)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+GRAPHS = {
+    "conv_one_large_image": 'b.conv_fwd(t("x", [1, 256, 64, 64]), t("w", [256, 256, 3, 3]), pad=1, out="y")',
+    "conv_batch": 'b.conv_fwd(t("x", [4, 128, 64, 64]), t("w", [128, 128, 3, 3]), pad=1, out="y")',
+    "conv_dgrad_stride1": 'b.conv_dgrad(t("dy", [2, 256, 64, 64]), t("w", [256, 128, 3, 3]), x_dims=[2, 128, 64, 64], '
+                          'pad=1, out="dx")',
+    "conv_dgrad_stride2": 'b.conv_dgrad(t("dy", [2, 256, 32, 32]), t("w", [256, 128, 3, 3]), x_dims=[2, 128, 64, 64], '
+                          'pad=1, stride=2, out="dx")',
+    "conv_wgrad": 'b.conv_wgrad(t("x", [2, 128, 64, 64]), t("dy", [2, 256, 64, 64]), w_dims=[256, 128, 3, 3], '
+                  'pad=1, out="dw")',
+    "matmul": 'b.matmul(t("a", [4, 1024, 1024]), t("b", [4, 1024, 1024]), out="c")',
+    "sdpa": 'b.sdpa(t("q", [2, 8, 1024, 128]), t("k", [2, 8, 1024, 128]), t("v", [2, 8, 1024, 128]))',
+    "layernorm": 'b.layernorm(t("x", [16, 1024, 512]), t("s", [1, 1, 512]), t("bias", [1, 1, 512]))',
+}
+
+CHILD = """
+import gc
+from hipdnn_trace.backends.reference import executor, needed_memory_bytes
+from hipdnn_trace.bench.inputs import make_inputs
+from hipdnn_trace.graph.build import GraphBuilder
+
+def status(field):
+    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
+
+b = GraphBuilder("g", io="float")
+t = b.tensor
+{build}
+graph = b.build()
+inputs = make_inputs(graph, 0)
+gc.collect()
+base = status("VmRSS")
+with open("/proc/self/clear_refs", "w") as fh:   # peak RSS from here on
+    fh.write("5")
+executor.evaluate(graph, inputs)
+print(status("VmHWM") - base, needed_memory_bytes(graph))
+"""
+
+
+def _can_reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _can_reset_peak(), reason="needs Linux /proc/self/clear_refs to measure a peak")
+@pytest.mark.parametrize("kind", list(GRAPHS))
+def test_the_estimate_covers_the_measured_peak(kind):
+    out = subprocess.run([sys.executable, "-c", CHILD.format(build=GRAPHS[kind])], cwd=REPO, check=True,
+                         capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                                                              "OPENBLAS_NUM_THREADS": "1"}).stdout.split()
+    peak, estimate = int(out[0]), int(out[1])
+    assert peak > 16 << 20, "too small to measure"
+    assert estimate >= peak, f"estimate {estimate / 2**20:.0f} MiB under the measured {peak / 2**20:.0f} MiB"
+    assert estimate <= 3 * peak, f"estimate {estimate / 2**20:.0f} MiB over 3x the measured {peak / 2**20:.0f} MiB"

@@ -1,0 +1,99 @@
+"""--max-reference-seconds: a graph whose float64 reference would take longer than the limit is one
+error row, decided from its FLOPs before any input exists or anything is computed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hipdnn_trace.backends.reference import budget, executor
+from hipdnn_trace.bench import graph_run
+from hipdnn_trace.cli import main as cli_main
+from hipdnn_trace.graph.build import GraphBuilder
+from hipdnn_trace.graph.ops import graph_flops
+from hipdnn_trace.graph.write import graph_to_json
+from hipdnn_trace.results.rundir import load_run
+
+
+def _conv_66_tflop(folder: Path) -> Path:
+    """The issue's graph: a 2048-channel 11x11 conv over 256x256, 66 TFLOP (never allocated here)."""
+    b = GraphBuilder("conv_66tflop", io="half")
+    x = b.tensor("x", [1, 2048, 256, 256])
+    w = b.tensor("w", [2048, 2048, 11, 11])
+    b.conv_fwd(x, w, pad=5, out="y")
+    return _write(folder, b)
+
+
+def _matmul(folder: Path, name: str, m: int, k: int, n: int) -> Path:
+    b = GraphBuilder(name, io="float")
+    b.matmul(b.tensor("a", [1, m, k]), b.tensor("b", [1, k, n]), out="c")
+    return _write(folder, b)
+
+
+def _write(folder: Path, builder: GraphBuilder) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    graph = builder.build()
+    path = folder / f"{graph.name}.json"
+    path.write_text(json.dumps(graph_to_json(graph)))
+    return path
+
+
+@pytest.fixture
+def nothing_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any input generation or reference evaluation fails the test: a refusal must come first."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("computed something before refusing")
+    monkeypatch.setattr(graph_run, "make_inputs", forbidden)
+    monkeypatch.setattr(executor, "evaluate", forbidden)
+
+
+def _one_row(folder: Path) -> dict:
+    rows = load_run(folder).summary.to_dicts()
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_a_66_tflop_conv_is_refused_before_anything_is_computed(tmp_path, nothing_computed):
+    graph = _conv_66_tflop(tmp_path / "g")
+    code = cli_main(["run", str(graph), "--backend", "reference", "-w", "0", "-i", "1",
+                     "--out", str(tmp_path), "--run-id", "r"])
+    assert code == 1
+    row = _one_row(tmp_path / "r")
+    assert row["status"] == "error"
+    error = row["error"]
+    assert "\n" not in error and error.startswith(str(graph))
+    assert "the float64 reference needs at least" in error and "(66.5 TFLOP at the" in error
+    assert "over the --max-reference-seconds limit of 600 s; raise it (0 = no limit)" in error
+    assert "--validate none" not in error   # no way out when the reference is the backend
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert meta["max_reference_seconds"] == 600
+
+
+@pytest.mark.parametrize("backend", ["reference", "faulty"])
+def test_a_low_limit_refuses_what_the_default_runs(tmp_path, nothing_computed, faulty, backend):
+    graph = _matmul(tmp_path / "g", "mm_1k", 1024, 1024, 1024)   # 2.1 GFLOP: well under 600 s anywhere
+    assert budget.time_refusal(graph_run.load_bytes(graph.read_bytes(), graph.name), 600, validating=True) is None
+    code = cli_main(["run", str(graph), "--backend", backend, "--no-isolate", "-w", "0", "-i", "1",
+                     "--out", str(tmp_path), "--run-id", "r", "--max-reference-seconds", "0.001"])
+    assert code == 1
+    error = _one_row(tmp_path / "r")["error"]
+    assert "over the --max-reference-seconds limit of 0.001 s" in error
+    # validating a GPU-like backend: --validate none is the other way out
+    assert ("or skip the reference with --validate none" in error) == (backend == "faulty")
+
+
+def test_no_limit_and_validate_none_let_the_graph_through(tmp_path, faulty):
+    graph_path = _matmul(tmp_path / "g", "mm_small_but_over", 64, 64, 64)
+    graph = graph_run.load_bytes(graph_path.read_bytes(), graph_path.name)
+    tiny = graph_flops(graph) / budget.float64_rate() / 10   # a limit 10x below the estimate
+    assert budget.time_refusal(graph, tiny, validating=True) is not None
+    assert budget.time_refusal(graph, 0, validating=True) is None
+    base = ["run", str(graph_path), "-w", "0", "-i", "1", "--out", str(tmp_path), "-q"]
+    assert cli_main([*base, "--backend", "reference", "--max-reference-seconds", "0", "--run-id", "a"]) == 0
+    # a GPU-like backend without validation never computes the reference, so no limit applies
+    assert cli_main([*base, "--backend", "faulty", "--no-isolate", "--validate", "none",
+                     "--max-reference-seconds", f"{tiny:.3g}", "--run-id", "b"]) == 0
+    assert _one_row(tmp_path / "b")["status"] == "ok"
+
