@@ -16,6 +16,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph import attention, blockscale, custom, moe, resample
+from hipdnn_trace.graph.dtypes import DTYPES
 from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, norm_options_check, rmsnorm_refusal
 from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
@@ -425,8 +426,6 @@ def graph_bytes(graph: Graph) -> float:
     Virtual tensors stay on chip in a fused kernel, so they are not counted; a real
     unfused execution moves more, which is what a low GB/s % of peak then shows.
     """
-    from hipdnn_trace.graph.dtypes import DTYPES
-
     touched = {u for n in graph.nodes for u in (*n.input_uids(), *n.output_uids())}
     total = 0.0
     for uid in touched:
