@@ -39,6 +39,15 @@ def needed_memory_bytes(graph: Graph) -> int:
     return sum(t.numel for t in graph.tensors) * _BYTES_PER_ELEMENT
 
 
+def memory_refusal(graph: Graph) -> str | None:
+    """Why the float64 copies of ``graph`` cannot fit in host memory here, or None (``prepare``
+    refuses with it; ``inspect`` shows it)."""
+    need, have = needed_memory_bytes(graph), available_memory_bytes()
+    if have is None or need <= have:
+        return None
+    return f"needs about {need / 2**30:.1f} GiB of host memory for float64 copies, {have / 2**30:.1f} GiB available"
+
+
 class ReferenceSession:
     engine: Engine | None = None
 
@@ -92,10 +101,9 @@ class ReferenceBackend:
         support = self.check(graph)
         if not support:
             raise UnsupportedError(support.reason)
-        need, have = needed_memory_bytes(graph), available_memory_bytes()
-        if have is not None and need > have:
-            raise UnsupportedError(f"needs about {need / 2**30:.1f} GiB of host memory for float64 "
-                                   f"copies, {have / 2**30:.1f} GiB available")
+        refusal = memory_refusal(graph)
+        if refusal is not None:
+            raise UnsupportedError(refusal)
         return ReferenceSession(graph)
 
     def versions(self) -> dict[str, str]:
