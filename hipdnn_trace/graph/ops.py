@@ -86,7 +86,7 @@ def _conv_check(x_port: str, w_port: str, y_port: str) -> ShapeCheck:
         c, k, cg = x.dims[1], w.dims[0], w.dims[1]
         if cg < 1 or c % cg:
             problems.append((_port_path(node, w_port),
-                             f"x has {c} channels, not a multiple of w's {cg} channels per group"))
+                             f"{x_port} has {c} channels, not a multiple of {w_port}'s {cg} channels per group"))
             return problems
         groups = c // cg
         if k % groups:
