@@ -91,6 +91,7 @@ OPTION_KINDS: Mapping[str, Mapping[str, Kind]] = {
     blockscale.QUANTIZE: {"block_size": INT, "axis": INT_OR_NULL, "transpose": BOOL_OR_NULL},
     blockscale.DEQUANTIZE: {"block_size": INT_OR_INT_LIST, "is_negative_scale": BOOL_OR_NULL},
     moe.MOE: {"mode": NAME_OR_NUMBER, "top_k": INT},
+    moe.MOE_BACKWARD: {},
     custom.CUSTOM_OP: {"custom_op_id": STRING, "input_tensor_uids": INT_LIST, "output_tensor_uids": INT_LIST,
                        "data": INT_LIST, "test_generation_marker": ANY},
 }
