@@ -5,9 +5,10 @@ several kernels), on the same built session:
 
 * **harness kernel_ms**: ``run_loop`` with the kernel clock, exactly as ``hipdnn-trace run``
   times by default (median of the timed iterations), with its ``latency_ms`` and ``span_ms``;
-* **CUPTI (independent)**: a bare ``execute(); synchronize()`` loop under a subscriber of its
-  own; records are grouped per iteration by count (no host windows, no clock offset: none of
-  the harness's attribution code), hold kernels excluded, median of the per-iteration sums;
+* **CUPTI (independent)**: a second subscriber of its own during that same ``run_loop``; its
+  records are grouped per iteration by count (no host windows, no clock offset: none of the
+  harness's attribution code), hold kernels excluded, median of the timed iterations' sums --
+  the same iterations, so clock drift between measurements cannot hide or fake a difference;
 * **staged span**: ``run_loop`` without the kernel clock (the old default);
 * **triton do_bench** (median; it clears the L2 before every call, so it reads cold);
 * **torch.cuda.Event** pair around each execute on the session's stream, the way ROCm's
@@ -56,24 +57,15 @@ JOBS = [("cudnn", "pointwise/relu_clip_fp16.json"), ("cudnn", "pointwise/bias_ad
 LOOP = LoopSettings(warmup=20, iters=200)
 
 
-def _cupti_independent_us(session, n: int) -> tuple[float, int]:
-    """Median per-iteration kernel sum (us) and kernels per iteration, grouped by count."""
-    sub = cupti_activity.Subscriber()
-    cupti_activity.SINK.subscribe(sub)
-    try:
-        sub.drain()
-        for _ in range(n):
-            session.execute()
-            session.synchronize()
-        records = [r for r in sub.drain() if r[0] not in MACHINERY_KERNELS]
-    finally:
-        cupti_activity.SINK.unsubscribe(sub)
-    records.sort(key=lambda r: r[1])
-    per = len(records) // n
-    if per == 0 or len(records) % n:
-        raise RuntimeError(f"{len(records)} kernel records for {n} iterations: not a whole number per iteration")
-    durations = np.array([r[2] - r[1] for r in records], dtype=np.float64).reshape(n, per)
-    return float(np.median(durations.sum(axis=1))) / 1e3, per
+def _independent_sums_us(records: list, iterations: int) -> tuple[np.ndarray, int]:
+    """Per-iteration kernel sums (us) from records grouped by count, and kernels per iteration:
+    every iteration of a measurement launches the same kernels, one iteration at a time."""
+    records = sorted((r for r in records if r[0] not in MACHINERY_KERNELS), key=lambda r: r[1])
+    per = len(records) // iterations
+    if per == 0 or len(records) % iterations:
+        raise RuntimeError(f"{len(records)} kernel records for {iterations} iterations: not a whole number each")
+    durations = np.array([r[2] - r[1] for r in records], dtype=np.float64).reshape(iterations, per)
+    return durations.sum(axis=1) / 1e3, per
 
 
 def _torch_events_us(session, n: int) -> float | None:
@@ -116,14 +108,23 @@ def measure(backend: str, relative: str, markers) -> dict:
     session = backends.get(backend).prepare(graph, None, RunOptions(timing="staged"))
     try:
         session.bind(make_inputs(graph, 0))
-        kernel, _ = run_loop(session, LOOP, markers, kernel_clock=KernelClock())
+        # an independent subscriber sees the very iterations the harness times
+        independent = cupti_activity.Subscriber()
+        cupti_activity.SINK.subscribe(independent)
+        try:
+            independent.drain()
+            kernel, _ = run_loop(session, LOOP, markers, kernel_clock=KernelClock())
+            records = independent.drain()
+        finally:
+            cupti_activity.SINK.unsubscribe(independent)
         staged, _ = run_loop(session, LOOP, markers)
-        cupti_us, per_iter = _cupti_independent_us(session, LOOP.iters)
         torch_us = _torch_events_us(session, LOOP.iters)
         bench_us = _do_bench_us(session)
     finally:
         session.close()
     timed = [k for k, p in enumerate(kernel.phase) if p == "timed"]
+    sums_us, per_iter = _independent_sums_us(records, len(kernel))
+    cupti_us = float(np.median(sums_us[timed]))
     kernel_us = _median_us(kernel.kernel_ms[k] for k in timed)
     latency_us = _median_us(kernel.extra["latency_ms"][k] for k in timed)
     span_us = _median_us(v for v in kernel.extra.get("span_ms", []) if v is not None)

@@ -99,6 +99,17 @@ def _time_plan(graph: Graph, configs: Sequence[Config], settings: RunSettings, r
     return False
 
 
+def host_memory_refusal(graph: Graph) -> str | None:
+    """Why no configuration can run ``graph`` here (its host tensors cannot fit), or None;
+    ``inspect`` gives the same verdict."""
+    from hipdnn_trace.backends.reference import available_memory_bytes
+
+    have, need = available_memory_bytes(), _host_bytes(graph)
+    if have is None or need <= have:
+        return None
+    return f"needs about {need / 2**30:.1f} GiB of host memory for inputs and outputs, {have / 2**30:.1f} GiB available"
+
+
 def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
     """Refuse, before allocating anything, a graph whose host tensors cannot fit; drop the
     float64 reference (with a note) when only the reference would not fit."""
@@ -107,12 +118,12 @@ def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
     have = available_memory_bytes()
     if have is None:
         return True
-    need = _host_bytes(graph)
-    if need > have:
+    refusal = host_memory_refusal(graph)
+    if refusal is not None:
         run.status = ERROR
-        run.error = (f"{run.source}: needs about {need / 2**30:.1f} GiB of host memory for inputs and "
-                     f"outputs, {have / 2**30:.1f} GiB available")
+        run.error = f"{run.source}: {refusal}"
         return False
+    need = _host_bytes(graph)
     if settings.validate == "reference" and need + needed_memory_bytes(graph) > have:
         run.notes.append(f"not validated against the reference: float64 copies need about "
                          f"{needed_memory_bytes(graph) / 2**30:.1f} GiB more host memory than is available")

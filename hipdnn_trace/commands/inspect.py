@@ -10,6 +10,8 @@ from typing import Any
 
 from hipdnn_trace import backends
 from hipdnn_trace.console import escape, escape_strings
+from hipdnn_trace.backends.reference import memory_refusal as reference_memory_refusal
+from hipdnn_trace.bench.graph_run import host_memory_refusal
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.errors import describe as describe_error
 from hipdnn_trace.graph import ops, sources
@@ -92,6 +94,8 @@ class _Backends:
         return self._state[name]
 
     def verdicts(self, graph: Graph) -> list[BackendVerdict]:
+        """Each backend's verdict, with the memory refusals ``run`` would give on this machine."""
+        host = host_memory_refusal(graph)
         out = []
         for name in backends.names():
             backend, available, reason = self._load(name)
@@ -103,6 +107,9 @@ class _Backends:
                     supported, why = bool(support), support.reason
                 except Exception as exc:
                     supported, why = False, describe_error(exc)
+            memory = host or (reference_memory_refusal(graph) if name == "reference" else None)
+            if supported and memory:
+                supported, why = False, memory
             out.append(BackendVerdict(name, available, reason, supported, why))
         return out
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hipdnn_trace.errors import GraphError
-from hipdnn_trace.graph import dtypes, ops
+from hipdnn_trace.graph import dtypes, ops, semantics
 from hipdnn_trace.graph.layout import is_valid_layout, storage_elements
 from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Node, Tensor
 from hipdnn_trace.graph.opspec import DERIVED
@@ -435,9 +435,17 @@ class _Parser:
         execution_order(graph)   # raises on cycles
         for i, node in enumerate(graph.nodes):
             s = ops.spec(node.type)
-            if s is not None and s.check is not None:
-                for where, problem in s.check(node, graph):
-                    raise self.fail(f"$.nodes[{i}]" + (f".{where}" if where else ""), problem)
+            if s is None:
+                continue
+            node_path = f"$.nodes[{i}]"
+            for where, problem in semantics.option_problems(node, s, node_path):
+                raise self.fail(where, problem)
+            for where, problem in (s.check(node, graph) if s.check is not None else ()):
+                raise self.fail(node_path + (f".{where}" if where else ""), problem)
+            for where, problem in semantics.compute_type_problems(node, graph, node_path):
+                raise self.fail(where, problem)
+        for where, problem in semantics.output_problems(graph):
+            raise self.fail(where, problem)
 
 
 def _port_keys(node: Node) -> list[tuple[str, str]]:

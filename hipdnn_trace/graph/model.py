@@ -15,9 +15,11 @@ from functools import cached_property
 from math import prod
 from typing import Any
 
+from hipdnn_trace.graph.canonical import graph_id
 from hipdnn_trace.graph.layout import layout_name, storage_elements
+from hipdnn_trace.graph.opspec import UID_SUFFIX
 
-UID_SUFFIX = "_tensor_uid"
+__all__ = ["UID_SUFFIX", "Graph", "Node", "Tensor"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,7 @@ class Graph:
 
     @cached_property
     def graph_id(self) -> str:
-        from hipdnn_trace.graph.write import graph_id
-
+        """16 hex digits of SHA-256 over the canonical JSON (``canonical.graph_id``)."""
         return graph_id(self)
 
     @property

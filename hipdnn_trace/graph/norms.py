@@ -19,7 +19,7 @@ from hipdnn_trace.graph.opspec import option_path, port_path, port_tensor
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
 
-__all__ = ["norm_backward_check", "norm_backward_start", "rmsnorm_count", "rmsnorm_refusal",
+__all__ = ["layernorm_forward_check", "norm_backward_check", "rmsnorm_forward_check", "norm_backward_start", "rmsnorm_count", "rmsnorm_refusal",
            "rmsnorm_start", "rmsnorm_start_axis"]
 
 RMSNORM_RULE = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
@@ -120,17 +120,11 @@ def norm_backward_start(node: Node, graph: Graph) -> int | None:
     return reduced[0]
 
 
-def norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+def _per_row_and_feature(node: Node, graph: Graph, start: int) -> list[tuple[str, str]]:
+    """Saved statistics hold one value per normalized row, scale/bias/dscale/dbias one per element."""
     x = port_tensor(node, graph, "x")
-    if x is None:
-        return []
-    problems = _same_dims_as_x(node, graph, ("dy", "dx"))
-    start = norm_backward_start(node, graph)
-    if start is None or start == 0:
-        where = option_path(node, "normalized_dim_count", "attributes") if "normalized_dim_count" in node.params \
-            else port_path(node, "inv_rms" if "inv_rms" in node.inputs else "inv_variance")
-        return problems + [(where, f"cannot tell the normalized dims of x {list(x.dims)}: give "
-                            "normalized_dim_count, or saved statistics shaped like x with 1s over them")]
+    assert x is not None
+    problems = []
     per_row, per_feature = prod(x.dims[:start]), prod(x.dims[start:])
     for port in ("mean", "inv_variance", "inv_rms"):
         t = port_tensor(node, graph, port)
@@ -142,6 +136,70 @@ def norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
         if t is not None and t.numel != per_feature:
             problems.append((port_path(node, port), f"has {t.numel} values, expected one per normalized "
                              f"element ({per_feature}, dims {list(x.dims[start:])})"))
+    return problems
+
+
+def _one_value(node: Node, graph: Graph, ports: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(port_path(node, p), f"{p} is one value, this tensor has {t.numel}")
+            for p in ports if (t := port_tensor(node, graph, p)) is not None and t.numel != 1]
+
+
+def _saved_pair(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    """Saved mean and inv_variance come together (the reference and hipDNN's recompute both or neither)."""
+    mean, inv = (port_tensor(node, graph, p) for p in ("mean", "inv_variance"))
+    if (mean is None) != (inv is None):
+        given, missing = ("mean", "inv_variance") if mean is not None else ("inv_variance", "mean")
+        return [(port_path(node, given), f"{given} is given without {missing}: give both saved statistics "
+                 "or neither")]
+    return []
+
+
+def norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    x = port_tensor(node, graph, "x")
+    if x is None:
+        return []
+    problems = _same_dims_as_x(node, graph, ("dy", "dx")) + _saved_pair(node, graph) + \
+        _one_value(node, graph, ("epsilon",))
+    if node.type == "LayernormBackwardAttributes" and port_tensor(node, graph, "mean") is None \
+            and port_tensor(node, graph, "epsilon") is None:
+        problems.append(("inputs", "LayernormBackward without saved mean/inv_variance needs epsilon to "
+                         "recompute them"))
+    start = norm_backward_start(node, graph)
+    if start is None or start == 0:
+        where = option_path(node, "normalized_dim_count", "attributes") if "normalized_dim_count" in node.params \
+            else port_path(node, "inv_rms" if "inv_rms" in node.inputs else "inv_variance")
+        return problems + [(where, f"cannot tell the normalized dims of x {list(x.dims)}: give "
+                            "normalized_dim_count, or saved statistics shaped like x with 1s over them")]
+    return problems + _per_row_and_feature(node, graph, start)
+
+
+def layernorm_forward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    """Layernorm forward: scale/bias over the normalized trailing dims, mean/inv_variance one per row
+    (when normalized_dim_count or the statistics' shape says which dims those are)."""
+    x = port_tensor(node, graph, "x")
+    if x is None:
+        return []
+    problems = _one_value(node, graph, ("epsilon",))
+    start = norm_backward_start(node, graph)
+    if start is None:
+        return problems   # the reference refuses it (no normalized_dim_count): not a malformed file
+    return problems + _per_row_and_feature(node, graph, start)
+
+
+def rmsnorm_forward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    """RMSNorm forward: one epsilon, bias like scale, and inv_rms one per row when
+    normalized_dim_count says which dims are normalized (scale's shape rule is the reference's
+    business: older hipDNN normalized per channel, see rmsnorm_refusal)."""
+    problems = _one_value(node, graph, ("epsilon",))
+    scale, bias, x = (port_tensor(node, graph, p) for p in ("scale", "bias", "x"))
+    if scale is not None and bias is not None and bias.numel != scale.numel:
+        problems.append((port_path(node, "bias"), f"has {bias.numel} values, scale has {scale.numel}"))
+    count = node.params.get("normalized_dim_count")
+    inv_rms = port_tensor(node, graph, "inv_rms")
+    if x is not None and inv_rms is not None and isinstance(count, int) and not isinstance(count, bool) \
+            and 1 <= count <= len(x.dims) and inv_rms.numel != prod(x.dims[:len(x.dims) - count]):
+        problems.append((port_path(node, "inv_rms"), f"has {inv_rms.numel} values, expected one per normalized "
+                         f"row ({prod(x.dims[:len(x.dims) - count])})"))
     return problems
 
 

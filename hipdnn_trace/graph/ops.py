@@ -16,8 +16,16 @@ from math import prod
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph import attention, blockscale, custom, moe, resample
-from hipdnn_trace.graph.norms import norm_backward_check, norm_backward_start, norm_options_check, rmsnorm_refusal
-from hipdnn_trace.graph.opspec import FlopCount, OpSpec, ShapeCheck, option_path, port_path, port_tensor
+from hipdnn_trace.graph.dtypes import DTYPES
+from hipdnn_trace.graph.norms import (
+    layernorm_forward_check,
+    norm_backward_check,
+    norm_backward_start,
+    norm_options_check,
+    rmsnorm_forward_check,
+    rmsnorm_refusal,
+)
+from hipdnn_trace.graph.opspec import FlopCount, Notes, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -78,7 +86,7 @@ def _conv_check(x_port: str, w_port: str, y_port: str) -> ShapeCheck:
         c, k, cg = x.dims[1], w.dims[0], w.dims[1]
         if cg < 1 or c % cg:
             problems.append((_port_path(node, w_port),
-                             f"x has {c} channels, not a multiple of w's {cg} channels per group"))
+                             f"{x_port} has {c} channels, not a multiple of {w_port}'s {cg} channels per group"))
             return problems
         groups = c // cg
         if k % groups:
@@ -97,6 +105,16 @@ def _conv_check(x_port: str, w_port: str, y_port: str) -> ShapeCheck:
         return problems
 
     return check
+
+
+def _conv_notes(x_port: str, w_port: str) -> Notes:
+    def notes(node: Node, graph: Graph) -> list[str]:
+        x, w = _t(node, graph, x_port), _t(node, graph, w_port)
+        if x is None or w is None or len(x.dims) < 2 or len(w.dims) < 2 or x.dims[1] == w.dims[1]:
+            return []
+        return [f"{x.dims[1] // w.dims[1]} groups: {x_port} has {x.dims[1]} channels, {w_port} {w.dims[1]} per group "
+                "(hipDNN infers the group count from the two)"]
+    return notes
 
 
 def conv_flops(w: Sequence[int], y: Sequence[int]) -> float:
@@ -251,6 +269,22 @@ def _per_channel(ports: Sequence[str], like: str) -> ShapeCheck:
     return check
 
 
+def _batchnorm_rules(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    """x is [N, C, ...]; epsilon and momentum are one value each; a backward's saved mean and
+    inv_variance come together (hipDNN's reference recomputes both or neither)."""
+    x = _t(node, graph, "x")
+    if x is not None and len(x.dims) < 2:
+        return [(_port_path(node, "x"), f"batchnorm needs x of rank >= 2 [N, C, ...], got {list(x.dims)}")]
+    problems = [(_port_path(node, p), f"{p} is one value, this tensor has {t.numel}")
+                for p in ("epsilon", "momentum") if (t := _t(node, graph, p)) is not None and t.numel != 1]
+    if node.type == "BatchnormBackwardAttributes" and (_t(node, graph, "mean") is None) != (
+            _t(node, graph, "inv_variance") is None):
+        given = "mean" if _t(node, graph, "mean") is not None else "inv_variance"
+        problems.append((_port_path(node, given), f"{given} is given without "
+                         f"{'inv_variance' if given == 'mean' else 'mean'}: give both saved statistics or neither"))
+    return problems
+
+
 def _all(*checks: ShapeCheck) -> ShapeCheck:
     def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
         return [p for c in checks for p in c(node, graph)]
@@ -297,15 +331,15 @@ SPECS: dict[str, OpSpec] = {
     for s in (
         OpSpec(
             "ConvolutionFwdAttributes", ("x", "w"), ("y",),
-            options=_CONV_OPTIONS, check=_conv_check("x", "w", "y"), flops=_conv_flop_count("w", "y"),
+            options=_CONV_OPTIONS, check=_conv_check("x", "w", "y"), notes=_conv_notes("x", "w"), flops=_conv_flop_count("w", "y"),
         ),
         OpSpec(
             "ConvolutionBwdAttributes", ("dy", "w"), ("dx",),
-            options=_CONV_OPTIONS, check=_conv_check("dx", "w", "dy"), flops=_conv_flop_count("w", "dy"),
+            options=_CONV_OPTIONS, check=_conv_check("dx", "w", "dy"), notes=_conv_notes("dx", "w"), flops=_conv_flop_count("w", "dy"),
         ),
         OpSpec(
             "ConvolutionWrwAttributes", ("x", "dy"), ("dw",),
-            options=_CONV_OPTIONS, check=_conv_check("x", "dw", "dy"), flops=_conv_flop_count("dw", "dy"),
+            options=_CONV_OPTIONS, check=_conv_check("x", "dw", "dy"), notes=_conv_notes("x", "dw"), flops=_conv_flop_count("dw", "dy"),
         ),
         OpSpec(
             "MatmulAttributes", ("a", "b"), ("c",),
@@ -319,13 +353,13 @@ SPECS: dict[str, OpSpec] = {
         ),
         OpSpec(
             "BatchnormInferenceAttributes", ("x", *_BN_STATS), ("y",),
-            check=_all(_same_dims(("y",), "x"), _per_channel(_BN_STATS, "x")),
+            check=_all(_batchnorm_rules, _same_dims(("y",), "x"), _per_channel(_BN_STATS, "x")),
             flops=_elementwise_flops(4.0, "x"),
         ),
         OpSpec(
             "BatchnormInferenceAttributesVarianceExt",
             ("x", "mean", "variance", "scale", "bias", "epsilon"), ("y",),
-            check=_all(_same_dims(("y",), "x"),
+            check=_all(_batchnorm_rules, _same_dims(("y",), "x"),
                        _per_channel(("mean", "variance", "scale", "bias"), "x")),
             flops=_elementwise_flops(4.0, "x"),
         ),
@@ -334,7 +368,7 @@ SPECS: dict[str, OpSpec] = {
             optional_inputs=("prev_running_mean", "prev_running_variance", "momentum"),
             optional_outputs=("mean", "inv_variance", "next_running_mean", "next_running_variance"),
             list_inputs=("peer_stats",),
-            check=_all(_same_dims(("y",), "x"),
+            check=_all(_batchnorm_rules, _same_dims(("y",), "x"),
                        _per_channel(("scale", "bias", "prev_running_mean", "prev_running_variance",
                                      "mean", "inv_variance", "next_running_mean",
                                      "next_running_variance"), "x")),
@@ -345,7 +379,7 @@ SPECS: dict[str, OpSpec] = {
             optional_inputs=("mean", "inv_variance"),
             optional_outputs=("dscale", "dbias"),
             list_inputs=("peer_stats",),
-            check=_all(_same_dims(("dx", "dy"), "x"),
+            check=_all(_batchnorm_rules, _same_dims(("dx", "dy"), "x"),
                        _per_channel(("scale", "mean", "inv_variance", "dscale", "dbias"), "x")),
             flops=_elementwise_flops(10.0, "x"),
         ),
@@ -353,13 +387,15 @@ SPECS: dict[str, OpSpec] = {
             "LayernormAttributes", ("x", "scale", "epsilon"), ("y",),
             optional_inputs=("bias",), optional_outputs=("mean", "inv_variance"),
             options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
-            check=_all(_same_dims(("y",), "x"), norm_options_check), flops=_elementwise_flops(8.0, "x"),
+            check=_all(_same_dims(("y",), "x"), norm_options_check, layernorm_forward_check),
+            flops=_elementwise_flops(8.0, "x"),
         ),
         OpSpec(
             "RMSNormAttributes", ("x", "scale", "epsilon"), ("y",),
             optional_inputs=("bias",), optional_outputs=("inv_rms",),
             options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
-            check=_all(_same_dims(("y",), "x"), norm_options_check), flops=_elementwise_flops(6.0, "x"),
+            check=_all(_same_dims(("y",), "x"), norm_options_check, rmsnorm_forward_check),
+            flops=_elementwise_flops(6.0, "x"),
         ),
         OpSpec(
             "LayernormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
@@ -425,8 +461,6 @@ def graph_bytes(graph: Graph) -> float:
     Virtual tensors stay on chip in a fused kernel, so they are not counted; a real
     unfused execution moves more, which is what a low GB/s % of peak then shows.
     """
-    from hipdnn_trace.graph.dtypes import DTYPES
-
     touched = {u for n in graph.nodes for u in (*n.input_uids(), *n.output_uids())}
     total = 0.0
     for uid in touched:

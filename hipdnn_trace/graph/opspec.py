@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node, Tensor
 
+#: hipDNN's suffix of a port's JSON key (``x_tensor_uid``); ports are named without it.
+UID_SUFFIX = "_tensor_uid"
+
 #: Section marker of a port the loader derived from a uid list (``derived:input_tensor_uids[0]``):
 #: messages name the list entry, and the writer leaves the port out (the list is written as read).
 DERIVED = "derived:"
@@ -70,4 +73,4 @@ def option_path(node: Node, key: str, default: str) -> str:
 def port_path(node: Node, port: str) -> str:
     """JSON path of a port's uid key inside its node."""
     section = "outputs" if port in node.outputs and port not in node.inputs else "inputs"
-    return option_path(node, port + "_tensor_uid", section)
+    return option_path(node, port + UID_SUFFIX, section)

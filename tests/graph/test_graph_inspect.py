@@ -154,3 +154,55 @@ def test_upstream_fixtures_inspect(path: Path, capsys) -> None:
 def test_help_has_examples(capsys) -> None:
     assert main(["inspect", "--help"]) == 0
     assert "examples:" in capsys.readouterr().out
+
+
+def _relu_graph(elements: int):
+    from hipdnn_trace.graph.build import GraphBuilder
+
+    b = GraphBuilder(f"relu_{elements}")
+    b.pointwise("relu_fwd", b.tensor("x", [elements]), name="relu", out="y")
+    return b.build()
+
+
+def test_inspect_gives_the_host_memory_refusal_run_gives() -> None:
+    """A graph whose fp32 tensors cannot fit in this machine's memory: inspect's verdict is run's error."""
+    from hipdnn_trace.backends.reference import available_memory_bytes
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.graph_run import RunSettings, run_graph
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.commands.inspect import _Backends
+    from hipdnn_trace.graph.sources import GraphSource
+    from hipdnn_trace.graph.write import dumps
+    from hipdnn_trace.markers import Markers
+
+    graph = _relu_graph(2**35)   # 2 x 128 GiB of fp32 host tensors, refused before anything is allocated
+    have = available_memory_bytes()
+    if have is None or have > 2**39:
+        pytest.skip("this machine could hold the graph")
+    verdict = next(v for v in _Backends().verdicts(graph) if v.name == "reference")
+    assert verdict.supported is False and "GiB of host memory for inputs and outputs" in verdict.supported_reason
+    data = dumps(graph).encode()
+    run = run_graph(GraphSource("huge.json", lambda: data), [Config("reference", "reference")],
+                    RunSettings(loop=LoopSettings(warmup=0, iters=1)), Markers())
+    assert run.status == "error" and run.error == f"huge.json: {verdict.supported_reason}"
+
+
+def test_inspect_gives_the_reference_memory_refusal_prepare_gives() -> None:
+    """Host tensors fit, the float64 evaluation does not: inspect says the reference cannot run, with prepare's words."""
+    from hipdnn_trace.backends.base import RunOptions
+    from hipdnn_trace.backends.reference import ReferenceBackend, available_memory_bytes, needed_memory_bytes
+    from hipdnn_trace.commands.inspect import _Backends
+    from hipdnn_trace.errors import UnsupportedError
+
+    have = available_memory_bytes()
+    if have is None:
+        pytest.skip("no /proc/meminfo")
+    elements = have // 32          # fp32 host tensors (16 B/element) take half of what is free,
+    graph = _relu_graph(elements)  # float64 copies (48 B/element) one and a half times it
+    if not 16 * elements <= have < needed_memory_bytes(graph):
+        pytest.skip("no size between the two limits on this machine")
+    verdict = next(v for v in _Backends().verdicts(graph) if v.name == "reference")
+    assert verdict.supported is False and "float64" in verdict.supported_reason
+    with pytest.raises(UnsupportedError) as exc:
+        ReferenceBackend().prepare(graph, None, RunOptions())
+    assert str(exc.value).split(", ")[0] == verdict.supported_reason.split(", ")[0]

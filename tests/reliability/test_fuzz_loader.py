@@ -8,7 +8,13 @@ random dims, dtypes, layouts); those graphs with one structural mutation (a key
 deleted or renamed, a value replaced by random JSON, a hostile number or a type
 swap); their serialized bytes with byte-level damage (flips, cuts, insertions,
 non-UTF-8); and arbitrary JSON values. A graph that loads must also give its
-graph_id, FLOPs and bytes (what every report computes first).
+graph_id, FLOPs and bytes (what every report computes first) and everything ``inspect``
+shows (notes, every backend's verdict) without an exception.
+
+A fifth stream holds inspect and run to one verdict: each structural mutant small enough to
+run goes through ``run``'s per-graph path with the reference; a refused file gives run the
+message inspect printed, a graph inspect says the reference can run does not come back
+unsupported or errored, and one it says cannot run comes back unsupported with the same reason.
 
 Deterministic (derandomize=True, no example database): CI runs the same 10k cases
 every time; set HIPDNN_TRACE_FUZZ_SCALE=10 locally for a longer random search.
@@ -19,20 +25,27 @@ from __future__ import annotations
 import json
 import os
 import random
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hipdnn_trace.errors import GraphError
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.graph_run import RunSettings, run_graph
+from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.commands.inspect import _Backends, describe
+from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.ops import graph_bytes, graph_flops
+from hipdnn_trace.graph.sources import GraphSource
+from hipdnn_trace.markers import Markers
 
 SCALE = float(os.environ.get("HIPDNN_TRACE_FUZZ_SCALE", "1"))
 #: graphs fed to the loader per stream, and how many of them each hypothesis example makes
-COUNTS = {"valid": 2100, "structural": 5400, "bytes": 2600, "json": 400}
-PER_EXAMPLE = {"valid": 3, "structural": 8, "bytes": 8, "json": 1}
+COUNTS = {"valid": 2100, "structural": 5400, "bundled": 1600, "bytes": 2600, "json": 400, "agreement": 600}
+PER_EXAMPLE = {"valid": 3, "structural": 8, "bundled": 8, "bytes": 8, "json": 1, "agreement": 1}
 FUZZ_TOTAL = sum(COUNTS.values())
 assert FUZZ_TOTAL >= 10_000
 _COUNT = dict.fromkeys(COUNTS, 0)
@@ -45,16 +58,21 @@ def _settings(stream: str) -> settings:
                                            HealthCheck.filter_too_much])
 
 
+BACKENDS = _Backends()   # each backend loaded once for the whole file
+
+
 def check(data: bytes, stream: str) -> str:
     """Load ``data``; 'ok' or 'refused'. Any other exception fails the test."""
     _COUNT[stream] += 1
     try:
         graph = load_bytes(data, "fuzz.json")
-    except GraphError as exc:
+    except UserError as exc:   # GraphError, or another user-facing refusal: one line naming the file
         message = str(exc)
         assert message.startswith("fuzz.json") and "\n" not in message, message
         return "refused"
     assert graph.graph_id and graph_flops(graph) >= 0 and graph_bytes(graph) >= 0
+    info = describe(graph, "fuzz.json", BACKENDS.verdicts(graph))
+    assert all(isinstance(note, str) for node in info["nodes"] for note in node["notes"])
     return "ok"
 
 
@@ -197,6 +215,20 @@ def _structural(graph: dict[str, Any], seed: int) -> None:
         check(json.dumps(mutate(text, paths, rng)).encode(), "structural")
 
 
+# Every bundled graph of every op family (attention, norms, pooling, block scale, MoE... that the
+# builder strategy above does not make), damaged the same way.
+BUNDLED = sorted((Path(__file__).resolve().parents[2] / "graphs").rglob("*.json"))
+bundled_graphs = st.sampled_from(BUNDLED).map(lambda p: json.loads(p.read_text()))
+
+
+@given(bundled_graphs, seeds)
+@_settings("bundled")
+def _bundled(graph: dict[str, Any], seed: int) -> None:
+    text, paths, rng = json.dumps(graph), _paths(graph)[1:], random.Random(seed)
+    for _ in range(PER_EXAMPLE["bundled"]):
+        check(json.dumps(mutate(text, paths, rng)).encode(), "bundled")
+
+
 # ------------------------------------------------------------------ byte damage
 
 INSERTS = [b"\xff", b"\xc3\x28", b"NaN", b"Infinity", b"[[[[", b'"\\u', b"\x00", b"\xef\xbb\xbf", b"}", b","]
@@ -236,6 +268,45 @@ def _any_json(value: Any) -> None:
     check(json.dumps(value).encode(), "json")
 
 
+# ------------------------------------------------------- inspect's verdict == run's
+
+#: graphs larger than this are loaded and inspected but not run (a mutated dim can ask for gigabytes)
+AGREEMENT_MAX_ELEMENTS = 2**16
+
+
+def agree(data: bytes) -> None:
+    """inspect's verdict on ``data`` and run's outcome for the reference are the same."""
+    _COUNT["agreement"] += 1
+
+    def run_reference():   # run's per-graph path, reference only, one iteration
+        return run_graph(GraphSource("fuzz.json", lambda: data), [Config("reference", "reference")],
+                         RunSettings(loop=LoopSettings(warmup=0, iters=1)), Markers())
+
+    try:
+        graph = load_bytes(data, "fuzz.json")
+    except UserError as exc:
+        refused = run_reference()
+        assert refused.status == "error" and refused.error == str(exc), (refused.error, str(exc))
+        return
+    if sum(t.numel for t in graph.tensors) > AGREEMENT_MAX_ELEMENTS:
+        return
+    outcome = run_reference()
+    verdict = next(v for v in BACKENDS.verdicts(graph) if v.name == "reference")
+    [config] = outcome.configs
+    if verdict.supported:
+        assert config.status not in ("unsupported", "error"), (config.status, config.error)
+    else:
+        assert config.status == "unsupported" and config.error == verdict.supported_reason, \
+            (config.status, config.error, verdict.supported_reason)
+
+
+@given(built_graphs() | bundled_graphs, seeds)
+@_settings("agreement")
+def _agreement(graph: dict[str, Any], seed: int) -> None:
+    text, paths, rng = json.dumps(graph), _paths(graph)[1:], random.Random(seed)
+    agree(json.dumps(mutate(text, paths, rng)).encode())
+
+
 def _run(name: str, fn) -> None:
     _COUNT[name] = 0
     fn()
@@ -250,9 +321,17 @@ def test_structurally_damaged_graphs_load_or_are_refused():
     _run("structural", _structural)
 
 
+def test_damaged_bundled_graphs_of_every_family_load_or_are_refused():
+    _run("bundled", _bundled)
+
+
 def test_byte_damaged_graphs_load_or_are_refused():
     _run("bytes", _bytes)
 
 
 def test_arbitrary_json_is_refused_cleanly():
     _run("json", _any_json)
+
+
+def test_inspect_and_run_agree_on_mutants():
+    _run("agreement", _agreement)

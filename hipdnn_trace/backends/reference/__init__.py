@@ -15,10 +15,14 @@ import numpy as np
 
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.backends.reference.memory import available_memory_bytes, needed_memory_bytes
+from hipdnn_trace.backends.reference.memory import available_memory_bytes, memory_refusal, needed_memory_bytes
 from hipdnn_trace.device.timers import HostTimer
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph
+
+__all__ = ["ReferenceBackend", "ReferenceSession", "available_memory_bytes", "memory_refusal",
+           "needed_memory_bytes"]
+
 
 class ReferenceSession:
     engine: Engine | None = None
@@ -73,10 +77,9 @@ class ReferenceBackend:
         support = self.check(graph)
         if not support:
             raise UnsupportedError(support.reason)
-        need, have = needed_memory_bytes(graph), available_memory_bytes()
-        if have is not None and need > have:
-            raise UnsupportedError(f"needs about {need / 2**30:.1f} GiB of host memory for float64 "
-                                   f"copies, {have / 2**30:.1f} GiB available")
+        refusal = memory_refusal(graph)
+        if refusal is not None:
+            raise UnsupportedError(refusal)
         return ReferenceSession(graph)
 
     def versions(self) -> dict[str, str]:

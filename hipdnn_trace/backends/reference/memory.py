@@ -172,3 +172,13 @@ def _attention_scratch(node: Node, graph: Graph) -> int:
     k = graph.by_uid[node.inputs["k"]].dims
     block = min(SCORE_BLOCK_BYTES, 8 * max(1, q[1] // max(k[1], 1)) * q[2] * k[2])
     return _SCORE_TEMPS * block
+
+
+def memory_refusal(graph: Graph) -> str | None:
+    """Why one float64 evaluation of ``graph`` cannot fit in the memory this process may use, or
+    None (``prepare`` refuses with it; ``inspect`` shows it)."""
+    need, have = needed_memory_bytes(graph), available_memory_bytes()
+    if have is None or need <= have:
+        return None
+    return (f"needs about {need / 2**30:.1f} GiB of host memory for the float64 evaluation, "
+            f"{have / 2**30:.1f} GiB available")
