@@ -3,9 +3,9 @@ configuration (isolated child, kernel clock, markers, clock sampling) against a 
 ``execute(); synchronize()`` loop on the same graph, and writing 100k iterations.
 
 Per graph (a 1 us pointwise to a ~1 ms GEMM, cuDNN): the bare loop runs in this process on a
-session of its own (best of 3 rounds of N); the harness runs as a user would run it,
+session of its own (best of 3 rounds of N), 3 times interleaved with the harness; the harness runs as a user would run it,
 ``hipdnn-trace run GRAPH --backend cudnn --isolate -i N`` in a subprocess, and its cost per
-iteration is read from its own iterations frame: the wall time from the first timed
+iteration is read from its own iterations frame (median of the 3 runs): the wall time from the first timed
 iteration's start to the last one's end, divided by N (batched event reads and clock
 samples included).
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ from hipdnn_trace.results.metadata import cpu_model, run_metadata
 from hipdnn_trace.results.rundir import RunWriter
 
 REPO = Path(__file__).resolve().parents[1]
+ROUNDS = 3
 GRAPHS = ["pointwise/relu_clip_fp16.json", "conv/conv_fwd_nhwc_stride2_fp16.json",
           "perf/conv/resnet50_res4_3x3_256_fwd_fp16.json", "perf/norm/llm_layernorm_8x2048x4096_fp16.json",
           "perf/matmul/gemm_4096x4096x4096_fp16.json"]
@@ -71,6 +74,7 @@ def harness_us(relative: str, n: int, out: Path) -> tuple[float, float, str]:
     import polars as pl
 
     folder = out / Path(relative).stem
+    shutil.rmtree(folder, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "hipdnn_trace", "run", str(REPO / "graphs" / relative),
                     "--backend", "cudnn", "--isolate", "-i", str(n), "--out", str(folder), "--run-id", "r", "-q"],
                    check=True)
@@ -124,8 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for relative in GRAPHS:
             n = args.iters if "perf/matmul" not in relative else max(args.iters // 10, 100)
-            bare = bare_us(relative, n)
-            wall, kernel, source = harness_us(relative, n, Path(tmp))
+            bares, walls = [], []
+            for _ in range(ROUNDS):   # interleaved: GPU clock drift and host noise fall on both
+                bares.append(bare_us(relative, n))
+                wall, kernel, source = harness_us(relative, n, Path(tmp))
+                walls.append(wall)
+            bare, wall = statistics.median(bares), statistics.median(walls)
             rows.append((Path(relative).stem, kernel, bare, wall, wall / bare, source))
             print(rows[-1], flush=True)
         write_s, trace_mb = write_100k(Path(tmp))

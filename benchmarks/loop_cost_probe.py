@@ -1,7 +1,7 @@
 """Where the per-iteration host cost of the measurement loop goes, one ingredient at a time.
 
 Run on an NVIDIA GPU: ``python benchmarks/loop_cost_probe.py [graph.json]``. Prints us/iteration
-(best of 3 rounds of N) for a bare ``execute(); synchronize()`` loop and for ``run_loop`` with the
+(median of 5 interleaved rounds of N) for a bare ``execute(); synchronize()`` loop and for ``run_loop`` with the
 pieces the CLI's default path adds switched on one by one: the kernel clock (CUPTI), NVTX markers,
 NVML clock sampling, the isolated child's reporting markers; then the old staged default. Used
 to find what made the CLI path cost twice the bare loop (docs/benchmarks.md).
@@ -9,6 +9,7 @@ to find what made the CLI path cost twice the bare loop (docs/benchmarks.md).
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,14 +28,21 @@ from hipdnn_trace.markers import Markers, select
 N = 3000
 
 
-def best_us(fn) -> float:
-    fn(200)
-    out = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter_ns()
-        fn(N)
-        out = min(out, (time.perf_counter_ns() - t0) / N / 1e3)
-    return out
+ROUNDS = 5
+
+
+def interleaved_us(variants: list[tuple[str, object]]) -> list[tuple[str, float]]:
+    """Median over ROUNDS of us/iteration, the variants interleaved within each round so a drifting
+    GPU clock or a busy host shares itself between them."""
+    for _, fn in variants:
+        fn(200)
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for _ in range(ROUNDS):
+        for name, fn in variants:
+            t0 = time.perf_counter_ns()
+            fn(N)
+            times[name].append((time.perf_counter_ns() - t0) / N / 1e3)
+    return [(name, statistics.median(times[name])) for name, _ in variants]
 
 
 def main() -> int:
@@ -71,15 +79,15 @@ def main() -> int:
             last[0] = now
 
     reporting = _ReportingMarkers(nvtx, lambda kind, value: None)
-    rows = [
-        ("bare execute+sync", best_us(bare)),
-        ("bare + CUPTI kernel activity", best_us(bare_cupti)),
-        ("run_loop: kernel clock, no markers", best_us(loop(Markers()))),
-        ("+ NVTX markers", best_us(loop(nvtx))),
-        ("+ NVML clock sampler", best_us(loop(nvtx, [sampler]))),
-        ("+ isolated child's markers and progress", best_us(loop(reporting, [sampler], on_iteration=on_iteration))),
-        ("run_loop: staged events, no kernel clock", best_us(loop(nvtx, [sampler], clock=False))),
-    ]
+    rows = interleaved_us([
+        ("bare execute+sync", bare),
+        ("bare + CUPTI kernel activity", bare_cupti),
+        ("run_loop: kernel clock, no markers", loop(Markers())),
+        ("+ NVTX markers", loop(nvtx)),
+        ("+ NVML clock sampler", loop(nvtx, [sampler])),
+        ("+ isolated child's markers and progress", loop(reporting, [sampler], on_iteration=on_iteration)),
+        ("run_loop: staged events, no kernel clock", loop(nvtx, [sampler], clock=False)),
+    ])
     s.close()
     for name, us in rows:
         print(f"| {name} | {us:.2f} | {us / rows[0][1]:.3f} |")

@@ -49,6 +49,12 @@ class Samples:
     extra: dict[str, list[float | None]] = field(default_factory=dict)   # e.g. sm_clock_mhz, span_ms
     timing: dict[str, Any] = field(default_factory=dict)   # which source each number has (run.json)
 
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` rows (a measurement thrown away to be taken again)."""
+        for column in (self.phase, self.iteration, self.kernel_ms, self.host_ms, self.start_ns, self.end_ns,
+                       *self.extra.values()):
+            del column[n:]
+
     def timed_kernel_ms(self) -> np.ndarray:
         return np.array([k for p, k in zip(self.phase, self.kernel_ms) if p == "timed"], dtype=np.float64)
 
@@ -84,29 +90,47 @@ class KernelClock(Protocol):
     def abort(self) -> None: ...
 
 
-class _Block:
-    """Runs iterations of one phase into ``samples``; event times are read in batches after
-    the iterations ran (``take_laps``), not one query per iteration."""
+#: Samplers (NVML clocks) are asked once every this many iterations; the rows between carry the
+#: last reading. A sampler call per iteration was measurable next to a 1 us kernel.
+SAMPLE_EVERY = 32
 
-    def __init__(self, session: Session, samples: Samples, samplers: list[Sampler]) -> None:
+
+class _Block:
+    """Runs iterations of one phase into ``samples``. With ``events`` the timer's events bracket
+    each execute and are read in batches after the iterations ran (``take_laps``), not one
+    query per iteration; without, nothing but the host clock runs beside the execute (the
+    kernel clock supplies kernel_ms after the loop)."""
+
+    def __init__(self, session: Session, samples: Samples, samplers: list[Sampler], events: bool = True) -> None:
         self.session = session
         self.samples = samples
         self.samplers = samplers
+        self.events = events
         self.batched = callable(getattr(session.timer, "take_laps", None))
         self.capacity = int(getattr(session.timer, "capacity", 1)) if self.batched else 1
         self._pending: list[int] = []
+        self._sample: dict[str, float | None] = {}
+        self._count = 0
 
     def one(self, phase: str, i: int) -> None:
         session, samples, timer = self.session, self.samples, self.session.timer
-        start = now_ns()
-        timer.start()
-        session.execute()
-        timer.stop()
-        session.synchronize()
-        end = now_ns()
+        if self.events:
+            start = now_ns()
+            timer.start()
+            session.execute()
+            timer.stop()
+            session.synchronize()
+            end = now_ns()
+        else:
+            start = now_ns()
+            session.execute()
+            session.synchronize()
+            end = now_ns()
         samples.phase.append(phase)
         samples.iteration.append(i)
-        if self.batched:
+        if not self.events:
+            samples.kernel_ms.append(math.nan)
+        elif self.batched:
             self._pending.append(len(samples.kernel_ms))
             samples.kernel_ms.append(math.nan)
         else:
@@ -114,9 +138,14 @@ class _Block:
         samples.host_ms.append((end - start) / 1e6)
         samples.start_ns.append(start)
         samples.end_ns.append(end)
-        for sampler in self.samplers:
-            for key, value in sampler().items():
+        if self.samplers:
+            if self._count % SAMPLE_EVERY == 0:
+                self._sample = {}
+                for sampler in self.samplers:
+                    self._sample.update(sampler())
+            for key, value in self._sample.items():
                 samples.extra.setdefault(key, [None] * (len(samples) - 1)).append(value)
+        self._count += 1
         if len(self._pending) >= self.capacity:
             self.read()
 
@@ -169,17 +198,17 @@ def run_loop(
     """Warm up, then time iterations until the stopping rule holds.
 
     With a kernel clock, ``kernel_ms`` of an iteration is its kernels' summed GPU time and
-    the timer's events, unstaged, give ``latency_ms``; a side block of ``span`` rows keeps
-    the staged event span. Without one, ``kernel_ms`` is the timer's event span and a side
-    block of ``latency`` rows measures the unstaged latency. ``samples.timing`` says which.
+    nothing but the host clock runs beside each execute; two side blocks after the loop
+    measure the unstaged event span (``latency`` rows) and the staged one (``span`` rows).
+    Without one, ``kernel_ms`` is the timer's event span and a ``latency`` side block
+    measures the unstaged latency. ``samples.timing`` says which source each number has.
     """
     samplers = samplers or []
     samples = Samples()
     phases: list[Phase] = []
-    block = _Block(session, samples, samplers)
+    block = _Block(session, samples, samplers, events=kernel_clock is None)
     staged = _staged(session.timer)
     if kernel_clock is not None:
-        _set_staged(session.timer, False)   # the clock needs no hold; the events become latency
         kernel_clock.begin()
     try:
         t0 = now_ns()
@@ -221,70 +250,63 @@ def run_loop(
     except BaseException:
         if kernel_clock is not None:
             kernel_clock.abort()
-        _set_staged(session.timer, bool(staged))
         raise
 
-    if kernel_clock is not None:
-        if _apply_kernel_clock(samples, kernel_clock):
-            if staged is not None:
-                _side_block(block, samples, "span", True)
+    events = _Block(session, samples, samplers)
+    kind = getattr(session.timer, "kind", "unknown")
+    try:
+        if kernel_clock is not None:
+            if not _apply_kernel_clock(samples, kernel_clock):
+                _retime(events, samples, settings, bool(staged))
+            elif kind != "host":
+                _side_block(events, samples, "latency", False)
+                if staged is not None:
+                    _side_block(events, samples, "span", True)
         else:
-            _retime(block, samples, settings, bool(staged))
+            samples.timing["kernel_ms"] = kind
+            if _staged(session.timer):
+                _copy_timed(samples, "span_ms")
+                samples.timing["span_ms"] = kind
+                _side_block(events, samples, "latency", False)
+            elif kind != "host":   # plain events around the enqueue are the latency
+                _copy_timed(samples, "latency_ms")
+                samples.timing["latency_ms"] = kind
+    finally:
         _set_staged(session.timer, bool(staged))
-    else:
-        kind = getattr(session.timer, "kind", "unknown")
-        samples.timing["kernel_ms"] = kind
-        if _staged(session.timer):
-            column = _extra(samples, "span_ms")
-            for k, p in enumerate(samples.phase):
-                if p == "timed":
-                    column[k] = samples.kernel_ms[k]
-            samples.timing["span_ms"] = kind
-            _side_block(block, samples, "latency", False)
-            _set_staged(session.timer, True)
-        elif kind != "host":   # plain events around the enqueue are the latency
-            column = _extra(samples, "latency_ms")
-            for k, p in enumerate(samples.phase):
-                if p == "timed":
-                    column[k] = samples.kernel_ms[k]
-            samples.timing["latency_ms"] = kind
     return samples, phases
 
 
+def _copy_timed(samples: Samples, key: str) -> None:
+    column = _extra(samples, key)
+    for k, p in enumerate(samples.phase):
+        if p == "timed":
+            column[k] = samples.kernel_ms[k]
+
+
 def _apply_kernel_clock(samples: Samples, clock: KernelClock) -> bool:
-    """kernel_ms := each iteration's kernel sum, the unstaged events -> latency_ms. False (and
-    nothing changed) when some timed iteration has no kernel record."""
-    n = len(samples)
+    """kernel_ms := each iteration's kernel sum. False when some timed iteration has no kernel
+    record (then those rows are dropped: the loop times them again)."""
     times = clock.finish(samples.start_ns, samples.end_ns, samples.iteration)
     samples.timing["kernel_clock"] = times.info
-    timed = [times.sums_ms[k] for k in range(n) if samples.phase[k] == "timed"]
+    timed = [times.sums_ms[k] for k, p in enumerate(samples.phase) if p == "timed"]
     if not timed or any(v is None for v in timed):
         missing = sum(v is None for v in timed)
         samples.timing["kernel_clock_fallback"] = (
             f"{missing} of {len(timed)} timed iterations had no kernel record from CUPTI; "
             "kernel_ms re-timed with the timer's events")
         return False
-    latency = _extra(samples, "latency_ms")
-    for k in range(n):
-        latency[k] = samples.kernel_ms[k]
-        value = times.sums_ms[k]
+    for k, value in enumerate(times.sums_ms):
         samples.kernel_ms[k] = math.nan if value is None else value
     samples.timing["kernel_ms"] = clock.source
-    samples.timing["latency_ms"] = "cuda-event (unstaged)"
     return True
 
 
 def _retime(block: _Block, samples: Samples, settings: LoopSettings, staged: bool) -> None:
-    """The kernel clock missed iterations: their unstaged events become latency rows and the
-    timed iterations are run again on the timer's own (staged where it can) events."""
-    latency = _extra(samples, "latency_ms")
-    for k, p in enumerate(samples.phase):
-        if p == "timed":
-            latency[k] = samples.kernel_ms[k]
-            samples.kernel_ms[k] = None   # type: ignore[call-overload]
-            samples.phase[k] = "latency"
-    samples.timing["latency_ms"] = "cuda-event (unstaged)"
+    """The kernel clock missed iterations: drop the loop's rows and time the iterations again on
+    the timer's own events (staged where it can)."""
+    samples.truncate(0)
     _set_staged(block.session.timer, staged)
+    block.run("warmup", min(settings.warmup, SIDE_ITERATIONS))
     start = len(samples)
     block.run("timed", max(settings.iters, 1))
     kind = getattr(block.session.timer, "kind", "unknown")
@@ -295,14 +317,15 @@ def _retime(block: _Block, samples: Samples, settings: LoopSettings, staged: boo
 
 
 def _side_block(block: _Block, samples: Samples, phase: str, staged: bool) -> None:
-    """A few iterations with the hold switched on (``span`` rows) or off (``latency`` rows)."""
+    """A few iterations on the timer's events with the hold switched on (``span`` rows) or off
+    (``latency`` rows); their kernel_ms stays empty."""
     _set_staged(block.session.timer, staged)
     start = len(samples)
     block.run(phase, SIDE_ITERATIONS)
     column = _extra(samples, f"{phase}_ms")
     for k in range(start, len(samples)):
         column[k] = samples.kernel_ms[k]
-        samples.kernel_ms[k] = None   # type: ignore[call-overload]  # side rows carry no kernel_ms
+        samples.kernel_ms[k] = None   # side rows carry no kernel_ms
     kind = getattr(block.session.timer, "kind", "unknown")
     samples.timing[f"{phase}_ms"] = kind if staged else f"{kind} (unstaged)"
 

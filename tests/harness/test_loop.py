@@ -116,11 +116,15 @@ def test_marker_names_have_no_ncu_separators() -> None:
     assert iteration_name(7) == "iter 7"
 
 
-def test_samplers_fill_extra_columns() -> None:
+def test_samplers_fill_extra_columns_once_per_block() -> None:
+    from hipdnn_trace.bench.loop import SAMPLE_EVERY
+
     values = iter(range(100))
-    samples, _ = run_loop(CountingSession(), LoopSettings(warmup=1, iters=2), Markers(),
+    n = 2 * SAMPLE_EVERY + 1
+    samples, _ = run_loop(CountingSession(), LoopSettings(warmup=0, iters=n), Markers(),
                           samplers=[lambda: {"sm_clock_mhz": float(next(values))}])
-    assert samples.extra["sm_clock_mhz"] == [0.0, 1.0, 2.0]
+    # asked at iterations 0, SAMPLE_EVERY, 2*SAMPLE_EVERY; the rows between carry the last reading
+    assert samples.extra["sm_clock_mhz"] == [0.0] * SAMPLE_EVERY + [1.0] * SAMPLE_EVERY + [2.0]
 
 
 @pytest.mark.parametrize("iters", [1, 7])

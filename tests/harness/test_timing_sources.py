@@ -29,11 +29,13 @@ class FakeStagedTimer:
         self.span, self.latency = span, latency
         self._laps: list[float] = []
         self.reads = 0
+        self.stops = 0
 
     def start(self) -> None:
         pass
 
     def stop(self) -> None:
+        self.stops += 1
         self._laps.append(self.span if self.staged else self.latency)
         assert len(self._laps) <= self.capacity, "the loop must read laps before the ring wraps"
 
@@ -91,14 +93,17 @@ def _rows(samples, phase):
     return [k for k, p in enumerate(samples.phase) if p == phase]
 
 
-def test_kernel_clock_gives_kernel_ms_and_unstaged_events_give_latency():
+def test_kernel_clock_gives_kernel_ms_and_side_blocks_give_latency_and_span():
     timer = FakeStagedTimer()
     clock = FakeKernelClock()
     samples, _ = run_loop(FakeSession(timer), LoopSettings(warmup=3, iters=10), Markers(), kernel_clock=clock)
     timed = _rows(samples, "timed")
     assert len(timed) == 10
     assert all(samples.kernel_ms[k] == pytest.approx(0.0012) for k in timed)
-    assert all(samples.extra["latency_ms"][k] == pytest.approx(0.030) for k in timed)   # unstaged events
+    assert timer.stops == 2 * SIDE_ITERATIONS   # no event beside the timed executes, only in the side blocks
+    latency = _rows(samples, "latency")
+    assert len(latency) == SIDE_ITERATIONS
+    assert all(samples.extra["latency_ms"][k] == pytest.approx(0.030) for k in latency)   # unstaged events
     span = _rows(samples, "span")
     assert len(span) == SIDE_ITERATIONS
     assert all(samples.extra["span_ms"][k] == pytest.approx(0.004) for k in span)
@@ -129,7 +134,7 @@ def test_iterations_the_kernel_clock_missed_are_retimed_with_staged_events():
     timed = _rows(samples, "timed")
     assert len(timed) == 6
     assert [samples.kernel_ms[k] for k in timed] == [0.004] * 6          # staged, not the unstaged 0.030
-    assert len(_rows(samples, "latency")) == 6                           # the first pass, kept as latency
+    assert not any(math.isnan(v) for v in samples.kernel_ms if v is not None)   # the first pass is gone
     assert "no kernel record" in samples.timing["kernel_clock_fallback"]
     assert samples.timing["kernel_ms"] == "cuda-event-staged"
 

@@ -99,7 +99,8 @@ def _run_dir(root: Path, run_id: str, flops: float | None = None) -> Path:
     root.mkdir(parents=True)
     (root / "run.json").write_text(json.dumps({"run_id": run_id}))
     if flops is not None:
-        pl.DataFrame({"run_id": [run_id], "graph_id": ["3f9a2c"], "config": ["fp16"], "flops": [flops]}).write_csv(
+        pl.DataFrame({"run_id": [run_id], "graph": ["g"], "graph_id": ["3f9a2c"], "config": ["fp16"], "status": ["ok"],
+                      "flops": [flops]}).write_csv(
             root / "summary.csv")
     return root
 
