@@ -1,10 +1,12 @@
 """SM and memory clocks from NVML, sampled around the timed iterations.
 
-The harness calls a sampler after each iteration (outside the timed region). An
-NVML query costs microseconds, which would dominate the loop of a tiny graph, so
-the clocks are read at most every ``interval_ms`` and the iterations in between
-carry the last reading: clocks are sampled *per block* of iterations. With
-``interval_ms=0`` every iteration reads them. ``results.rows`` flags iterations
+The loop asks the sampler once per block of iterations (``bench.loop.SAMPLE_EVERY``),
+outside the timed region, and the sampler reads NVML at most every ``interval_ms``;
+the iterations in between carry the last reading: clocks are sampled *per block*.
+On an H100 one reading (SM + memory clock) cost enough that reading every 5 ms added
+~20 us to each 230 us iteration of a GEMM (benchmarks/loop_cost_probe.py), so the
+default is 100 ms: throttling shows at that granularity. With ``interval_ms=0``
+every call reads them. ``results.rows`` flags iterations
 whose SM clock is below 90% of the measurement's maximum (flagged, not dropped).
 """
 
@@ -15,7 +17,7 @@ from typing import Any
 
 from hipdnn_trace.errors import ToolMissingError
 
-DEFAULT_INTERVAL_MS = 5.0
+DEFAULT_INTERVAL_MS = 100.0
 
 
 def _pynvml() -> Any:
