@@ -165,12 +165,21 @@ class _ReportingMarkers(Markers):
 def child_main(payload: bytes, fds: list[int]) -> int:
     """Entry point of the child (called by the fork server): run the graph, send the record."""
     status_fd, output_fd = fds
+    status = _child_setup(status_fd, output_fd)
+    return run_job(payload, status)
+
+
+def _child_setup(status_fd: int, output_fd: int) -> Connection:
+    """Output to the parent's pipe, faulthandler on; the status connection."""
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
     faulthandler.enable()   # a crash prints the Python stack into the output tail
-    status = Connection(status_fd, readable=False)
+    return Connection(status_fd, readable=False)
 
+
+def run_job(payload: bytes, status: Connection) -> int:
+    """Run one pickled job and send its record over ``status``; 0 when a record was sent."""
     def send(kind: str, value: Any) -> None:
         try:
             status.send((kind, value))
@@ -415,8 +424,10 @@ class _Watch:
     """Follow one child: phases, iteration counts, output tail, result, deadline, exit."""
 
     def __init__(self, pid: int, server: ForkServer, status: Connection, output: Connection,
-                 timeout_s: float | None, tail_bytes: int, on_iteration: Callable[[int], None] | None) -> None:
+                 timeout_s: float | None, tail_bytes: int, on_iteration: Callable[[int], None] | None,
+                 resident: bool = False) -> None:
         self.pid, self.server, self.status, self.output = pid, server, status, output
+        self.resident = resident   # a child that stays for the next graph: its record ends the wait
         self.deadline = None if not timeout_s else time.monotonic() + timeout_s
         self.tail_bytes = tail_bytes
         self.on_iteration = on_iteration
@@ -484,6 +495,11 @@ class _Watch:
                     self._read_status()
                 if self.output in ready:
                     self._read_output()
+                if self.resident and self.out.result is not None:
+                    while self.output in self.open and self.output.poll(0):
+                        self._read_output()
+                    self.out.tail = bytes(self.tail)
+                    return self.out   # alive and waiting for its next graph
                 if self.server in ready:
                     break
         except BaseException:
