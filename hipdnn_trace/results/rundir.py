@@ -129,6 +129,9 @@ class RunWriter:
             except OSError as exc:   # e.g. --out names a file
                 raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
         self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
+        #: source -> position in the suite: when set, tables are written in suite order whatever order
+        #: graphs finish in (--gpus); rows of one graph keep their order
+        self.suite_order: dict[str, int] | None = None
         if resume:
             existing = finished_part(load_run(folder))
             for name in self.frames:
@@ -224,7 +227,12 @@ class RunWriter:
         parts = [f for f in self.frames[name] if f.height]
         if not parts:
             return schemas.empty(schemas.FRAMES[name])
-        return pl.concat(parts, how="diagonal_relaxed")
+        df = pl.concat(parts, how="diagonal_relaxed")
+        if self.suite_order is not None and "source" in df.columns:
+            position = pl.col("source").replace_strict(self.suite_order, default=len(self.suite_order),
+                                                       return_dtype=pl.Int64)
+            df = df.sort(position, maintain_order=True)
+        return df
 
     def write_tables(self) -> None:
         _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")
