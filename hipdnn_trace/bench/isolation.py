@@ -349,6 +349,7 @@ class IsolatedRunner:
         output = Connection(output_r, writable=False)
         oom_before = _oom_kills()
         t0 = now_ns()
+        watch: _Watch | None = None
         try:
             try:
                 pid = self.server.launch(_CHILD, payload, [status_w, output_w])
@@ -358,8 +359,11 @@ class IsolatedRunner:
             self._running = pid
             watch = _Watch(pid, self.server, status, output, self.timeout_s, self.tail_bytes, on_iteration)
             outcome = watch.wait()
-        except ForkServerError as exc:
-            outcome = _Outcome(failed=f"child process lost ({exc})")
+        except ForkServerError as exc:   # the server died: keep what the child said (bytes, phase, output)
+            outcome = watch.out if watch is not None else _Outcome()
+            outcome.failed = f"child process lost ({exc})"
+            if watch is not None:
+                outcome.tail = bytes(watch.tail)
         finally:
             self._running = None
             status.close()

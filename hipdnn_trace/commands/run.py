@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -37,7 +38,8 @@ from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
 from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run
+from hipdnn_trace.results.rundir import (RunWriter, check_resumable, clear_stranded, is_stranded, load_run,
+                                         write_json)
 
 EXAMPLES = """\
 examples:
@@ -582,6 +584,9 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
             if pool is not None and g.source in pool.handouts:
                 writer.meta["gpus"]["graphs"][g.source] = asdict(pool.handouts[g.source])
             writer.add_graph(g)
+            if pool is not None:   # where each graph ran survives a kill too (one small atomic write)
+                with contextlib.suppress(OSError):
+                    write_json(folder / "run.json", writer.meta)
             reporter.graph(index, len(sources), g)
             if settings.ab:
                 line = _ab_line(g)
