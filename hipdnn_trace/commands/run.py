@@ -581,9 +581,10 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 if getattr(hook, "meta", None):
                     writer.meta["profile"] = {"tool": hook.name, **hook.meta}
             _record_sessions(writer.meta, g)
-            if pool is not None and g.source in pool.handouts:
-                writer.meta["gpus"]["graphs"][g.source] = asdict(pool.handouts[g.source])
-            writer.add_graph(g)
+            handout = pool.handouts.get(g.source) if pool is not None else None
+            if handout is not None:
+                writer.meta["gpus"]["graphs"][g.source] = asdict(handout)
+            writer.add_graph(g, lane=None if handout is None else handout.gpu)
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write)
                 with contextlib.suppress(OSError):
                     write_json(folder / "run.json", writer.meta)

@@ -189,11 +189,12 @@ class RunWriter:
         self.timeline.add_recorded(summary.filter(pl.col("source").is_in(missing)),
                                    self.frame("iterations"), self.frame("kernels"), at_ns=ends)
 
-    def add_graph(self, g: GraphRun) -> None:
+    def add_graph(self, g: GraphRun, lane: int | None = None) -> None:
+        """Record a finished graph; ``lane``: the GPU it ran on in a --gpus run (its trace track)."""
         with self._writing():
-            self._add_graph(g)
+            self._add_graph(g, lane)
 
-    def _add_graph(self, g: GraphRun) -> None:
+    def _add_graph(self, g: GraphRun, lane: int | None = None) -> None:
         rid = self.run_id
         t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
@@ -207,7 +208,7 @@ class RunWriter:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
         self.write_tables()
         if self.timeline is not None:   # after the tables: a trace never shows an unfinished graph
-            self.timeline.add_graph(g)
+            self.timeline.add_graph(g, lane)
         # last, so it can say how long writing took; a kill just before loses only this row
         end = now_ns()
         rows = breakdown_rows(rid, g, write_ms=(end - t0) / 1e6, end_ns=end)

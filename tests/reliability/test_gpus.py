@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from hipdnn_trace import backends
@@ -34,6 +35,7 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rundir import load_run
+from hipdnn_trace.trace import read_trace
 
 from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
@@ -139,6 +141,11 @@ def test_every_graph_once_each_worker_pinned_to_its_gpu(on_two_gpus):
     assert where == {entry["graph"]: int(entry["CUDA_VISIBLE_DEVICES"]) for entry in log}, \
         "run.json names the GPU each graph ran on"
     assert meta["isolation"]["enabled"] is True
+    slices = read_trace(folder / "trace.pftrace").slices
+    graph_slices = slices.filter(pl.col("name").str.starts_with("graph "))
+    lanes = {name.removeprefix("graph "): track for name, track in graph_slices.select("name", "track_name").iter_rows()}
+    assert lanes == {graph: f"harness gpu {gpu}" for graph, gpu in where.items()}, "one trace track per GPU"
+    assert graph_slices.get_column("depth").to_list() == [0] * len(NAMES), "overlapping graphs do not nest"
 
 
 def test_rows_equal_a_serial_run(serial, on_two_gpus):
@@ -229,6 +236,48 @@ def test_resume_after_a_kill_finishes_the_rest(suite, serial, tmp_path):
     assert resumed and resumed < set(NAMES), "only the graphs not recorded ran again"
     graphs = load_run(folder).meta["gpus"]["graphs"]
     assert {Path(s).stem for s in graphs} == set(NAMES), "run.json keeps where the first part ran"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (fork servers and their children)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[0] != "Z":
+                children.setdefault(int(stat[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def test_sigterm_stops_every_worker_and_keeps_finished_graphs(suite, tmp_path):
+    proc = _cli(str(suite), "-b", "visible", *TIMING, "--gpus", "0,1", "--out", str(tmp_path), "--run-id", "t",
+                "-q", cwd=tmp_path)
+    folder = tmp_path / "t"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if load_run(folder).summary.height >= 1 and len(_descendants(proc.pid)) >= 4:
+                break   # a graph recorded, and both fork servers have a child running
+        except Exception:   # noqa: BLE001 - not written yet
+            pass
+        time.sleep(0.05)
+    workers = _descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGTERM)
+    code, _, err = _finish(proc)
+    assert code == 143, err
+    assert "interrupted by SIGTERM" in err and f"--resume {folder}" in err
+    assert load_run(folder).meta["status"] == "interrupted"
+    time.sleep(0.5)
+    assert not [p for p in workers if Path(f"/proc/{p}").exists() and
+                Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"], "no worker outlives the run"
 
 
 # ---------------------------------------------------------------- refusals
