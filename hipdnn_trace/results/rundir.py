@@ -208,7 +208,10 @@ class RunWriter:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
         self.write_tables()
         if self.timeline is not None:   # after the tables: a trace never shows an unfinished graph
-            self.timeline.add_graph(g, lane)
+            if lane is None:
+                self.timeline.add_graph(g)
+            else:
+                self.timeline.add_graph(g, lane)
         # last, so it can say how long writing took; a kill just before loses only this row
         end = now_ns()
         rows = breakdown_rows(rid, g, write_ms=(end - t0) / 1e6, end_ns=end)
