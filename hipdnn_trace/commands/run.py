@@ -539,9 +539,14 @@ def main(args: argparse.Namespace) -> int:
         meta = check_resumable(previous, meta)
         if gpus is not None:   # where the graphs of the earlier part ran
             gpus["graphs"] = {**((previous.get("gpus") or {}).get("graphs") or {}), **gpus["graphs"]}
+        elif previous.get("gpus"):   # resumed on one GPU: run.json still says where the earlier part ran
+            meta["gpus"] = previous["gpus"]
         done = _finished(folder, graph_ids)
         sources = [s for s in sources if s.name not in done]
         notes.append(f"resuming {folder}: {len(done)} graph(s) already recorded, {len(sources)} to run")
+    if gpus is not None:
+        notes.append(f"{len(gpus['devices'])} GPU worker(s), longest graphs first: "
+                     + ", ".join(f"{gpus['variable']}={v}" for v in gpus["visible"].values()))
     if timeout is not None:
         notes.append("each graph runs in a child process" + (f" (killed after {timeout:g} s)" if timeout else ""))
     if reference_only:
@@ -604,7 +609,7 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
         writer.meta["isolation"] = {**(writer.meta.get("isolation") or {}),
                                     "split": [[c.name for c in g] for g in groups(configs, settings.options)]}
     pool = None
-    if "gpus" in writer.meta:
+    if args.gpus is not False:
         runner = pool = _pool(writer.meta["gpus"], configs, settings, timeout, split)
     started = time.monotonic()
     status, interrupted, outcome = "error", None, None
