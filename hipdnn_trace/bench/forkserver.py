@@ -30,7 +30,7 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 _LENGTH = struct.Struct("<Q")
@@ -64,15 +64,16 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 class ForkServer:
     """The suite's side: start the server lazily, launch jobs, learn their exit codes."""
 
-    def __init__(self, preload: Sequence[str] = ()) -> None:
+    def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.preload = list(preload)
+        self.env = dict(env or {})   # set in the server before it imports anything (e.g. a GPU's visibility)
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "from hipdnn_trace.bench.forkserver import serve; serve()",

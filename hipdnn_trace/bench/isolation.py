@@ -298,13 +298,23 @@ def _death(exitcode: int | None, oom_before: int | None) -> str:
 class IsolatedRunner:
     """Callable like :func:`run_graph`; runs each graph in a fresh child process.
 
-    Use as a context manager (or call :meth:`close`): it owns the fork server.
+    Use as a context manager (or call :meth:`close`): it owns the fork server. ``env``
+    is added to the fork server's environment when it starts, so every child inherits
+    it before importing anything (``--gpus``: the GPU visibility variable).
     """
 
-    def __init__(self, timeout_s: float | None = DEFAULT_TIMEOUT_S, *, tail_bytes: int = STDERR_TAIL_BYTES) -> None:
+    def __init__(self, timeout_s: float | None = DEFAULT_TIMEOUT_S, *, tail_bytes: int = STDERR_TAIL_BYTES,
+                 env: dict[str, str] | None = None) -> None:
         self.timeout_s = timeout_s or None
         self.tail_bytes = tail_bytes
-        self.server = ForkServer(HARNESS_MODULES)
+        self.server = ForkServer(HARNESS_MODULES, env=env)
+        self._running: int | None = None   # pid of the child now running, for abort()
+
+    def abort(self) -> None:
+        """Kill the child now running, if any (from another thread: an interrupted pool of workers)."""
+        pid = self._running
+        if pid is not None:
+            _kill_session(pid)
 
     def __enter__(self) -> IsolatedRunner:
         return self
@@ -348,17 +358,23 @@ class IsolatedRunner:
         output = Connection(output_r, writable=False)
         oom_before = _oom_kills()
         t0 = now_ns()
+        watch: _Watch | None = None
         try:
             try:
                 pid = self.server.launch(_CHILD, payload, [status_w, output_w])
             finally:
                 os.close(status_w)
                 os.close(output_w)
+            self._running = pid
             watch = _Watch(pid, self.server, status, output, self.timeout_s, self.tail_bytes, on_iteration)
             outcome = watch.wait()
-        except ForkServerError as exc:
-            outcome = _Outcome(failed=f"child process lost ({exc})")
+        except ForkServerError as exc:   # the server died: keep what the child said (bytes, phase, output)
+            outcome = watch.out if watch is not None else _Outcome()
+            outcome.failed = f"child process lost ({exc})"
+            if watch is not None:
+                outcome.tail = bytes(watch.tail)
         finally:
+            self._running = None
             status.close()
             output.close()
         span = (t0, now_ns())

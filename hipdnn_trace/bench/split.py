@@ -49,6 +49,10 @@ class SplitRunner:
     def close(self) -> None:
         self.isolated.close()
 
+    def abort(self) -> None:
+        """Kill the child now running (an interrupted --gpus pool)."""
+        self.isolated.abort()
+
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
         parts = [

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, float64_rate
 from hipdnn_trace.bench import shard as sharding
+from hipdnn_trace.bench import gpus as gpu_pool
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
@@ -35,7 +38,8 @@ from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
 from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run
+from hipdnn_trace.results.rundir import (RunWriter, check_resumable, clear_stranded, is_stranded, load_run,
+                                         write_json)
 
 EXAMPLES = """\
 examples:
@@ -62,6 +66,13 @@ exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing r
 def _shard(text: str) -> ShardSpec:
     try:
         return ShardSpec.parse(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _gpus(text: str) -> list[int] | None:
+    try:
+        return gpu_pool.parse_gpus(text)
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -140,6 +151,10 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--shard", type=_shard, metavar="I/N",
                    help="run only slice I of N of the suite (0-based; the slice depends on the graphs, "
                         "not on file order); combine the N runs with 'hipdnn-trace merge'")
+    r.add_argument("--gpus", type=_gpus, metavar="all|I,J,..", default=False,
+                   help="one isolated worker per GPU (pinned with the vendor's visibility variable, each "
+                        "sees its GPU as device 0), longest graphs first; one run directory, the rows of a "
+                        "serial run (implies --isolate)")
     pr = p.add_argument_group("profiling")
     pr.add_argument("--profile", choices=("none", *PROFILERS), default="none",
                     help="cupti: kernel trace in-process; ncu / rocprofv3 / rocprof: re-run under the tool")
@@ -246,6 +261,58 @@ def _isolation(args: argparse.Namespace, configs: list, suite_size: int, profili
             raise UserError("--graph-timeout needs --isolate (only a child process can be stopped when it hangs)")
         return None
     return DEFAULT_TIMEOUT_S if args.graph_timeout is None else args.graph_timeout
+
+
+def _gpu_block(args: argparse.Namespace, configs: list, profiling: bool) -> dict[str, Any] | None:
+    """--gpus: the GPUs and how each is pinned (run.json's "gpus"); None without --gpus.
+    Sets --isolate (each GPU's graphs run in that GPU's worker processes)."""
+    if args.gpus is False:
+        return None
+    flag = "--gpus " + ("all" if args.gpus is None else ",".join(map(str, args.gpus)))
+    if all(c.backend == "reference" for c in configs):
+        raise UserError(f"{flag}: the reference backend runs on the CPU; spread it with --shard I/N instead")
+    if args.isolate is False:
+        raise UserError(f"{flag} runs every graph in a worker process per GPU; drop --no-isolate")
+    if profiling:
+        raise UserError(f"{flag}: a profiler attaches to one process; profile on one GPU (--device)")
+    if args.device:
+        raise UserError(f"{flag}: each worker sees its GPU as device 0; drop --device {args.device}")
+    if args.clocks != "off":
+        raise UserError(f"{flag}: --clocks locks one GPU (--device); lock the node's clocks beforehand "
+                        "(nvidia-smi -lgc / amd-smi) or run one GPU")
+    args.isolate = True
+    from hipdnn_trace.device import visibility
+
+    vendors = [v for v in (getattr(backends.get(c.backend), "vendor", None) for c in configs) if v]
+    vendor = vendors[0] if vendors else None
+    indices = args.gpus
+    if indices is None:
+        count = visibility.gpu_count(vendor)
+        if not count:
+            raise UserError(f"{flag}: no GPU found on this machine")
+        indices = list(range(count))
+    pins = {str(i): visibility.pin(vendor, i) for i in indices}
+    return {"devices": indices, "variable": visibility.variable_for(vendor, os.environ),
+            "visible": {i: next(iter(env.values())) for i, env in pins.items()},
+            "order": f"longest first: max(FLOPs / {gpu_pool.NOMINAL_FLOPS_PER_S:g}/s, "
+                     f"bytes / {gpu_pool.NOMINAL_BYTES_PER_S:g}/s)",
+            "graphs": {}}
+
+
+def _pool(block: dict[str, Any], configs: list, settings: RunSettings, timeout: float | None,
+          split: bool) -> gpu_pool.GpuPool:
+    """A worker per GPU of run.json's "gpus" block, each pinned to its GPU before it starts."""
+    workers = []
+    for index in block["devices"]:
+        value = block["visible"][str(index)]
+        isolated = IsolatedRunner(DEFAULT_TIMEOUT_S if timeout is None else timeout,
+                                  env={block["variable"]: value})
+        mine = settings
+        if settings.samplers:   # NVML counts physical GPUs: sample this worker's GPU, when its entry is an index
+            samplers = _clock_samplers(configs, int(value))[0] if value.isdigit() else ()
+            mine = replace(settings, samplers=samplers)
+        workers.append(gpu_pool.GpuWorker(index, SplitRunner(isolated) if split else isolated, mine))
+    return gpu_pool.GpuPool(workers)
 
 
 def _clock_samplers(configs: list, device: int) -> tuple[tuple, dict[str, Any] | None]:
@@ -400,6 +467,7 @@ def main(args: argparse.Namespace) -> int:
         support = installed() if installed is not None else None
         if support is not None and not support:   # one line, before a run directory exists
             raise UserError(f"--backend {name}: {support.reason}")
+    gpus = _gpu_block(args, configs, profiling=bool(hooks) or bool(args.profile_child))
     timeout = _isolation(args, configs, len(sources), profiling=bool(hooks) or bool(args.profile_child))
     suite_size = len(sources)
     sources, shard_meta, graph_ids = _select(args, sources)
@@ -450,6 +518,7 @@ def main(args: argparse.Namespace) -> int:
                                               "golden": None if args.golden is None else str(args.golden),
                                               "atol": args.atol, "rtol": args.rtol},
                                "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None},
+                               **({"gpus": gpus} if gpus is not None else {}),
                                "max_reference_seconds": args.max_reference_seconds or None})
     for name in {c.backend for c in configs}:
         try:
@@ -466,10 +535,18 @@ def main(args: argparse.Namespace) -> int:
     if shard_meta is not None:
         notes.append(f"shard {args.shard}: {len(sources)} of the suite's {suite_size} graph(s)")
     if resuming:
-        meta = check_resumable(load_run(folder).meta, meta)
+        previous = load_run(folder).meta
+        meta = check_resumable(previous, meta)
+        if gpus is not None:   # where the graphs of the earlier part ran
+            gpus["graphs"] = {**((previous.get("gpus") or {}).get("graphs") or {}), **gpus["graphs"]}
+        elif previous.get("gpus"):   # resumed on one GPU: run.json still says where the earlier part ran
+            meta["gpus"] = previous["gpus"]
         done = _finished(folder, graph_ids)
         sources = [s for s in sources if s.name not in done]
         notes.append(f"resuming {folder}: {len(done)} graph(s) already recorded, {len(sources)} to run")
+    if gpus is not None:
+        notes.append(f"{len(gpus['devices'])} GPU worker(s), longest graphs first: "
+                     + ", ".join(f"{gpus['variable']}={v}" for v in gpus["visible"].values()))
     if timeout is not None:
         notes.append("each graph runs in a child process" + (f" (killed after {timeout:g} s)" if timeout else ""))
     if reference_only:
@@ -483,6 +560,8 @@ def main(args: argparse.Namespace) -> int:
         meta["clocks"] = clocks.record()
         writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=resuming,
                            exclusive=args.resume is None and not args.profile_child)   # mkdir: one run per folder
+        if gpus is not None:   # graphs finish out of order: the tables stay in suite order
+            writer.suite_order = {name: i for i, name in enumerate(meta["graphs"])}
         return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes, clocks)
 
 
@@ -507,7 +586,13 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 if getattr(hook, "meta", None):
                     writer.meta["profile"] = {"tool": hook.name, **hook.meta}
             _record_sessions(writer.meta, g)
-            writer.add_graph(g)
+            handout = pool.handouts.get(g.source) if pool is not None else None
+            if handout is not None:
+                writer.meta["gpus"]["graphs"][g.source] = asdict(handout)
+            writer.add_graph(g, lane=None if handout is None else handout.gpu)
+            if pool is not None:   # where each graph ran survives a kill too (one small atomic write)
+                with contextlib.suppress(OSError):
+                    write_json(folder / "run.json", writer.meta)
             reporter.graph(index, len(sources), g)
             if settings.ab:
                 line = _ab_line(g)
@@ -515,21 +600,30 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                     reporter.ab(line)
 
     runner = IsolatedRunner(timeout) if timeout is not None else None
-    if needs_split(configs, settings.options):   # e.g. two hipDNN plugin builds: one process each
+    split = needs_split(configs, settings.options)
+    if split:   # e.g. two hipDNN plugin builds: one process each
         if args.isolate is False:
             raise UserError("these configurations need separate processes (process-wide plugin paths); "
                             "drop --no-isolate")
         runner = SplitRunner(runner or IsolatedRunner(DEFAULT_TIMEOUT_S))
         writer.meta["isolation"] = {**(writer.meta.get("isolation") or {}),
                                     "split": [[c.name for c in g] for g in groups(configs, settings.options)]}
+    pool = None
+    if args.gpus is not False:
+        runner = pool = _pool(writer.meta["gpus"], configs, settings, timeout, split)
     started = time.monotonic()
     status, interrupted, outcome = "error", None, None
     try:
-        outcome = run_suite(sources, configs, settings, markers, SuiteCallbacks(
-            before_graph=lambda i, s: progress.graph(i - 1, s.name),
-            after_graph=after,
-            on_iteration=progress.iteration,
-        ), runner=runner)
+        if pool is not None:   # progress per iteration means nothing with several GPUs at once
+            estimates = [gpu_pool.estimate_s(s, allow_unknown=args.allow_unknown_fields) for s in sources]
+            outcome = pool.run_suite(sources, configs, settings, markers, SuiteCallbacks(
+                before_graph=lambda i, s: progress.graph(i - 1, s.name), after_graph=after), estimates)
+        else:
+            outcome = run_suite(sources, configs, settings, markers, SuiteCallbacks(
+                before_graph=lambda i, s: progress.graph(i - 1, s.name),
+                after_graph=after,
+                on_iteration=progress.iteration,
+            ), runner=runner)
         status = "complete"
     except Interrupted as exc:
         status, interrupted = "interrupted", exc

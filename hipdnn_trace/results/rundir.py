@@ -129,6 +129,9 @@ class RunWriter:
             except OSError as exc:   # e.g. --out names a file
                 raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
         self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
+        #: source -> position in the suite: when set, tables are written in suite order whatever order
+        #: graphs finish in (--gpus); rows of one graph keep their order
+        self.suite_order: dict[str, int] | None = None
         if resume:
             existing = finished_part(load_run(folder))
             for name in self.frames:
@@ -186,11 +189,12 @@ class RunWriter:
         self.timeline.add_recorded(summary.filter(pl.col("source").is_in(missing)),
                                    self.frame("iterations"), self.frame("kernels"), at_ns=ends)
 
-    def add_graph(self, g: GraphRun) -> None:
+    def add_graph(self, g: GraphRun, lane: int | None = None) -> None:
+        """Record a finished graph; ``lane``: the GPU it ran on in a --gpus run (its trace track)."""
         with self._writing():
-            self._add_graph(g)
+            self._add_graph(g, lane)
 
-    def _add_graph(self, g: GraphRun) -> None:
+    def _add_graph(self, g: GraphRun, lane: int | None = None) -> None:
         rid = self.run_id
         t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
@@ -204,7 +208,10 @@ class RunWriter:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
         self.write_tables()
         if self.timeline is not None:   # after the tables: a trace never shows an unfinished graph
-            self.timeline.add_graph(g)
+            if lane is None:
+                self.timeline.add_graph(g)
+            else:
+                self.timeline.add_graph(g, lane)
         # last, so it can say how long writing took; a kill just before loses only this row
         end = now_ns()
         rows = breakdown_rows(rid, g, write_ms=(end - t0) / 1e6, end_ns=end)
@@ -224,7 +231,12 @@ class RunWriter:
         parts = [f for f in self.frames[name] if f.height]
         if not parts:
             return schemas.empty(schemas.FRAMES[name])
-        return pl.concat(parts, how="diagonal_relaxed")
+        df = pl.concat(parts, how="diagonal_relaxed")
+        if self.suite_order is not None and "source" in df.columns:
+            position = pl.col("source").replace_strict(self.suite_order, default=len(self.suite_order),
+                                                       return_dtype=pl.Int64)
+            df = df.sort(position, maintain_order=True)
+        return df
 
     def write_tables(self) -> None:
         _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")

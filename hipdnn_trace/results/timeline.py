@@ -24,6 +24,8 @@ from hipdnn_trace.device import clock
 from hipdnn_trace.trace.writer import TraceWriter
 
 PROCESS_NAME = "hipdnn-trace"
+#: thread ids of the per-GPU tracks of a --gpus run (above Linux's largest pid, 2^22)
+LANE_TID = 1 << 22
 
 
 _MASK63 = (1 << 63) - 1
@@ -94,7 +96,20 @@ class Timeline:
         self.process = writer.process_track(PROCESS_NAME, os.getpid())
         self.host = writer.thread_track("harness", self.process)
 
-    def add_graph(self, g: GraphRun) -> None:
+    def add_graph(self, g: GraphRun, lane: int | None = None) -> None:
+        """``lane``: the GPU of a --gpus run; its graphs overlap others in time, so each GPU gets its
+        own thread track (``harness gpu N``) where its slices nest."""
+        if lane is None:
+            self._add_graph(g)
+            return
+        host = self.host
+        self.host = self.writer.thread_track(f"harness gpu {lane}", self.process, tid=LANE_TID + lane)
+        try:
+            self._add_graph(g)
+        finally:
+            self.host = host
+
+    def _add_graph(self, g: GraphRun) -> None:
         w = self.writer
         spans = [p for p in g.phases] + [p for c in g.configs for p in c.phases]
         if not spans:

@@ -1,0 +1,45 @@
+"""A test backend that says which GPU it was given: a stand-in for a GPU backend under ``--gpus``
+(no GPU here). It runs the faulty backend (the CPU reference underneath) and, in ``prepare``,
+appends one JSON line to the file named by ``VISIBLE_BACKEND_LOG``: the graph, the
+visibility variables this process saw, ``--device`` and the pid. Appends of one short line
+are atomic, so workers on several GPUs can share the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from faulty_backend import FaultyBackend, FaultySession
+
+from hipdnn_trace.backends.base import Engine, RunOptions
+from hipdnn_trace.graph.model import Graph
+
+NAME = "visible"
+VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+LOG = "VISIBLE_BACKEND_LOG"
+
+
+def seen() -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in VARIABLES}
+
+
+class VisibleSession(FaultySession):
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+class VisibleBackend(FaultyBackend):
+    name = NAME
+
+    def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> VisibleSession:
+        log = os.environ.get(LOG)
+        if log:
+            line = json.dumps({"graph": graph.name, "device": options.device, "pid": os.getpid(), **seen()})
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        inner = super().prepare(graph, engine, options)
+        return VisibleSession(inner.inner, inner.mode)
