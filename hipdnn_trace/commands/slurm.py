@@ -193,11 +193,10 @@ def array_script(args: argparse.Namespace, suite: list[str], folder: Path, comma
     options = shlex.join(args.run_options)
     lines = [
         "#!/bin/bash",
-        "# Written by hipdnn-trace slurm. Array task K runs shard K+1 of "
-        f"{n} of the suite (--shard auto reads SLURM_ARRAY_TASK_ID/COUNT/MIN/MAX/STEP),",
-        "# into shards/shard-K; a requeued or re-submitted task resumes that folder. Keep --array at "
-        f"0-{n - 1}: a",
-        "# different range changes the slicing (re-run single tasks with --shard I/N --resume).",
+        f"# Written by hipdnn-trace slurm. Array task K runs shard K+1 of {n} of the suite",
+        "# (--shard auto reads SLURM_ARRAY_TASK_ID/COUNT/MIN/MAX/STEP) into shards/shard-K; a requeued",
+        f"# or re-submitted task resumes that folder. Keep --array at 0-{n - 1}: another range changes",
+        "# the slicing (finish a single shard by hand with --shard I/N --resume).",
         _directive(f"--job-name={args.job_name}-shards"),
         _directive(f"--array=0-{n - 1}"),
         _directive("--ntasks=1"),
