@@ -19,7 +19,7 @@ from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
 #: Subcommands in the order ``--help`` lists them.
-COMMANDS = ("run", "inspect", "ingest", "compare", "report", "merge")
+COMMANDS = ("run", "inspect", "ingest", "compare", "report", "merge", "slurm")
 
 EPILOG = """\
 examples:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ from hipdnn_trace.errors import UserError
 
 EXAMPLES = """\
 examples:
-  hipdnn-trace merge runs/shard-* --out runs/sweep        # shards 0..N-1 -> one run
+  hipdnn-trace merge runs/shard-* --out runs/sweep        # shards 1..N -> one run
+  hipdnn-trace merge runs/sweep/shards --out runs/sweep/all   # every run directory in a folder
+  hipdnn-trace merge 'runs/sweep/shards/shard-*' --out runs/all   # a glob, expanded here
   hipdnn-trace compare runs/baseline runs/sweep           # then use it like any run
 
 Refuses runs timed differently (run.json timing blocks), a graph measured on the
@@ -31,7 +34,9 @@ def add_parser(sub: Any) -> None:
                     "directory with every table and the trace.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
     )
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to combine")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR",
+                   help="run directories to combine; a folder with no run.json stands for the run directories "
+                        "in it (e.g. the shards folder of 'hipdnn-trace slurm'), and a glob is expanded")
     p.add_argument("--out", "-o", type=Path, required=True, metavar="DIR",
                    help="the merged run directory (new or empty; its name becomes the run_id)")
     p.add_argument("--format", type=argtypes.formats, default=[],
@@ -43,13 +48,53 @@ def add_parser(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from hipdnn_trace.results.merge import merge_runs
 
-    missing = [str(p) for p in args.runs if not p.is_dir()]
-    if missing:
-        raise UserError(f"{missing[0]}: not a run directory")
-    result = merge_runs(args.runs, args.out, formats=args.format)
+    runs, skipped = run_directories(args.runs)
+    for folder in skipped:
+        print(f"hipdnn-trace merge: warning: {escape(folder)}: no run.json (the run never started); skipped",
+              file=sys.stderr)
+    result = merge_runs(runs, args.out, formats=args.format)
     for warning in result.warnings:
         print(f"hipdnn-trace merge: warning: {escape(warning)}", file=sys.stderr)
     if not args.quiet:
-        print(f"merged {len(args.runs)} run(s): {result.graphs} graph(s), {result.rows} summary row(s)"
+        print(f"merged {len(runs)} run(s): {result.graphs} graph(s), {result.rows} summary row(s)"
               f"{', trace' if result.trace else ''} -> {escape(result.folder)}")
     return 0
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "run.json").is_file()
+
+
+def run_directories(given: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(run directories, folders skipped) for the RUN_DIR arguments.
+
+    A run directory is itself; a folder without run.json stands for the folders in it
+    that have one (sorted by name; its sub-folders without one are skipped, with a
+    warning: a shard that never started); a path that does not exist but has glob
+    characters is expanded, so a merge job can pass ``DIR/shard-*`` quoted.
+    """
+    runs: list[Path] = []
+    skipped: list[Path] = []
+    for arg in given:
+        if arg.is_dir():
+            if _is_run(arg):
+                runs.append(arg)
+                continue
+            children = sorted(c for c in arg.iterdir() if c.is_dir())
+            inside = [c for c in children if _is_run(c)]
+            if not inside:
+                raise UserError(f"{arg}: not a run directory (no run.json) and holds none")
+            runs.extend(inside)
+            skipped.extend(c for c in children if not _is_run(c))
+        elif not arg.exists() and any(c in str(arg) for c in "*?["):
+            matches = sorted(Path(m) for m in glob.glob(str(arg)))
+            folders = [m for m in matches if m.is_dir()]
+            if not folders:
+                raise UserError(f"{arg}: matches no folder")
+            runs.extend(m for m in folders if _is_run(m))
+            skipped.extend(m for m in folders if not _is_run(m))
+            if not any(_is_run(m) for m in folders):
+                raise UserError(f"{arg}: matches no run directory (no run.json in {folders[0]})")
+        else:
+            raise UserError(f"{arg}: not a run directory")
+    return runs, skipped

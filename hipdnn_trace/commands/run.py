@@ -55,6 +55,7 @@ examples:
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
   hipdnn-trace run suite/ --backend hipdnn --resume runs/20260101-120000-ab12cd
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
+  hipdnn-trace run suite/ --shard auto --run-id shard-$SLURM_ARRAY_TASK_ID  # in a Slurm array task
   hipdnn-trace run --config nightly.toml --iters 500   # recipe (graphs = [...], iters = 200, ...); flags win
 
 exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing ran),
@@ -148,9 +149,11 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish an interrupted run: skip graphs already recorded in RUN_DIR, append the "
                         "rest (same graphs and flags as the interrupted run)")
-    r.add_argument("--shard", type=_shard, metavar="I/N",
-                   help="run only slice I of N of the suite (0-based; the slice depends on the graphs, "
-                        "not on file order); combine the N runs with 'hipdnn-trace merge'")
+    r.add_argument("--shard", type=_shard, metavar="I/N|auto",
+                   help="run only slice I of N of the suite (1/N .. N/N, like split -n l/I/N; the slice "
+                        "depends on the graphs, not on file order); auto: I and N of this Slurm array task "
+                        "(SLURM_ARRAY_TASK_ID/COUNT/MIN/MAX/STEP) or srun task (SLURM_PROCID/SLURM_NTASKS); "
+                        "combine the N runs with 'hipdnn-trace merge'")
     r.add_argument("--gpus", type=_gpus, metavar="all|I,J,..", default=False,
                    help="one isolated worker per GPU (pinned with the vendor's visibility variable, each "
                         "sees its GPU as device 0), longest graphs first; one run directory, the rows of a "
@@ -350,7 +353,7 @@ def _select(args: argparse.Namespace, sources: list) -> tuple[list, dict[str, An
     if args.shard is not None:
         positions = sharding.select(keys, args.shard)
         shard_meta = {"index": args.shard.index, "count": args.shard.count, "suite_size": len(sources),
-                      "positions": positions}
+                      "positions": positions}   # index: 1..count
         sources, keys = [sources[i] for i in positions], [keys[i] for i in positions]
     return sources, shard_meta, {k.name: k.graph_id for k in keys}
 
@@ -514,6 +517,9 @@ def main(args: argparse.Namespace) -> int:
                         configs=[{"name": c.name, "backend": c.backend, "engine": c.engine,
                                   "plugin_path": c.plugin_path} for c in configs],
                         extra={"graphs": [s.name for s in sources], "shard": shard_meta,
+                               # --shard auto: the scheduler's variables it came from (not compared by --resume)
+                               "shard_from": dict(args.shard.variables) if args.shard and args.shard.variables
+                               else None,
                                "validation": {"against": args.validate,
                                               "golden": None if args.golden is None else str(args.golden),
                                               "atol": args.atol, "rtol": args.rtol},

@@ -4,7 +4,7 @@ Shard runs are pieces of one measurement, so they must have been made the same
 way: runs whose timing blocks differ are refused, and so is a graph (graph_id)
 on a configuration that two runs both measured. Rows are put back in suite order
 when every input is a shard of the same suite (``run.json`` ``shard.positions``),
-so merging shards 0..N-1 gives the tables an unsharded run would have written.
+so merging shards 1..N gives the tables an unsharded run would have written.
 Inputs are read strictly (a missing, empty or garbage summary.csv is refused by
 name), and rows whose graph has no summary row (a shard killed between two
 renames) are dropped with a warning, never merged. Traces are concatenated: each input's valid prefix (cut back to its last complete
@@ -180,7 +180,9 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
     shards = [r.meta.get("shard") for r in runs]
     if positions is not None:
         count = shards[0]["count"]   # type: ignore[index]
-        missing = sorted(set(range(count)) - {s["index"] for s in shards})   # type: ignore[index]
+        indices = {s["index"] for s in shards}   # type: ignore[index]
+        first = 0 if 0 in indices else 1   # run.json of versions before 1-based shards count from 0
+        missing = sorted(set(range(first, first + count)) - indices)
         if missing:
             warnings.append(f"shard(s) {', '.join(map(str, missing))} of {count} not among the inputs")
     elif any(shards):
