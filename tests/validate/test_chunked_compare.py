@@ -171,3 +171,18 @@ def test_comparing_a_64m_element_fp16_output_stays_under_twice_its_float64_size(
     added = peak - base
     assert added <= CHUNK_BYTES_PER_ELEMENT * CHUNK_ELEMENTS, f"comparison added {added / 2**20:.0f} MiB"
     assert peak < 2 * float64_size + inputs
+
+
+def test_scaled_atol_by_chunks_equals_the_whole_array_rms() -> None:
+    """Three chunks and a half, NaN and Inf skipped: the RMS of the whole within float64 rounding."""
+    from hipdnn_trace.validate.tolerances import scaled_atol
+
+    values = np.random.default_rng(5).standard_normal(CHUNK_ELEMENTS * 7 // 2) * 30.0
+    values[::1001] = np.nan
+    values[5::2003] = np.inf
+    finite = values[np.isfinite(values)]
+    whole = 1e-5 * max(1.0, float(np.sqrt(np.mean(np.square(finite)))))
+    assert scaled_atol(1e-5, values) == pytest.approx(whole, rel=1e-14)
+    assert scaled_atol(1e-5, values.astype(np.float16)) == pytest.approx(
+        1e-5 * float(np.sqrt(np.mean(np.square(values.astype(np.float16).astype(np.float64)[np.isfinite(values)])))),
+        rel=1e-14)
