@@ -177,3 +177,38 @@ def test_cli_flag_records_the_origin_in_run_json(tmp_path: Path) -> None:
     assert origins == [{"cached_matmul": "computed, cached"}, {"cached_matmul": "cache"}]
     assert main(["run", *common[:-2], "--run-id", "off"]) == 0
     assert json.loads((tmp_path / "runs" / "off" / "run.json").read_text())["reference_cache"] is None
+
+
+def test_memory_plan_counts_a_cached_reference_as_its_outputs_only(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With just enough memory for the mapped outputs and one comparison chunk, a cached reference
+    validates where evaluating it would have been dropped by the memory plan."""
+    import hipdnn_trace.backends.reference as reference_backend
+    from hipdnn_trace.backends.reference.memory import (cached_reference_bytes, needed_memory_bytes,
+                                                        validation_memory_bytes)
+    from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS
+
+    cache = ReferenceCache(tmp_path / "cache")
+    graph = _run(cache).graph
+    checking = validation_memory_bytes(graph, CHUNK_ELEMENTS, CHUNK_BYTES_PER_ELEMENT)
+    have = graph_run._host_bytes(graph) + cached_reference_bytes(graph) + checking
+    assert have < graph_run._host_bytes(graph) + needed_memory_bytes(graph) + checking
+    monkeypatch.setattr(reference_backend, "available_memory_bytes", lambda: have)
+    hit = _run(cache)
+    assert hit.reference_origin == "cache" and not hit.skip_reference
+    dropped = _run(None)
+    assert dropped.skip_reference and any("not validated against the reference" in n for n in dropped.notes)
+
+
+def test_time_limit_does_not_refuse_a_cached_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--max-reference-seconds bounds an evaluation; a cached reference is not evaluated. Only the
+    plan is asked (for a cudnn configuration, which never runs here): the reference backend itself
+    still evaluates, so it stays bounded."""
+    cache = ReferenceCache(tmp_path / "cache")
+    graph = _run(cache).graph
+    monkeypatch.setattr(graph_run, "time_refusal", lambda *a, **k: "too slow (mocked estimate)")
+    settings = graph_run.RunSettings(reference_cache=cache)
+    run = graph_run.GraphRun(source="cached_matmul.json", name="cached_matmul")
+    assert graph_run._time_plan(graph, [Config("cuda", "cudnn")], settings, run)
+    assert not graph_run._time_plan(graph, [Config("cuda", "cudnn")], graph_run.RunSettings(), run)
+    assert "too slow" in (run.error or "")
