@@ -132,16 +132,21 @@ from hipdnn_trace.validate.compare import compare_tensor
 def status(field):
     return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
 
-n = int(sys.argv[1])
-reference = np.random.default_rng(0).standard_normal(n)
-actual = reference.astype(np.float16)
-actual[123] = np.nan
+n, kind = int(sys.argv[1]), sys.argv[2]
+if kind == "half":
+    reference = np.random.default_rng(0).standard_normal(n)
+    actual = reference.astype(np.float16)
+    actual[123] = np.nan
+else:                                            # an integer output's allowed range: more temporaries
+    reference = np.random.default_rng(0).uniform(-100, 100, n)
+    actual = np.clip(np.rint(reference), -128, 127).astype(np.int8)
+    actual[123] = 127
 gc.collect()
 base = status("VmRSS")
 with open("/proc/self/clear_refs", "w") as fh:   # peak RSS from here on
     fh.write("5")
-result = compare_tensor(actual, reference, atol=1e-3, rtol=1e-3, reference=reference)
-assert result.nonfinite == 1 and result.total == n, result
+result = compare_tensor(actual, reference, atol=1e-3, rtol=1e-3, reference=reference, dtype=kind)
+assert result.nonfinite + result.mismatches == 1 and result.total == n, result
 print(base, status("VmHWM"))
 """
 
@@ -157,17 +162,17 @@ def _can_reset_peak() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _can_reset_peak(), reason="needs /proc/self/clear_refs to reset the peak RSS")
-def test_comparing_a_64m_element_fp16_output_stays_under_twice_its_float64_size() -> None:
-    """64M elements: the float64 reference (512 MiB) and the fp16 output (128 MiB) exist before;
-    the comparison itself may add one chunk's temporaries (measured: 61 MiB), far under one more
-    float64 copy (the whole-array comparison added 4.9 GiB, about 10 copies)."""
-    n = 64 * 2**20
-    done = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(n)], capture_output=True, text=True,
+@pytest.mark.parametrize("n, kind", [(64 * 2**20, "half"), (16 * 2**20, "int8")])
+def test_comparing_a_large_output_stays_under_twice_its_float64_size(n: int, kind: str) -> None:
+    """64M fp16 elements: the float64 reference (512 MiB) and the output (128 MiB) exist before;
+    the comparison itself may add one chunk's temporaries (measured: 61 MiB; int8: 94 MiB), far
+    under one more float64 copy (the whole-array comparison added 4.9 GiB, about 10 copies)."""
+    done = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(n), kind], capture_output=True, text=True,
                           cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr
     base, peak = (int(v) for v in done.stdout.split())
     float64_size = 8 * n
-    inputs = float64_size + 2 * n
+    inputs = float64_size + np.dtype(np.float16 if kind == "half" else np.int8).itemsize * n
     added = peak - base
     assert added <= CHUNK_BYTES_PER_ELEMENT * CHUNK_ELEMENTS, f"comparison added {added / 2**20:.0f} MiB"
     assert peak < 2 * float64_size + inputs
