@@ -270,6 +270,8 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
 def _top_scores(scores: np.ndarray, nan: np.ndarray, top: int) -> np.ndarray:
     """Positions of the ``top`` highest non-NaN scores (ties: lowest index), unordered; linear time."""
     ranked = np.flatnonzero(~nan)
+    if top <= 0:
+        return ranked[:0]
     if ranked.size <= top:
         return ranked
     keys = -scores[ranked]

@@ -77,6 +77,7 @@ def test_chunked_equals_whole_with_nan_inf_poison_at_chunk_edges(dtype, seed: in
     _assert_identical(actual, expected, atol=1e-2, rtol=1e-2, reference=reference)
     _assert_identical(actual, expected, atol=0.0, rtol=0.0)            # nearly everything fails
     _assert_identical(actual, expected, atol=1e-2, rtol=1e-2, top=3)
+    _assert_identical(actual, expected, atol=1e-2, rtol=1e-2, top=0)
 
 
 def test_ties_and_nan_scores_rank_as_one_sort_would() -> None:
