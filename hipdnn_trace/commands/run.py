@@ -68,8 +68,12 @@ def _shard(text: str) -> ShardSpec:
 
 
 def _gib(text: str) -> float:
-    value = argtypes.seconds(text)   # a number >= 0
-    if value <= 0:
+    """--reference-cache-max: a size in GiB, > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in GiB, got {text!r}") from None
+    if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be > 0 GiB, got {text}")
     return value
 

@@ -212,3 +212,20 @@ def test_time_limit_does_not_refuse_a_cached_reference(tmp_path: Path, monkeypat
     assert graph_run._time_plan(graph, [Config("cuda", "cudnn")], settings, run)
     assert not graph_run._time_plan(graph, [Config("cuda", "cudnn")], graph_run.RunSettings(), run)
     assert "too slow" in (run.error or "")
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--reference-cache-max", "0"], "must be > 0 GiB"),
+    (["--reference-cache-max", "lots"], "expected a size in GiB"),
+    (["--reference-cache", "{tmp}/file/cache"], "--reference-cache"),
+])
+def test_bad_cache_flags_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str],
+                                      needle: str) -> None:
+    graph = tmp_path / "cached_matmul.json"
+    graph.write_bytes(DATA)
+    (tmp_path / "file").write_text("not a folder")
+    flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
+    assert main(["run", str(graph), "--out", str(tmp_path / "runs"), *flags]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()             # refused before any run directory
