@@ -24,6 +24,7 @@ from hipdnn_trace.bench.attention_inputs import undefined_elements
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
+from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
@@ -32,7 +33,7 @@ from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers, graph_range_name
-from hipdnn_trace.validate.compare import compare_tensor
+from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS, compare_tensor
 from hipdnn_trace.validate.tolerances import scaled_atol, tolerance_for
 
 
@@ -62,6 +63,7 @@ class RunSettings:
     kernel_clock: KernelClock | None = None   # kernel_ms from CUPTI kernel records (--timing kernel/auto)
     require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
     max_reference_s: float = DEFAULT_MAX_REFERENCE_S   # one float64 evaluation at most (0: no limit)
+    reference_cache: ReferenceCache | None = None   # --reference-cache: float64 outputs kept on disk
 
 
 def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
@@ -92,6 +94,8 @@ def _time_plan(graph: Graph, configs: Sequence[Config], settings: RunSettings, r
     as_backend = any(c.backend == "reference" for c in configs)
     if (settings.validate != "reference" or run.skip_reference) and not as_backend:
         return True
+    if not as_backend and _cached(graph, settings):
+        return True       # nothing to evaluate: the outputs are on disk
     reason = time_refusal(graph, settings.max_reference_s, validating=not as_backend)
     if reason is None:
         return True
@@ -114,6 +118,7 @@ def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
     """Refuse, before allocating anything, a graph whose host tensors cannot fit; drop the
     float64 reference (with a note) when only the reference would not fit."""
     from hipdnn_trace.backends.reference import available_memory_bytes, needed_memory_bytes
+    from hipdnn_trace.backends.reference.memory import cached_reference_bytes, validation_memory_bytes
 
     have = available_memory_bytes()
     if have is None:
@@ -124,11 +129,49 @@ def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
         run.error = f"{run.source}: {refusal}"
         return False
     need = _host_bytes(graph)
-    if settings.validate == "reference" and need + needed_memory_bytes(graph) > have:
+    if settings.validate != "reference":
+        return True
+    reference = (cached_reference_bytes(graph) if _cached(graph, settings) else needed_memory_bytes(graph)) \
+        + validation_memory_bytes(graph, CHUNK_ELEMENTS, CHUNK_BYTES_PER_ELEMENT)
+    if need + reference > have:
         run.notes.append(f"not validated against the reference: float64 copies need about "
-                         f"{needed_memory_bytes(graph) / 2**30:.1f} GiB more host memory than is available")
+                         f"{reference / 2**30:.1f} GiB more host memory than is available")
         run.skip_reference = True
     return True
+
+
+def _cache_for(settings: RunSettings) -> ReferenceCache | None:
+    """The reference cache, when the inputs are seeded (a golden bundle's are not: no key)."""
+    return settings.reference_cache if settings.golden is None else None
+
+
+def _cached(graph: Graph, settings: RunSettings) -> bool:
+    cache = _cache_for(settings)
+    return cache is not None and settings.save_tensors is None and cache.has(graph, settings.seed)
+
+
+def _reference(graph: Graph, inputs: dict[int, np.ndarray], settings: RunSettings,
+               run: GraphRun) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """(float64 outputs, every tensor in its type) from the cache, else evaluated (and stored).
+    A hit has no intermediates, so ``--save-tensors`` (which writes them) always evaluates."""
+    cache = _cache_for(settings)
+    if cache is not None and settings.save_tensors is None:
+        cached, note = cache.load(graph, settings.seed)
+        if note:
+            run.notes.append(note)
+        if cached is not None:
+            run.reference_origin = "cache"
+            return cached, {}
+    evaluation = executor.evaluate(graph, inputs)
+    reference = {u: evaluation.exact[u] for u in (t.uid for t in graph.output_tensors)}
+    run.reference_origin = "computed"
+    if cache is not None:
+        note = cache.store(graph, settings.seed, reference)
+        if note:
+            run.notes.append(note)
+        else:
+            run.reference_origin = "computed, cached"
+    return reference, evaluation.stored
 
 
 def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
@@ -369,10 +412,8 @@ def run_graph(
         else:
             t0 = now_ns()
             try:
-                evaluation = executor.evaluate(graph, inputs)
-                run.reference = {u: evaluation.exact[u] for u in (t.uid for t in graph.output_tensors)}
+                run.reference, run.intermediates = _reference(graph, inputs, settings, run)
                 expected["reference"] = run.reference
-                run.intermediates = evaluation.stored
             except UnsupportedError as exc:
                 run.notes.append(f"not validated against the reference: {exc}")
             run.phases.append(Phase("reference", t0, now_ns()))

@@ -80,6 +80,7 @@ class GraphRun:
     intermediates: dict[int, np.ndarray] = field(default_factory=dict)   # reference, stored dtypes
     notes: list[str] = field(default_factory=list)
     skip_reference: bool = False      # set when the float64 oracle would not fit in memory
+    reference_origin: str | None = None   # computed | computed, cached | cache (bench/reference_cache.py)
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
     undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined
     started_ns: int | None = None     # when the suite handed the graph to its runner (breakdown's wall)

@@ -25,6 +25,7 @@ from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import FAILED, OK, GraphRun
+from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
@@ -76,6 +77,27 @@ def _gpus(text: str) -> list[int] | None:
         return gpu_pool.parse_gpus(text)
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _gib(text: str) -> float:
+    """--reference-cache-max: a size in GiB, > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in GiB, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 GiB, got {text}")
+    return value
+
+
+def _reference_cache(args: argparse.Namespace) -> ReferenceCache | None:
+    """--reference-cache as a cache (None: off); a folder that cannot be written fails before any work."""
+    choice = str(args.reference_cache)
+    if choice == "none" or args.validate == "none":
+        return None
+    folder = auto_folder() if choice == "auto" else Path(choice)
+    _check_writable(folder, "--reference-cache")
+    return ReferenceCache(folder, int(args.reference_cache_max * 2**30))
 
 
 def add_parser(sub: Any) -> None:
@@ -173,6 +195,11 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--atol", type=argtypes.tolerance,
                    help=f"absolute tolerance (default per dtype and op, hipDNN's; at most {argtypes.MAX_ATOL:g})")
     v.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    v.add_argument("--reference-cache", default="none", metavar="DIR|auto|none",
+                   help="keep float64 reference outputs in DIR (auto: $XDG_CACHE_HOME/hipdnn-trace/reference) "
+                        "and reuse them on reruns, A/B runs and shards (default none; docs/reliability.md)")
+    v.add_argument("--reference-cache-max", type=_gib, default=20.0, metavar="GIB",
+                   help="trim the reference cache to this size, least recently used first (default 20)")
     o = p.add_argument_group("output")
     o.add_argument("--out", "-o", type=Path, default=Path("runs"), help="parent of the run directory (default runs/)")
     o.add_argument("--run-id", type=argtypes.run_id,
@@ -502,7 +529,8 @@ def main(args: argparse.Namespace) -> int:
                            save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
                            samplers=samplers, allow_unknown=args.allow_unknown_fields,
                            kernel_clock=kernel_clock, require_kernel_clock=args.timing == "kernel",
-                           max_reference_s=args.max_reference_seconds)
+                           max_reference_s=args.max_reference_seconds,
+                           reference_cache=_reference_cache(args))
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
@@ -525,7 +553,10 @@ def main(args: argparse.Namespace) -> int:
                                               "atol": args.atol, "rtol": args.rtol},
                                "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None},
                                **({"gpus": gpus} if gpus is not None else {}),
-                               "max_reference_seconds": args.max_reference_seconds or None})
+                               "max_reference_seconds": args.max_reference_seconds or None,
+                               "reference_cache": None if settings.reference_cache is None else {
+                                   "folder": str(settings.reference_cache.folder),
+                                   "max_bytes": settings.reference_cache.max_bytes, "graphs": {}}})
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())
@@ -592,6 +623,8 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 if getattr(hook, "meta", None):
                     writer.meta["profile"] = {"tool": hook.name, **hook.meta}
             _record_sessions(writer.meta, g)
+            if g.reference_origin and writer.meta.get("reference_cache") is not None:
+                writer.meta["reference_cache"].setdefault("graphs", {})[g.name] = g.reference_origin
             handout = pool.handouts.get(g.source) if pool is not None else None
             if handout is not None:
                 writer.meta["gpus"]["graphs"][g.source] = asdict(handout)

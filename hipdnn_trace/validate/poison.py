@@ -26,13 +26,22 @@ def poisoned_like(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return out
 
 
-def unwritten_mask(values: np.ndarray) -> np.ndarray:
-    """Elements whose bytes are all the poison byte."""
+def unwritten_elements(values: np.ndarray) -> np.ndarray:
+    """Elements whose bytes are all the poison byte, whatever the type (no integer rule: for a
+    chunk of a larger tensor, whose all-ones verdict needs the whole tensor)."""
     arr = np.ascontiguousarray(values)
     if arr.size == 0:
         return np.zeros(arr.shape, dtype=bool)
     raw = arr.view(np.uint8).reshape(arr.size, arr.dtype.itemsize)
-    mask = (raw == POISON_BYTE).all(axis=1).reshape(arr.shape)
+    return (raw == POISON_BYTE).all(axis=1).reshape(arr.shape)
+
+
+def unwritten_mask(values: np.ndarray) -> np.ndarray:
+    """Elements whose bytes are all the poison byte."""
+    arr = np.ascontiguousarray(values)
+    mask = unwritten_elements(arr)
+    if arr.size == 0:
+        return mask
     kind = np.dtype(arr.dtype).kind
     if kind in "iub":   # legal values: only a wholly poisoned tensor counts
         return mask if mask.all() else np.zeros_like(mask)

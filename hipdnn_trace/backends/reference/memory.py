@@ -17,7 +17,7 @@ from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention
 from hipdnn_trace.graph.model import Graph, Node
 
-__all__ = ["available_memory_bytes", "needed_memory_bytes"]
+__all__ = ["available_memory_bytes", "cached_reference_bytes", "needed_memory_bytes", "validation_memory_bytes"]
 
 _CGROUP_MOUNT = "sys/fs/cgroup"
 
@@ -128,6 +128,21 @@ def needed_memory_bytes(graph: Graph) -> int:
         else:
             total += t.numel * 8
     return total + max((_scratch_bytes(node, graph) for node in graph.nodes), default=0)
+
+
+def validation_memory_bytes(graph: Graph, chunk_elements: int, bytes_per_element: int) -> int:
+    """Peak of comparing the outputs with the float64 reference, beyond the reference itself: the
+    comparison works ``chunk_elements`` at a time (validate/compare.py) with ``bytes_per_element``
+    of temporaries each, plus a boolean mask of undefined elements as large as the largest output
+    (padded attention rows). The reference is counted by :func:`needed_memory_bytes` (or
+    :func:`cached_reference_bytes`); before chunking, validation added ~10 float64 copies of the output."""
+    largest = max((t.numel for t in graph.output_tensors), default=0)
+    return min(largest, chunk_elements) * bytes_per_element + largest
+
+
+def cached_reference_bytes(graph: Graph) -> int:
+    """The float64 outputs of a reference read from the cache (mapped files: nothing is evaluated)."""
+    return sum(8 * t.numel for t in graph.output_tensors)
 
 
 def _scratch_bytes(node: Node, graph: Graph) -> int:
