@@ -58,6 +58,9 @@ RESULT_EXIT_GRACE_S = 10.0
 #: Imported once by the fork server, before any fork (no device context is created).
 HARNESS_MODULES = ("hipdnn_trace.bench.isolation", "hipdnn_trace.bench.graph_run")
 _CHILD = "hipdnn_trace.bench.isolation:child_main"
+_RESIDENT_CHILD = "hipdnn_trace.bench.isolation:resident_main"
+#: A resident child is retired after this many graphs (bounds what a leak in a library can grow to).
+MAX_JOBS_PER_CHILD = 100
 _FRAME = re.compile(r'File "(.*?)", line (\d+) in (\S+)')
 
 
@@ -167,6 +170,37 @@ def child_main(payload: bytes, fds: list[int]) -> int:
     status_fd, output_fd = fds
     status = _child_setup(status_fd, output_fd)
     return run_job(payload, status)
+
+
+def resident_main(payload: bytes, fds: list[int]) -> int:
+    """Entry point of a resident child: run graph after graph, each job read from the job pipe,
+    until the pipe closes (0) or a job fails to send its record (1: its state is suspect)."""
+    status_fd, output_fd, jobs_fd = fds
+    status = _child_setup(status_fd, output_fd)
+    jobs = Connection(jobs_fd, writable=False)
+    while True:
+        if run_job(payload, status) != 0:
+            return 1
+        _release_device_caches()
+        try:
+            payload = jobs.recv_bytes()
+        except (EOFError, OSError):
+            return 0
+
+
+def _release_device_caches() -> None:
+    """Between two graphs in one child: memory a framework keeps cached goes back to the device,
+    so the next graph (maybe another backend) finds what a fresh process would."""
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
 
 
 def _child_setup(status_fd: int, output_fd: int) -> Connection:
@@ -304,10 +338,12 @@ class IsolatedRunner:
     """
 
     def __init__(self, timeout_s: float | None = DEFAULT_TIMEOUT_S, *, tail_bytes: int = STDERR_TAIL_BYTES,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, resident: bool = False) -> None:
         self.timeout_s = timeout_s or None
         self.tail_bytes = tail_bytes
         self.server = ForkServer(HARNESS_MODULES, env=env)
+        self.resident = resident           # one child runs graph after graph (see resident_main)
+        self._child: _Child | None = None  # the resident child, idle between graphs
         self._running: int | None = None   # pid of the child now running, for abort()
 
     def abort(self) -> None:
@@ -323,6 +359,7 @@ class IsolatedRunner:
         self.close()
 
     def close(self) -> None:
+        self._retire()
         self.server.close()
 
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
@@ -350,36 +387,86 @@ class IsolatedRunner:
         self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
         return self._run(payload, source, configs, on_iteration)
 
-    def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config],
-             on_iteration: Callable[[int], None] | None) -> GraphRun:
+    def _child_for(self, key: str, payload: bytes) -> tuple[_Child, bool]:
+        """(the child that runs this job, whether it was started for it): the resident child when
+        it may take the job, else a new one (the old one retired)."""
+        child = self._child
+        if child is not None and child.key == key and child.jobs < MAX_JOBS_PER_CHILD:
+            child.jobs_w.send_bytes(payload)
+            child.jobs += 1
+            return child, False
+        self._retire()
         status_r, status_w = os.pipe()
         output_r, output_w = os.pipe()
+        jobs_r, jobs_w = os.pipe() if self.resident else (-1, -1)
         status = Connection(status_r, writable=False)
         output = Connection(output_r, writable=False)
+        sent = [status_w, output_w] + ([jobs_r] if self.resident else [])
+        try:
+            pid = self.server.launch(_RESIDENT_CHILD if self.resident else _CHILD, payload, sent)
+        except BaseException:
+            status.close()
+            output.close()
+            if self.resident:
+                os.close(jobs_w)
+            raise
+        finally:
+            for fd in sent:
+                os.close(fd)
+        child = _Child(pid, status, output, Connection(jobs_w, readable=False) if self.resident else None, key)
+        if self.resident:
+            self._child = child
+        return child, True
+
+    def _retire(self) -> None:
+        """End the resident child: EOF on its job pipe, then its exit (killed if it lingers)."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            if child.jobs_w is not None:
+                child.jobs_w.close()
+            if not wait([self.server], RESULT_EXIT_GRACE_S):
+                _kill_session(child.pid)
+            self.server.exit_code()
+        except (ForkServerError, OSError):
+            pass
+        finally:
+            child.close()
+
+    def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config],
+             on_iteration: Callable[[int], None] | None) -> GraphRun:
+        key = repr([(c.name, c.backend, c.plugin_path) for c in configs])
         oom_before = _oom_kills()
         t0 = now_ns()
         watch: _Watch | None = None
+        child: _Child | None = None
+        started = True
         try:
-            try:
-                pid = self.server.launch(_CHILD, payload, [status_w, output_w])
-            finally:
-                os.close(status_w)
-                os.close(output_w)
-            self._running = pid
-            watch = _Watch(pid, self.server, status, output, self.timeout_s, self.tail_bytes, on_iteration)
+            child, started = self._child_for(key, payload)
+            self._running = child.pid
+            watch = _Watch(child.pid, self.server, child.status, child.output, self.timeout_s, self.tail_bytes,
+                           on_iteration, resident=self.resident)
             outcome = watch.wait()
         except ForkServerError as exc:   # the server died: keep what the child said (bytes, phase, output)
             outcome = watch.out if watch is not None else _Outcome()
             outcome.failed = f"child process lost ({exc})"
             if watch is not None:
                 outcome.tail = bytes(watch.tail)
+        except BaseException:
+            self._forget(child)
+            raise
         finally:
             self._running = None
-            status.close()
-            output.close()
+        alive = self.resident and outcome.result is not None and outcome.exitcode is None
+        if not alive:
+            self._forget(child)
         span = (t0, now_ns())
         if outcome.result is not None:
-            _add_process_start(outcome.result, t0, outcome.first_message_ns)
+            if started:
+                _add_process_start(outcome.result, t0, outcome.first_message_ns)
+            if alive and _suspect(outcome.result):
+                self._retire()   # an error may have left the device context unusable: a fresh child next
             return outcome.result
         if outcome.failed is not None:
             what = outcome.failed
@@ -399,6 +486,39 @@ class IsolatedRunner:
         if tail_text.strip():
             run.notes.append("child output (tail):\n" + tail_text.rstrip())
         return run
+
+    def _forget(self, child: _Child | None) -> None:
+        """A child that is gone (or being abandoned): close its pipes."""
+        if child is None:
+            return
+        if self._child is child:
+            self._child = None
+        child.close()
+
+
+def _suspect(run: GraphRun) -> bool:
+    """A record with an error row: the child's device context may be unusable afterwards."""
+    return run.status == ERROR or any(c.status == ERROR for c in run.configs)
+
+
+@dataclass
+class _Child:
+    """One child process and its pipes (``jobs_w``: where a resident child reads its next job)."""
+
+    pid: int
+    status: Connection
+    output: Connection
+    jobs_w: Connection | None
+    key: str
+    jobs: int = 1
+
+    def close(self) -> None:
+        for conn in (self.status, self.output, self.jobs_w):
+            if conn is not None:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
 
 
 def _add_process_start(run: GraphRun, asked_ns: int, first_message_ns: int | None) -> None:

@@ -161,6 +161,10 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run each graph in a child process: a crash, hang or out-of-memory becomes one "
                         "error row (default: on for suites of more than one graph on a GPU backend)")
+    r.add_argument("--fresh-child", action="store_true",
+                   help="isolating: a new child process for every graph, so each first_call_ms includes "
+                        "process-level loading (default: one child runs graph after graph and is replaced "
+                        "after a crash, a timeout, an error row or 100 graphs)")
     r.add_argument("--graph-timeout", type=argtypes.seconds, default=None, metavar="SECONDS",
                    help=f"kill a graph's child process after this long (implies --isolate; default "
                         f"{DEFAULT_TIMEOUT_S:g} when isolating, 0: no limit)")
@@ -330,13 +334,13 @@ def _gpu_block(args: argparse.Namespace, configs: list, profiling: bool) -> dict
 
 
 def _pool(block: dict[str, Any], configs: list, settings: RunSettings, timeout: float | None,
-          split: bool) -> gpu_pool.GpuPool:
+          split: bool, resident: bool) -> gpu_pool.GpuPool:
     """A worker per GPU of run.json's "gpus" block, each pinned to its GPU before it starts."""
     workers = []
     for index in block["devices"]:
         value = block["visible"][str(index)]
         isolated = IsolatedRunner(DEFAULT_TIMEOUT_S if timeout is None else timeout,
-                                  env={block["variable"]: value})
+                                  env={block["variable"]: value}, resident=resident)
         mine = settings
         if settings.samplers:   # NVML counts physical GPUs: sample this worker's GPU, when its entry is an index
             samplers = _clock_samplers(configs, int(value))[0] if value.isdigit() else ()
@@ -551,7 +555,8 @@ def main(args: argparse.Namespace) -> int:
                                "validation": {"against": args.validate,
                                               "golden": None if args.golden is None else str(args.golden),
                                               "atol": args.atol, "rtol": args.rtol},
-                               "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None},
+                               "isolation": {"enabled": timeout is not None, "graph_timeout_s": timeout or None,
+                                             "child": "fresh per graph" if args.fresh_child else "resident"},
                                **({"gpus": gpus} if gpus is not None else {}),
                                "max_reference_seconds": args.max_reference_seconds or None,
                                "reference_cache": None if settings.reference_cache is None else {
@@ -638,18 +643,18 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 if line:
                     reporter.ab(line)
 
-    runner = IsolatedRunner(timeout) if timeout is not None else None
+    runner = IsolatedRunner(timeout, resident=not args.fresh_child) if timeout is not None else None
     split = needs_split(configs, settings.options)
     if split:   # e.g. two hipDNN plugin builds: one process each
         if args.isolate is False:
             raise UserError("these configurations need separate processes (process-wide plugin paths); "
                             "drop --no-isolate")
-        runner = SplitRunner(runner or IsolatedRunner(DEFAULT_TIMEOUT_S))
+        runner = SplitRunner(runner or IsolatedRunner(DEFAULT_TIMEOUT_S, resident=not args.fresh_child))
         writer.meta["isolation"] = {**(writer.meta.get("isolation") or {}),
                                     "split": [[c.name for c in g] for g in groups(configs, settings.options)]}
     pool = None
     if args.gpus is not False:
-        runner = pool = _pool(writer.meta["gpus"], configs, settings, timeout, split)
+        runner = pool = _pool(writer.meta["gpus"], configs, settings, timeout, split, not args.fresh_child)
     started = time.monotonic()
     status, interrupted, outcome = "error", None, None
     try:

@@ -1,0 +1,113 @@
+"""A resident isolated child: one process runs graph after graph, and is replaced after a crash,
+a hang, an error row or its job limit; rows equal those of a fresh child per graph.
+
+The backend is the visible test backend (visible_backend.py: the CPU reference underneath, a
+stand-in for a GPU library that logs the pid of the process that prepared each graph).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hipdnn_trace.bench import isolation
+from hipdnn_trace.results.rundir import load_run
+
+from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
+
+TIMING = ["-w", "1", "-i", "3", "--no-trace"]
+
+
+def _run(args: list[str], cwd: Path, log: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["HIPDNN_TRACE_EXTRA_BACKENDS"] = f"faulty={FAULTY_SPEC},visible=visible_backend:VisibleBackend"
+    env["VISIBLE_BACKEND_LOG"] = str(log)
+    return subprocess.run([sys.executable, "-m", "hipdnn_trace", "run", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=240)
+
+
+def _pids(log: Path) -> dict[str, int]:
+    return {row["graph"]: row["pid"] for row in map(json.loads, log.read_text().splitlines())}
+
+
+def test_one_child_runs_the_healthy_graphs_and_a_crash_or_error_gets_a_fresh_one(tmp_path):
+    names = ["ok__a", "ok__b", "segfault__c", "ok__d", "raise__e", "ok__f", "ok__g"]
+    paths = write_graphs(tmp_path / "suite", names)
+    log = tmp_path / "pids.log"
+    done = _run([*map(str, paths), "--backend", "visible", *TIMING, "--isolate",
+                 "--out", str(tmp_path), "--run-id", "resident"], tmp_path, log)
+    assert done.returncode == 1, done.stderr   # one crash, one error row
+    pids = _pids(log)
+    rows = {r["graph"]: r for r in load_run(tmp_path / "resident").summary.to_dicts()}
+    assert rows["segfault__c"]["status"] == "error" and "SIGSEGV" in rows["segfault__c"]["error"]
+    assert rows["raise__e"]["status"] == "error"
+    assert all(rows[n]["status"] == "ok" for n in names if n.startswith("ok"))
+    # the graphs run in the order given; the child stays until something goes wrong
+    assert pids["ok__a"] == pids["ok__b"] == pids["segfault__c"]
+    assert pids["ok__d"] != pids["segfault__c"]          # the crash took its child down
+    assert pids["ok__d"] == pids["raise__e"]
+    assert pids["ok__f"] != pids["raise__e"]             # an error row retires the child
+    assert pids["ok__f"] == pids["ok__g"]
+    meta = json.loads((tmp_path / "resident" / "run.json").read_text())
+    assert meta["isolation"]["child"] == "resident"
+
+
+def test_rows_equal_a_fresh_child_per_graph(tmp_path):
+    names = ["ok__a", "nan__b", "segfault__c", "ok__d", "unwritten__e"]
+    write_graphs(tmp_path / "suite", names)
+    a = _run([str(tmp_path / "suite"), "--backend", "visible", *TIMING, "--isolate", "--out", str(tmp_path),
+              "--run-id", "resident"], tmp_path, tmp_path / "a.log")
+    b = _run([str(tmp_path / "suite"), "--backend", "visible", *TIMING, "--isolate", "--fresh-child",
+              "--out", str(tmp_path), "--run-id", "fresh"], tmp_path, tmp_path / "b.log")
+    assert a.returncode == b.returncode == 1
+    assert len(set(_pids(tmp_path / "b.log").values())) == len(names)   # a new child per graph
+    assert_same_results(tmp_path / "resident", tmp_path / "fresh", trace=False)
+
+
+def test_a_hang_is_killed_and_the_next_graph_gets_a_fresh_child(tmp_path):
+    paths = write_graphs(tmp_path / "suite", ["ok__a", "hang__b", "ok__c"])
+    log = tmp_path / "pids.log"
+    done = _run([*map(str, paths), "--backend", "visible", *TIMING, "--graph-timeout", "3",
+                 "--out", str(tmp_path), "--run-id", "r"], tmp_path, log)
+    assert done.returncode == 1
+    rows = {r["graph"]: r for r in load_run(tmp_path / "r").summary.to_dicts()}
+    assert "timed out after 3 s" in rows["hang__b"]["error"] and rows["ok__c"]["status"] == "ok"
+    pids = _pids(log)
+    assert pids["ok__a"] == pids["hang__b"] != pids["ok__c"]
+
+
+def test_the_job_limit_retires_a_child(tmp_path, monkeypatch, faulty):
+    """In process: with a limit of 2 jobs, the third graph starts a new child."""
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.graph.sources import expand
+    from hipdnn_trace.markers import Markers
+
+    monkeypatch.setattr(isolation, "MAX_JOBS_PER_CHILD", 2)
+    write_graphs(tmp_path / "suite", ["ok__a", "ok__b", "ok__c"])
+    settings = RunSettings(loop=LoopSettings(warmup=0, iters=2))
+    configs = [Config("faulty", "faulty")]
+    pids = []
+    with isolation.IsolatedRunner(60, resident=True) as runner:
+        for source in expand([str(tmp_path / "suite")]):
+            run = runner(source, configs, settings, Markers())
+            assert run.configs[0].status == "ok"
+            pids.append(runner._child.pid if runner._child is not None else None)
+    assert pids[0] == pids[1] != pids[2]
+
+
+@pytest.fixture
+def faulty(monkeypatch):
+    from hipdnn_trace import backends
+
+    monkeypatch.setitem(backends.REGISTRY, "faulty", FAULTY_SPEC)
+    if str(HERE) not in sys.path:
+        monkeypatch.syspath_prepend(str(HERE))
+    return "faulty"
