@@ -62,6 +62,7 @@ class RunSettings:
     kernel_clock: KernelClock | None = None   # kernel_ms from CUPTI kernel records (--timing kernel/auto)
     require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
     max_reference_s: float = DEFAULT_MAX_REFERENCE_S   # one float64 evaluation at most (0: no limit)
+    reference_device: str = "cpu"          # where the validating reference runs: cpu | cuda (--reference-device)
 
 
 def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
@@ -369,7 +370,7 @@ def run_graph(
         else:
             t0 = now_ns()
             try:
-                evaluation = executor.evaluate(graph, inputs)
+                evaluation = executor.evaluate(graph, inputs, device=settings.reference_device)
                 run.reference = {u: evaluation.exact[u] for u in (t.uid for t in graph.output_tensors)}
                 expected["reference"] = run.reference
                 run.intermediates = evaluation.stored
