@@ -64,6 +64,7 @@ class RunSettings:
     require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
     max_reference_s: float = DEFAULT_MAX_REFERENCE_S   # one float64 evaluation at most (0: no limit)
     reference_cache: ReferenceCache | None = None   # --reference-cache: float64 outputs kept on disk
+    reference_device: str = "cpu"          # where the validating reference runs: cpu | cuda (--reference-device)
 
 
 def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
@@ -162,7 +163,7 @@ def _reference(graph: Graph, inputs: dict[int, np.ndarray], settings: RunSetting
         if cached is not None:
             run.reference_origin = "cache"
             return cached, {}
-    evaluation = executor.evaluate(graph, inputs)
+    evaluation = executor.evaluate(graph, inputs, device=settings.reference_device)
     reference = {u: evaluation.exact[u] for u in (t.uid for t in graph.output_tensors)}
     run.reference_origin = "computed"
     if cache is not None:

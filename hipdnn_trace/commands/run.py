@@ -17,6 +17,8 @@ import numpy as np
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, float64_rate
+from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES
+from hipdnn_trace.backends.reference.xp import cuda_missing, resolve_device
 from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench import gpus as gpu_pool
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
@@ -172,6 +174,10 @@ def add_parser(sub: Any) -> None:
                    metavar="S", help="refuse (one error row) a graph whose float64 CPU reference would take longer "
                    f"than this, estimated from its FLOPs before any work (default {DEFAULT_MAX_REFERENCE_S:g}; "
                    "0: no limit)")
+    r.add_argument("--reference-device", choices=REFERENCE_DEVICES, default="auto",
+                   help="where the float64 reference that validates runs: cuda = torch float64 on the GPU, "
+                        "same ops, equal to the CPU's within 1e-12 relative; auto (default) = cuda when torch "
+                        "sees a GPU, else cpu")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish an interrupted run: skip graphs already recorded in RUN_DIR, append the "
                         "rest (same graphs and flags as the interrupted run)")
@@ -219,6 +225,18 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--verbose", "-v", action="store_true", help="a full block per graph, also in suites")
     o.add_argument("--progress", choices=("auto", "on", "off"), default="auto", help="progress line on stderr")
     p.set_defaults(main=main)
+
+
+def _reference_device(args: argparse.Namespace) -> str:
+    """"cpu" or "cuda": where the validating float64 reference runs (--reference-device)."""
+    if args.validate != "reference":
+        return "cpu"
+    if args.reference_device == "cuda":
+        reason = cuda_missing()
+        if reason:
+            raise UserError(f"--reference-device cuda: {reason}; use --reference-device cpu")
+        return "cuda"
+    return resolve_device(args.reference_device)
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
@@ -528,13 +546,14 @@ def main(args: argparse.Namespace) -> int:
     markers = select_markers(args.markers, vendor=vendor)
     samplers, clocks = _clock_samplers(configs, args.device)
     kernel_clock, kernel_clock_note = _kernel_clock(args, reference_only)
+    reference_device = _reference_device(args)
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
                            save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
                            samplers=samplers, allow_unknown=args.allow_unknown_fields,
                            kernel_clock=kernel_clock, require_kernel_clock=args.timing == "kernel",
                            max_reference_s=args.max_reference_seconds,
-                           reference_cache=_reference_cache(args))
+                           reference_cache=_reference_cache(args), reference_device=reference_device)
     timing = {"timer": "host" if reference_only else "device-events", "cache": args.cache,
               "warmup": args.warmup, "iters": args.iters, "min_time_ms": args.min_time_ms,
               "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
@@ -561,7 +580,8 @@ def main(args: argparse.Namespace) -> int:
                                "max_reference_seconds": args.max_reference_seconds or None,
                                "reference_cache": None if settings.reference_cache is None else {
                                    "folder": str(settings.reference_cache.folder),
-                                   "max_bytes": settings.reference_cache.max_bytes, "graphs": {}}})
+                                   "max_bytes": settings.reference_cache.max_bytes, "graphs": {}},
+                               "reference_device": {"asked": args.reference_device, "used": reference_device}})
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())

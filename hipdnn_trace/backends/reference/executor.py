@@ -4,17 +4,25 @@ Each node reads its inputs as stored (rounded to their tensor types, as a real
 implementation would see them), computes in float64, and its outputs are rounded
 to their tensors' types before the next node reads them. The unrounded float64
 results are kept too: they are the oracle that validation compares against.
+
+``device="cuda"`` runs the same op code on torch float64 tensors on the GPU (the ops are written
+against the Array API; ``xp.py`` holds what the standard lacks). Inputs move to the device once,
+each result comes back to the host as float64 (the exact oracle) and is rounded there to its
+tensor's type with the same numpy code as on the CPU, so stored values are bit-identical to a
+host rounding of the device's float64. Ops not in :data:`DEVICE_OPS` run on the host per node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from hipdnn_trace.backends.reference import ops as ref
+from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.ops._arrays import f64
 from hipdnn_trace.bench.inputs import scalar_value
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
@@ -32,12 +40,14 @@ class Evaluation:
 
     exact: dict[int, np.ndarray]
     stored: dict[int, np.ndarray]
+    #: where each node ran, by node name: "cpu" or the device (e.g. "cuda:0")
+    placement: dict[str, str] = field(default_factory=dict)
 
 
 def _scalar(arr: np.ndarray | None, what: str) -> float | None:
     if arr is None:
         return None
-    flat = np.asarray(arr, dtype=np.float64).reshape(-1)
+    flat = np.asarray(shim.to_numpy(arr), dtype=np.float64).reshape(-1)
     if flat.size != 1:
         raise UnsupportedError(f"{what} must be a single value, got {flat.size} elements")
     return float(flat[0])
@@ -99,7 +109,8 @@ def _bn_inference(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray |
 
 def _bn_inference_variance(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     eps = _scalar(x["epsilon"], "batchnorm epsilon")
-    inv_var = 1.0 / np.sqrt(np.asarray(x["variance"], dtype=np.float64) + eps)
+    variance = f64(x["variance"])
+    inv_var = 1.0 / shim.namespace(variance).sqrt(variance + eps)
     return {"y": ref.batchnorm_inference(x["x"], x["mean"], inv_var, x["scale"], x["bias"])}
 
 
@@ -147,8 +158,9 @@ def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.At
     reason = attention_refusal(cfg, node)
     if reason:
         raise UnsupportedError(reason)
-    lq, lkv = attention.seq_lengths(node, graph, {u: x[p] for p, u in node.inputs.items()
-                                                  if isinstance(u, int) and x.get(p) is not None})
+    lq, lkv = attention.seq_lengths(node, graph, {u: shim.to_numpy(x[p]) for p, u in node.inputs.items()
+                                                  if isinstance(u, int) and x.get(p) is not None
+                                                  and p in ("seq_len_q", "seq_len_kv")})
     scale = cfg.scale if cfg.scale is not None else _scalar(x["scale"], "attention scale")
     mask = x.get("attn_mask")
     kwargs: dict[str, Any] = {
@@ -322,17 +334,61 @@ def check(graph: Graph) -> str | None:
     return None
 
 
-def evaluate(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation:
-    """Run every node; inputs are logical arrays keyed by uid, in their tensors' dtypes."""
+#: ops whose float64 math runs in the device namespace; the others (MoE routing, pooling's
+#: scatter, block scaling's bit tricks) run on the host with numpy, per node
+DEVICE_OPS: frozenset[str] = frozenset({
+    "ConvolutionFwdAttributes", "ConvolutionBwdAttributes", "ConvolutionWrwAttributes", "MatmulAttributes",
+    "PointwiseAttributes", "BatchnormInferenceAttributes", "BatchnormInferenceAttributesVarianceExt",
+    "BatchnormAttributes", "BatchnormBackwardAttributes", "LayernormAttributes", "RMSNormAttributes",
+    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "ReductionAttributes",
+    attention.SDPA, attention.SDPA_BACKWARD,
+})
+
+
+def evaluate(graph: Graph, inputs: Mapping[int, np.ndarray], *, device: str = "cpu",
+             xp: Any = None) -> Evaluation:
+    """Run every node; inputs are logical arrays keyed by uid, in their tensors' dtypes.
+
+    ``device``: "cpu" (numpy) or "cuda" (torch float64 on the GPU); ``xp``, an Array API
+    namespace to run the device ops in instead (the tests pass array-api-strict). Results are
+    numpy arrays either way.
+    """
+    if xp is None and device == "cpu":
+        return _evaluate_host(graph, inputs)
+    target = shim.Target.of(device) if xp is None else shim.Target(xp, None, getattr(xp, "__name__", "xp"))
+    return _evaluate_on(graph, inputs, target)
+
+
+def _handler(node: Node) -> Handler:
+    handler = HANDLERS.get(node.type)
+    if handler is None:
+        raise UnsupportedError(f"unsupported op {node.op}")
+    return handler
+
+
+def _result(node: Node, graph: Graph, results: Mapping[str, Any], port: str, uid: int) -> Any:
+    """Output ``port``'s value, shaped like its tensor (any namespace)."""
+    value = results.get(port)
+    if value is None:
+        raise UnsupportedError(f"{node.op} node {node.name!r} cannot produce output {port}")
+    tensor = graph.by_uid[uid]
+    if tuple(value.shape) != tuple(tensor.dims):
+        if shim.size(value) != tensor.numel:
+            raise UnsupportedError(f"{node.op} computed shape {tuple(value.shape)} for {tensor.name!r} "
+                                   f"of dims {list(tensor.dims)}")
+        value = shim.namespace(value).reshape(value, tuple(tensor.dims))
+    return value
+
+
+def _evaluate_host(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation:
     stored: dict[int, np.ndarray] = dict(inputs)
     for t in graph.value_tensors:
         stored[t.uid] = np.full(t.dims, scalar_value(t), dtype=np.float64)
     exact: dict[int, np.ndarray] = {}
+    placement: dict[str, str] = {}
     for index in execution_order(graph):
         node = graph.nodes[index]
-        handler = HANDLERS.get(node.type)
-        if handler is None:
-            raise UnsupportedError(f"unsupported op {node.op}")
+        handler = _handler(node)
         args: dict[str, np.ndarray | None] = {}
         for port, uid in node.inputs.items():
             if isinstance(uid, int):
@@ -344,15 +400,51 @@ def evaluate(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation:
             if uid is None:
                 continue
             value = results.get(port)
-            if value is None:
-                raise UnsupportedError(f"{node.op} node {node.name!r} cannot produce output {port}")
-            tensor = graph.by_uid[uid]
-            value = np.asarray(value, dtype=np.float64)
-            if value.shape != tuple(tensor.dims):
-                if value.size != tensor.numel:
-                    raise UnsupportedError(f"{node.op} computed shape {value.shape} for {tensor.name!r} "
-                                           f"of dims {list(tensor.dims)}")
-                value = value.reshape(tensor.dims)
+            if value is not None:
+                value = np.asarray(value, dtype=np.float64)
+            value = _result(node, graph, {port: value}, port, uid)
             exact[uid] = value
-            stored[uid] = ref.round_to(value, tensor.data_type)
-    return Evaluation(exact, {u: a for u, a in stored.items() if u in exact})
+            stored[uid] = ref.round_to(value, graph.by_uid[uid].data_type)
+        placement[node.name] = "cpu"
+    return Evaluation(exact, {u: a for u, a in stored.items() if u in exact}, placement)
+
+
+def _evaluate_on(graph: Graph, inputs: Mapping[int, np.ndarray], target: shim.Target) -> Evaluation:
+    """Device ops in ``target``'s namespace, the rest on the host; every result comes back to the
+    host (exact float64), is rounded there, and goes to the device again only when a later device
+    op reads it. A device copy is dropped after its last reader."""
+    order = execution_order(graph)
+    host: dict[int, np.ndarray] = dict(inputs)
+    for t in graph.value_tensors:
+        host[t.uid] = np.full(t.dims, scalar_value(t), dtype=np.float64)
+    last_read = {uid: step for step, index in enumerate(order)
+                 for uid in graph.nodes[index].inputs.values() if isinstance(uid, int)}
+    on_device: dict[int, Any] = {}
+    exact: dict[int, np.ndarray] = {}
+    placement: dict[str, str] = {}
+    for step, index in enumerate(order):
+        node = graph.nodes[index]
+        handler = _handler(node)
+        remote = node.type in DEVICE_OPS
+        args: dict[str, Any] = {}
+        for port, uid in node.inputs.items():
+            if isinstance(uid, int):
+                if uid not in host:
+                    raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
+                if remote and uid not in on_device:
+                    on_device[uid] = shim.from_numpy(target.xp, host[uid], target.device)
+                args[port] = on_device[uid] if remote else host[uid]
+        results = handler(node, graph, args)
+        for port, uid in node.outputs.items():
+            if uid is None:
+                continue
+            value = _result(node, graph, results, port, uid)
+            tensor = graph.by_uid[uid]
+            exact[uid] = np.asarray(shim.to_numpy(value), dtype=np.float64)
+            host[uid] = ref.round_to(exact[uid], tensor.data_type)
+            if remote and tensor.data_type == "double":   # stored == exact: no upload needed
+                on_device[uid] = value
+        placement[node.name] = target.label if remote else "cpu"
+        for uid in [u for u in on_device if last_read.get(u, -1) <= step]:
+            del on_device[uid]
+    return Evaluation(exact, {u: a for u, a in host.items() if u in exact}, placement)

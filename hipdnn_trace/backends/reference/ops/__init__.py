@@ -1,4 +1,8 @@
-"""Float64 numerics of the reference backend: pure functions on logical numpy arrays.
+"""Float64 numerics of the reference backend: pure functions on logical arrays.
+
+Arrays are numpy's or any Array API namespace's (torch float64 on a GPU for
+``--reference-device cuda``); an op computes in its inputs' namespace and returns arrays of it.
+Pooling, MoE and block scaling are numpy-only (the executor runs them on the host).
 
 Each op takes arrays in hipDNN's logical dim order (N, C, spatial... for conv and
 norm tensors; strides and memory layout are the caller's business), computes in

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hipdnn_trace.backends.reference.ops._arrays import f64, per_channel
+from hipdnn_trace.backends.reference.ops._arrays import f64, per_channel, size
+from hipdnn_trace.backends.reference.xp import namespace
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["batchnorm_inference", "batchnorm_train", "batchnorm_backward"]
@@ -29,16 +30,17 @@ __all__ = ["batchnorm_inference", "batchnorm_train", "batchnorm_backward"]
 def _check_x(x: np.ndarray, what: str) -> tuple[int, ...]:
     if x.ndim < 2:
         raise UnsupportedError(f"{what} needs x of rank >= 2 (N, C, ...), got shape {x.shape}")
-    if x.size == 0:
+    if size(x) == 0:
         raise UnsupportedError(f"{what} of an empty tensor {x.shape} has no statistics")
     return (0,) + tuple(range(2, x.ndim))
 
 
 def _stats(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, biased variance, inv_variance), each [1, C, 1, ...]."""
-    mean = x.mean(axis=axes, keepdims=True)
-    var = np.square(x - mean).mean(axis=axes, keepdims=True)
-    return mean, var, 1.0 / np.sqrt(var + float(epsilon))
+    xp = namespace(x)
+    mean = xp.mean(x, axis=axes, keepdims=True)
+    var = xp.mean(xp.square(x - mean), axis=axes, keepdims=True)
+    return mean, var, 1.0 / xp.sqrt(var + float(epsilon))
 
 
 def batchnorm_inference(
@@ -81,7 +83,7 @@ def batchnorm_train(
     next_mean = next_var = None
     if momentum is not None and prev_running_mean is not None and prev_running_var is not None:
         m = float(momentum)
-        count = x.size // c
+        count = size(x) // c
         unbiased = var if count == 1 else var * (count / (count - 1))
         prev_m = per_channel(prev_running_mean, x.ndim, c, "batchnorm prev_running_mean")
         prev_v = per_channel(prev_running_var, x.ndim, c, "batchnorm prev_running_var")
@@ -123,8 +125,9 @@ def batchnorm_backward(
         m = per_channel(mean, x.ndim, c, "batchnorm mean")
         iv = per_channel(inv_variance, x.ndim, c, "batchnorm inv_variance")
     xhat = (x - m) * iv
-    dbias = dy.sum(axis=axes, keepdims=True)
-    dscale = (dy * xhat).sum(axis=axes, keepdims=True)
-    count = x.size // c
+    xp = namespace(x)
+    dbias = xp.sum(dy, axis=axes, keepdims=True)
+    dscale = xp.sum(dy * xhat, axis=axes, keepdims=True)
+    count = size(x) // c
     dx = s * iv * (dy - dbias / count - xhat * (dscale / count))
     return {"dx": dx, "dscale": dscale, "dbias": dbias}

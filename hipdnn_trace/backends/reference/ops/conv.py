@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
-from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
+from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.ops._arrays import as_array, as_shape, f64
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["conv_fwd", "conv_dgrad", "conv_wgrad", "conv_output_shape"]
@@ -163,8 +162,11 @@ def _check_mode(mode: str) -> bool:
 
 
 def _flip(w: np.ndarray) -> np.ndarray:
+    """w reversed along its spatial dims (a view for numpy; torch has no negative steps)."""
     nsp = w.ndim - 2
-    return w[(slice(None), slice(None)) + (slice(None, None, -1),) * nsp]
+    if isinstance(w, np.ndarray):
+        return w[(slice(None), slice(None)) + (slice(None, None, -1),) * nsp]
+    return shim.namespace(w).flip(w, axis=tuple(range(2, 2 + nsp)))
 
 
 def conv_output_shape(
@@ -187,9 +189,10 @@ def _padded(x: np.ndarray, g: _Geometry) -> np.ndarray:
     """x with zero padding around the spatial dims, as float64 (one copy at most)."""
     if not g.has_padding:
         return f64(x)
-    xp = np.zeros((g.n, g.c, *g.padded_spatial), dtype=np.float64)
-    xp[g.interior] = x
-    return xp
+    xp = shim.namespace(x)
+    padded = xp.zeros((g.n, g.c, *g.padded_spatial), dtype=xp.float64, device=shim.device_of(x))
+    padded[g.interior] = x
+    return padded
 
 
 def _chunks(g: _Geometry) -> Iterator[tuple[int, int]]:
@@ -217,27 +220,16 @@ def _columns(xp: np.ndarray, g: _Geometry, n0: int, n1: int) -> np.ndarray:
     position), so one GEMM per group covers the whole chunk even when the output
     is small (late CNN layers).
     """
-    part = xp[n0:n1]
-    sn, sc = part.strides[:2]
-    sp = part.strides[2:]
-    view = as_strided(
-        part,
-        shape=(g.c, *g.kernel, n1 - n0, *g.out_spatial),
-        strides=(
-            sc,
-            *(s * d for s, d in zip(sp, g.dilation)),
-            sn,
-            *(s * t for s, t in zip(sp, g.stride)),
-        ),
-        writeable=False,
-    )
-    return view.reshape(g.groups, g.cg * g.kernel_size, (n1 - n0) * g.out_size)
+    ns = shim.namespace(xp)
+    view = shim.windows(ns, xp[n0:n1, ...], g.kernel, g.dilation, g.out_spatial, g.stride)
+    return ns.reshape(view, (g.groups, g.cg * g.kernel_size, (n1 - n0) * g.out_size))
 
 
 def _fold_batch(t4: np.ndarray, g: _Geometry) -> np.ndarray:
     """(nb, groups, Kg, O) -> (groups, Kg, nb*O), the column order of :func:`_columns`."""
     nb = t4.shape[0]
-    return np.ascontiguousarray(t4.transpose(1, 2, 0, 3)).reshape(g.groups, g.kg, nb * g.out_size)
+    xp = shim.namespace(t4)
+    return xp.reshape(shim.contiguous(xp, xp.permute_dims(t4, (1, 2, 0, 3))), (g.groups, g.kg, nb * g.out_size))
 
 
 def _w_matrix(w: np.ndarray, g: _Geometry, flip: bool) -> np.ndarray:
@@ -245,7 +237,8 @@ def _w_matrix(w: np.ndarray, g: _Geometry, flip: bool) -> np.ndarray:
     wf = f64(w)
     if flip:
         wf = _flip(wf)
-    return np.ascontiguousarray(wf).reshape(g.groups, g.kg, g.cg * g.kernel_size)
+    xp = shim.namespace(wf)
+    return xp.reshape(shim.contiguous(xp, wf), (g.groups, g.kg, g.cg * g.kernel_size))
 
 
 def _window_slices(g: _Geometry, r: tuple[int, ...]) -> tuple[slice, ...]:
@@ -273,7 +266,9 @@ def _dgrad_by_fprop(dy: np.ndarray, w: np.ndarray, g: _Geometry, flip: bool) -> 
     if not flip:                      # CONVOLUTION already flipped once: flips cancel
         wf = _flip(wf)
     nsp = len(g.kernel)
-    wt = wf.reshape(g.groups, g.kg, g.cg, *g.kernel).swapaxes(1, 2).reshape(g.c, g.kg, *g.kernel)
+    xp = shim.namespace(wf)
+    w5 = xp.reshape(wf, (g.groups, g.kg, g.cg, *g.kernel))
+    wt = xp.reshape(xp.permute_dims(w5, (0, 2, 1, *range(3, 3 + nsp))), (g.c, g.kg, *g.kernel))
     pad_pre = [d * (k - 1) - a for d, k, a in zip(g.dilation, g.kernel, g.pre)]
     pad_post = [d * (k - 1) - b for d, k, b in zip(g.dilation, g.kernel, g.post)]
     return conv_fwd(dy, wt, pre_padding=pad_pre, post_padding=pad_post,
@@ -281,7 +276,7 @@ def _dgrad_by_fprop(dy: np.ndarray, w: np.ndarray, g: _Geometry, flip: bool) -> 
 
 
 def _check_same(arr: np.ndarray, shape: tuple[int, ...], what: str) -> None:
-    if arr.shape != shape:
+    if tuple(arr.shape) != shape:
         raise UnsupportedError(f"convolution {what} has shape {arr.shape}, expected {shape}")
 
 
@@ -299,24 +294,23 @@ def conv_fwd(
     mode: str = "CROSS_CORRELATION",
 ) -> np.ndarray:
     """y[n, k, o] = sum over c in k's group and kernel taps r of x[n, c, o*stride + r*dilation - pre] * w[k, c, r]."""
-    x = np.asarray(x)
-    w = np.asarray(w)
+    x, w = as_array(x), as_array(w)   # x is cast while padding: no extra float64 copy
+    ns = shim.namespace(x, w)
     g = _geometry(x.shape, w.shape, pre_padding, post_padding, stride, dilation)
     flip = _check_mode(mode)
     wmat = _w_matrix(w, g, flip)
     xp = _padded(x, g)
-    y = np.empty(g.y_shape, dtype=np.float64)
-    y4 = y.reshape(g.n, g.groups, g.kg, g.out_size)
+    y4 = ns.empty((g.n, g.groups, g.kg, g.out_size), dtype=ns.float64, device=shim.device_of(x))
     for n0, n1 in _chunks(g):
         cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
         if n1 - n0 == 1:
-            bounded_matmul(wmat, cols, out=y4[n0])
+            shim.matmul_into(ns, wmat, cols, y4, (n0, ...))
         else:
-            chunk = bounded_matmul(wmat, cols).reshape(g.groups, g.kg, n1 - n0, g.out_size)
-            y4[n0:n1] = chunk.transpose(2, 0, 1, 3)
+            chunk = ns.reshape(shim.matmul(ns, wmat, cols), (g.groups, g.kg, n1 - n0, g.out_size))
+            y4[n0:n1, ...] = ns.permute_dims(chunk, (2, 0, 1, 3))
             del chunk
         del cols   # free this chunk's columns before the next chunk allocates its own
-    return y
+    return ns.reshape(y4, g.y_shape)
 
 
 def conv_dgrad(
@@ -331,23 +325,24 @@ def conv_dgrad(
     mode: str = "CROSS_CORRELATION",
 ) -> np.ndarray:
     """dx, the exact adjoint of :func:`conv_fwd` in x (col2im of w^T dy)."""
-    dy = np.asarray(dy)
-    w = np.asarray(w)
+    dy, w = f64(dy), f64(w)
+    ns = shim.namespace(dy, w)
     g = _geometry(x_shape, w.shape, pre_padding, post_padding, stride, dilation)
     flip = _check_mode(mode)
     _check_same(dy, g.y_shape, "dy")
     if _dgrad_as_fprop(g):
         return _dgrad_by_fprop(dy, w, g, flip)
-    wmat_t = np.ascontiguousarray(_w_matrix(w, g, flip).transpose(0, 2, 1))   # (groups, Cg*R, Kg)
-    dy4 = f64(dy).reshape(g.n, g.groups, g.kg, g.out_size)
-    dxp = np.zeros((g.n, g.c, *g.padded_spatial), dtype=np.float64)
+    wmat_t = shim.contiguous(ns, ns.permute_dims(_w_matrix(w, g, flip), (0, 2, 1)))   # (groups, Cg*R, Kg)
+    dy4 = ns.reshape(dy, (g.n, g.groups, g.kg, g.out_size))
+    dxp = ns.zeros((g.n, g.c, *g.padded_spatial), dtype=ns.float64, device=shim.device_of(dy))
     taps = list(product(*(range(kd) for kd in g.kernel)))
+    nsp = len(g.kernel)
     for n0, n1 in _chunks(g):
-        cols = bounded_matmul(wmat_t, _fold_batch(dy4[n0:n1], g))       # (groups, Cg*R, nb*O)
-        cols = cols.reshape(g.c, *g.kernel, n1 - n0, *g.out_spatial)
+        cols = shim.matmul(ns, wmat_t, _fold_batch(dy4[n0:n1, ...], g))       # (groups, Cg*R, nb*O)
+        cols = ns.reshape(cols, (g.c, *g.kernel, n1 - n0, *g.out_spatial))
         for r in taps:
             target = (slice(n0, n1), slice(None)) + _window_slices(g, r)
-            dxp[target] += cols[(slice(None),) + r].swapaxes(0, 1)
+            dxp[target] += ns.permute_dims(cols[(slice(None),) + r + (Ellipsis,)], (1, 0, *range(2, 2 + nsp)))
         del cols
     return dxp[g.interior] if g.has_padding else dxp
 
@@ -364,17 +359,17 @@ def conv_wgrad(
     mode: str = "CROSS_CORRELATION",
 ) -> np.ndarray:
     """dw, the exact adjoint of :func:`conv_fwd` in w (sum over the batch of dy im2col(x)^T)."""
-    x = np.asarray(x)
-    dy = np.asarray(dy)
+    x, dy = as_array(x), f64(dy)
+    ns = shim.namespace(x, dy)
     g = _geometry(x.shape, w_shape, pre_padding, post_padding, stride, dilation)
     flip = _check_mode(mode)
     _check_same(dy, g.y_shape, "dy")
-    dy4 = f64(dy).reshape(g.n, g.groups, g.kg, g.out_size)
+    dy4 = ns.reshape(dy, (g.n, g.groups, g.kg, g.out_size))
     xp = _padded(x, g)
-    dw = np.zeros((g.groups, g.kg, g.cg * g.kernel_size), dtype=np.float64)
+    dw = ns.zeros((g.groups, g.kg, g.cg * g.kernel_size), dtype=ns.float64, device=shim.device_of(x))
     for n0, n1 in _chunks(g):
         cols = _columns(xp, g, n0, n1)                               # (groups, Cg*R, nb*O)
-        dw += bounded_matmul(_fold_batch(dy4[n0:n1], g), cols.transpose(0, 2, 1))
+        dw += shim.matmul(ns, _fold_batch(dy4[n0:n1, ...], g), ns.permute_dims(cols, (0, 2, 1)))
         del cols
-    dw = dw.reshape(g.w_shape)
-    return np.ascontiguousarray(_flip(dw)) if flip else dw
+    dw = ns.reshape(dw, g.w_shape)
+    return shim.contiguous(ns, _flip(dw)) if flip else dw

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hipdnn_trace.backends.reference.ops._arrays import f64, trailing
+from hipdnn_trace.backends.reference.ops._arrays import f64, reshape, shape_of, size, trailing
+from hipdnn_trace.backends.reference.xp import namespace
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["layernorm", "layernorm_backward"]
@@ -30,9 +31,10 @@ def _split(x: np.ndarray, normalized_dim_count: int, what: str) -> tuple[int, tu
 
 
 def _stats(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    mean = x.mean(axis=axes, keepdims=True)
-    var = np.square(x - mean).mean(axis=axes, keepdims=True)
-    return mean, 1.0 / np.sqrt(var + float(epsilon))
+    xp = namespace(x)
+    mean = xp.mean(x, axis=axes, keepdims=True)
+    var = xp.mean(xp.square(x - mean), axis=axes, keepdims=True)
+    return mean, 1.0 / xp.sqrt(var + float(epsilon))
 
 
 def layernorm(
@@ -75,8 +77,8 @@ def layernorm_backward(
     if dy.shape != x.shape:
         raise UnsupportedError(f"layernorm backward: dy shape {dy.shape} differs from x shape {x.shape}")
     start, axes = _split(x, normalized_dim_count, "layernorm backward")
-    scale_arr = np.asarray(scale)
-    s = trailing(scale_arr, x.shape, start, "layernorm scale")
+    scale_shape = shape_of(scale)
+    s = trailing(scale, x.shape, start, "layernorm scale")
     if (mean is None) != (inv_variance is None):
         raise UnsupportedError("layernorm backward needs both mean and inv_variance, or neither")
     stat_shape = x.shape[:start] + (1,) * len(axes)
@@ -87,17 +89,18 @@ def layernorm_backward(
     else:
         m, iv = f64(mean), f64(inv_variance)
         for name, arr in (("mean", m), ("inv_variance", iv)):
-            if arr.size != int(np.prod(stat_shape)):
+            if size(arr) != int(np.prod(stat_shape)):
                 raise UnsupportedError(
                     f"layernorm backward: {name} has {arr.size} values, expected one per batch position"
                 )
-        m, iv = m.reshape(stat_shape), iv.reshape(stat_shape)
+        m, iv = reshape(m, stat_shape), reshape(iv, stat_shape)
     xhat = (x - m) * iv
     g = dy * s
     count = int(np.prod(x.shape[start:]))
-    dx = iv * (g - g.sum(axis=axes, keepdims=True) / count
-               - xhat * ((g * xhat).sum(axis=axes, keepdims=True) / count))
+    xp = namespace(x)
+    dx = iv * (g - xp.sum(g, axis=axes, keepdims=True) / count
+               - xhat * (xp.sum(g * xhat, axis=axes, keepdims=True) / count))
     batch_axes = tuple(range(start))
-    dscale = (dy * xhat).sum(axis=batch_axes).reshape(scale_arr.shape)
-    dbias = dy.sum(axis=batch_axes).reshape(scale_arr.shape)
+    dscale = reshape(xp.sum(dy * xhat, axis=batch_axes), scale_shape)
+    dbias = reshape(xp.sum(dy, axis=batch_axes), scale_shape)
     return {"dx": dx, "dscale": dscale, "dbias": dbias}

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64
-from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
+from hipdnn_trace.backends.reference.xp import matmul as xp_matmul
+from hipdnn_trace.backends.reference.xp import namespace
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["matmul", "matmul_output_shape"]
@@ -45,10 +46,11 @@ def matmul_output_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> t
 
 def _expand(arr: np.ndarray, batch: tuple[int, ...], out_batch: tuple[int, ...]) -> np.ndarray:
     """Repeat batch entries where the output dim is a larger multiple (not 1) of ours."""
-    arr = arr.reshape(batch + arr.shape[-2:])
+    xp = namespace(arr)
+    arr = xp.reshape(arr, batch + tuple(arr.shape[-2:]))
     for axis, (d, o) in enumerate(zip(batch, out_batch)):
         if d != 1 and d != o:
-            arr = np.repeat(arr, o // d, axis=axis)
+            arr = xp.repeat(arr, o // d, axis=axis)
     return arr
 
 
@@ -56,6 +58,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C = A @ B over the last two dims, float64 accumulate (BLAS, in bounded calls: signals are honoured)."""
     a64 = f64(a)
     b64 = f64(b)
-    out_shape = matmul_output_shape(a64.shape, b64.shape)
-    a_b, b_b, out_b = _batch_dims(a64.shape, b64.shape)
-    return bounded_matmul(_expand(a64, a_b, out_b), _expand(b64, b_b, out_b)).reshape(out_shape)
+    out_shape = matmul_output_shape(tuple(a64.shape), tuple(b64.shape))
+    a_b, b_b, out_b = _batch_dims(tuple(a64.shape), tuple(b64.shape))
+    xp = namespace(a64, b64)
+    return xp.reshape(xp_matmul(xp, _expand(a64, a_b, out_b), _expand(b64, b_b, out_b)), out_shape)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
 from hipdnn_trace.errors import UnsupportedError
 
@@ -83,12 +84,17 @@ class _Params:
         return lower, upper, slope
 
 
+def _ns(x: np.ndarray):   # noqa: ANN202 - an Array API namespace
+    return shim.namespace(x)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return 1.0 / (1.0 + _ns(x).exp(-x))
 
 
 def _flag(b: np.ndarray) -> np.ndarray:
-    return b.astype(np.float64)
+    xp = _ns(b)
+    return xp.astype(b, xp.float64)
 
 
 # --- activations -------------------------------------------------------------
@@ -98,7 +104,8 @@ def _relu_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
     # hipDNN: x <= lower -> slope*(x - lower) + lower; else x >= upper -> upper; else x.
     # Written with one output buffer: relu often runs on the largest tensors of a graph.
     lower, upper, slope = p.relu_clips
-    out = np.where(x >= upper, upper, x)
+    xp = _ns(x)
+    out = xp.where(x >= upper, upper, x)
     below = x <= lower
     out[below] = slope * (x[below] - lower) + lower
     return out
@@ -108,17 +115,18 @@ def _relu_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
     if not p.relu_parameterized:
         return dy * _flag(x > 0.0)
     lower, upper, slope = p.relu_clips
-    local = np.where(x <= lower, slope, np.where(x > upper, 0.0, 1.0))
+    xp = _ns(x)
+    local = xp.where(x <= lower, slope, xp.where(x > upper, 0.0, 1.0))
     return dy * local
 
 
 def _gelu_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + erf(x * _INV_SQRT_2))
+    return 0.5 * x * (1.0 + shim.erf(_ns(x), x * _INV_SQRT_2))
 
 
 def _gelu_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
-    cdf = 0.5 * (1.0 + erf(x * _INV_SQRT_2))
-    pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+    cdf = 0.5 * (1.0 + shim.erf(_ns(x), x * _INV_SQRT_2))
+    pdf = _INV_SQRT_2PI * _ns(x).exp(-0.5 * x * x)
     return dy * (cdf + x * pdf)
 
 
@@ -127,17 +135,17 @@ def _gelu_tanh_inner(x: np.ndarray) -> np.ndarray:
 
 
 def _gelu_tanh_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(_gelu_tanh_inner(x)))
+    return 0.5 * x * (1.0 + _ns(x).tanh(_gelu_tanh_inner(x)))
 
 
 def _gelu_tanh_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
-    t = np.tanh(_gelu_tanh_inner(x))
+    t = _ns(x).tanh(_gelu_tanh_inner(x))
     d_inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_TANH_C * x * x)
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner)
 
 
 def _swish_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-p.swish_beta * x))
+    return x / (1.0 + _ns(x).exp(-p.swish_beta * x))
 
 
 def _swish_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -146,15 +154,19 @@ def _swish_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _elu_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0.0, x, p.elu_alpha * np.expm1(np.minimum(x, 0.0)))
+    xp = _ns(x)
+    return xp.where(x > 0.0, x, p.elu_alpha * xp.expm1(xp.minimum(x, xp.zeros_like(x))))
 
 
 def _elu_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return dy * np.where(x > 0.0, 1.0, p.elu_alpha * np.exp(np.minimum(x, 0.0)))
+    xp = _ns(x)
+    return dy * xp.where(x > 0.0, 1.0, p.elu_alpha * xp.exp(xp.minimum(x, xp.zeros_like(x))))
 
 
 def _softplus_fwd(p: _Params, x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(0.0, p.softplus_beta * x) / p.softplus_beta
+    y = p.softplus_beta * x
+    xp = _ns(y)
+    return xp.logaddexp(xp.zeros_like(y), y) / p.softplus_beta
 
 
 def _softplus_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -167,7 +179,7 @@ def _sigmoid_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _tanh_bwd(p: _Params, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
-    t = np.tanh(x)
+    t = _ns(x).tanh(x)
     return dy * (1.0 - t * t)
 
 
@@ -180,7 +192,9 @@ def _gen_index(p: _Params, x: np.ndarray) -> np.ndarray:
     axis = p.axis % ndim
     shape = [1] * ndim
     shape[axis] = x.shape[axis]
-    return np.broadcast_to(np.arange(x.shape[axis], dtype=np.float64).reshape(shape), x.shape)
+    xp = _ns(x)
+    index = xp.arange(x.shape[axis], dtype=xp.float64, device=shim.device_of(x))
+    return xp.broadcast_to(xp.reshape(index, tuple(shape)), tuple(x.shape))
 
 
 def _unary(f: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
@@ -191,33 +205,38 @@ def _binary(f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., 
     return lambda p, a, b: f(a, b)
 
 
+def _fn(name: str) -> Callable[..., np.ndarray]:
+    """The namespace's elementwise function ``name`` of the first operand's namespace."""
+    return lambda *arrays: getattr(_ns(arrays[0]), name)(*arrays)
+
+
 _MODES: dict[str, Callable[..., np.ndarray]] = {
     # unary
-    "abs": _unary(np.abs),
-    "ceil": _unary(np.ceil),
+    "abs": _unary(_fn("abs")),
+    "ceil": _unary(_fn("ceil")),
     "elu_fwd": _elu_fwd,
-    "erf": _unary(erf),
-    "exp": _unary(np.exp),
-    "floor": _unary(np.floor),
+    "erf": _unary(lambda x: shim.erf(_ns(x), x)),
+    "exp": _unary(_fn("exp")),
+    "floor": _unary(_fn("floor")),
     "gelu_approx_tanh_fwd": _gelu_tanh_fwd,
     "gelu_fwd": _gelu_fwd,
     "gen_index": _gen_index,
     "identity": _unary(lambda x: x),
-    "log": _unary(np.log),
+    "log": _unary(_fn("log")),
     "logical_not": _unary(lambda x: _flag(x == 0.0)),
-    "neg": _unary(np.negative),
+    "neg": _unary(_fn("negative")),
     "reciprocal": _unary(lambda x: 1.0 / x),
     "relu_fwd": _relu_fwd,
-    "rsqrt": _unary(lambda x: 1.0 / np.sqrt(x)),
+    "rsqrt": _unary(lambda x: 1.0 / _ns(x).sqrt(x)),
     "sigmoid_fwd": _unary(_sigmoid),
-    "sin": _unary(np.sin),
+    "sin": _unary(_fn("sin")),
     "softplus_fwd": _softplus_fwd,
-    "sqrt": _unary(np.sqrt),
+    "sqrt": _unary(_fn("sqrt")),
     "swish_fwd": _swish_fwd,
-    "tan": _unary(np.tan),
-    "tanh_fwd": _unary(np.tanh),
+    "tan": _unary(_fn("tan")),
+    "tanh_fwd": _unary(_fn("tanh")),
     # binary
-    "add": _binary(np.add),
+    "add": _binary(_fn("add")),
     "add_square": _binary(lambda a, b: a + b * b),
     "cmp_eq": _binary(lambda a, b: _flag(a == b)),
     "cmp_ge": _binary(lambda a, b: _flag(a >= b)),
@@ -225,13 +244,13 @@ _MODES: dict[str, Callable[..., np.ndarray]] = {
     "cmp_le": _binary(lambda a, b: _flag(a <= b)),
     "cmp_lt": _binary(lambda a, b: _flag(a < b)),
     "cmp_neq": _binary(lambda a, b: _flag(a != b)),
-    "div": _binary(np.divide),
+    "div": _binary(_fn("divide")),
     "logical_and": _binary(lambda a, b: _flag((a != 0.0) & (b != 0.0))),
     "logical_or": _binary(lambda a, b: _flag((a != 0.0) | (b != 0.0))),
-    "max_op": _binary(np.maximum),
-    "min_op": _binary(np.minimum),
-    "mul": _binary(np.multiply),
-    "sub": _binary(np.subtract),
+    "max_op": _binary(_fn("maximum")),
+    "min_op": _binary(_fn("minimum")),
+    "mul": _binary(_fn("multiply")),
+    "sub": _binary(_fn("subtract")),
     # backward activations: (dy, x)
     "elu_bwd": _elu_bwd,
     "gelu_approx_tanh_bwd": _gelu_tanh_bwd,
@@ -242,7 +261,7 @@ _MODES: dict[str, Callable[..., np.ndarray]] = {
     "swish_bwd": _swish_bwd,
     "tanh_bwd": _tanh_bwd,
     # ternary
-    "binary_select": lambda p, a, b, mask: np.where(mask != 0.0, a, b),
+    "binary_select": lambda p, a, b, mask: _ns(a).where(mask != 0.0, a, b),
 }
 
 _ALIASES = {"max": "max_op", "min": "min_op"}
@@ -289,8 +308,8 @@ def pointwise(
     for i, inp in enumerate(inputs):
         arr = f64(inp)
         try:
-            operands.append(np.broadcast_to(arr, shape))
-        except ValueError:
+            operands.append(shim.namespace(arr).broadcast_to(arr, shape))
+        except (ValueError, RuntimeError):   # torch says RuntimeError
             raise UnsupportedError(
                 f"pointwise {name}: in_{i} of shape {arr.shape} does not broadcast to {shape}"
             ) from None
@@ -303,8 +322,12 @@ def pointwise(
         softplus_beta=1.0 if softplus_beta is None else float(softplus_beta),
         axis=None if axis is None else int(axis),
     )
-    with np.errstate(all="ignore"):
-        out = np.asarray(_MODES[name](params, *operands), dtype=np.float64)
+    xp = shim.namespace(*operands)
+    with shim.quiet(xp):
+        out = _MODES[name](params, *operands)
+    if not shim.is_numpy(xp):   # a fresh float64 array of the output's shape, in its namespace
+        return xp.asarray(xp.broadcast_to(xp.astype(out, xp.float64), shape), copy=True)
+    out = np.asarray(out, dtype=np.float64)
     if out.shape != shape or not out.flags.writeable or out.base is not None:
         out = np.array(np.broadcast_to(out, shape))   # own, writable memory for the caller
     return out

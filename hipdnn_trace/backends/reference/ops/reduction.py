@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
+from hipdnn_trace.backends.reference.xp import is_numpy, namespace, quiet
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["reduce", "REDUCTION_MODES"]
@@ -24,18 +25,32 @@ _Reducer = Callable[[np.ndarray, tuple[int, ...]], np.ndarray]
 
 
 def _mul_no_zeros(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    return np.prod(np.where(x == 0.0, 1.0, x), axis=axes, keepdims=True)
+    xp = namespace(x)
+    return xp.prod(xp.where(x == 0.0, 1.0, x), axis=axes, keepdims=True)
+
+
+def _reducer(name: str, prepare: Callable[[object, np.ndarray], np.ndarray] = lambda xp, x: x) -> _Reducer:
+    """Reduce with the namespace's ``name`` after ``prepare`` (abs, square)."""
+    def run(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        xp = namespace(x)
+        return getattr(xp, name)(prepare(xp, x), axis=axes, keepdims=True)
+    return run
+
+
+def _norm2(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    xp = namespace(x)
+    return xp.sqrt(xp.sum(xp.square(x), axis=axes, keepdims=True))
 
 
 _REDUCERS: dict[str, _Reducer] = {
-    "ADD": lambda x, a: np.sum(x, axis=a, keepdims=True),
-    "MUL": lambda x, a: np.prod(x, axis=a, keepdims=True),
-    "MIN": lambda x, a: np.min(x, axis=a, keepdims=True),
-    "MAX": lambda x, a: np.max(x, axis=a, keepdims=True),
-    "AMAX": lambda x, a: np.max(np.abs(x), axis=a, keepdims=True),
-    "AVG": lambda x, a: np.mean(x, axis=a, keepdims=True),
-    "NORM1": lambda x, a: np.sum(np.abs(x), axis=a, keepdims=True),
-    "NORM2": lambda x, a: np.sqrt(np.sum(np.square(x), axis=a, keepdims=True)),
+    "ADD": _reducer("sum"),
+    "MUL": _reducer("prod"),
+    "MIN": _reducer("min"),
+    "MAX": _reducer("max"),
+    "AMAX": _reducer("max", lambda xp, x: xp.abs(x)),
+    "AVG": _reducer("mean"),
+    "NORM1": _reducer("sum", lambda xp, x: xp.abs(x)),
+    "NORM2": _norm2,
     "MUL_NO_ZEROS": _mul_no_zeros,
 }
 
@@ -53,6 +68,7 @@ def reduce(mode: str, x: np.ndarray, *, out_shape: Sequence[int]) -> np.ndarray:
         raise UnsupportedError(f"unsupported reduction mode {mode}")
     x = f64(x)
     shape = as_shape(out_shape, "reduction output")
+    xp = namespace(x)
     if len(shape) != x.ndim:
         raise UnsupportedError(f"reduction: output rank {len(shape)} differs from input rank {x.ndim}")
     for i, (xd, yd) in enumerate(zip(x.shape, shape)):
@@ -61,6 +77,8 @@ def reduce(mode: str, x: np.ndarray, *, out_shape: Sequence[int]) -> np.ndarray:
     axes = tuple(i for i, (xd, yd) in enumerate(zip(x.shape, shape)) if yd == 1 and xd > 1)
     if any(d == 0 for d in x.shape):
         raise UnsupportedError(f"reduction of an empty tensor {x.shape}")
-    with np.errstate(all="ignore"):
+    with quiet(xp):
         out = _REDUCERS[name](x, axes)
-    return np.array(out.reshape(shape), dtype=np.float64)
+    if is_numpy(xp):
+        return np.array(out.reshape(shape), dtype=np.float64)
+    return xp.asarray(xp.reshape(out, shape), dtype=xp.float64, copy=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hipdnn_trace.backends.reference.ops._arrays import f64, trailing
+from hipdnn_trace.backends.reference.ops._arrays import f64, reshape, shape_of, size, trailing
+from hipdnn_trace.backends.reference.xp import namespace
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.norms import rmsnorm_start_axis
 
@@ -32,13 +33,13 @@ def rmsnorm(
 ) -> dict[str, np.ndarray]:
     """Forward RMSNorm: y and inv_rms."""
     x = f64(x)
-    scale_arr = np.asarray(scale)
-    start = rmsnorm_start_axis(x.shape, scale_arr.shape, normalized_dim_count)
+    xp = namespace(x)
+    start = rmsnorm_start_axis(tuple(x.shape), shape_of(scale), normalized_dim_count)
     axes = tuple(range(start, x.ndim))
     if any(x.shape[a] == 0 for a in axes):
         raise UnsupportedError(f"rmsnorm: normalized dims {x.shape[start:]} include a zero")
-    inv_rms = 1.0 / np.sqrt(np.square(x).mean(axis=axes, keepdims=True) + float(epsilon))
-    y = x * inv_rms * trailing(scale_arr, x.shape, start, "rmsnorm scale")
+    inv_rms = 1.0 / xp.sqrt(xp.mean(xp.square(x), axis=axes, keepdims=True) + float(epsilon))
+    y = x * inv_rms * trailing(scale, x.shape, start, "rmsnorm scale")
     if bias is not None:
         y = y + trailing(bias, x.shape, start, "rmsnorm bias")
     return {"y": y, "inv_rms": inv_rms}
@@ -67,15 +68,16 @@ def rmsnorm_backward(
     axes = tuple(range(start, x.ndim))
     stat_shape = x.shape[:start] + (1,) * len(axes)
     r = f64(inv_rms)
-    if r.size != int(np.prod(stat_shape)):
-        raise UnsupportedError(f"rmsnorm backward: inv_rms has {r.size} values, expected one per batch position")
-    r = r.reshape(stat_shape)
-    scale_arr = np.asarray(scale)
-    s = trailing(scale_arr, x.shape, start, "rmsnorm scale")
+    if size(r) != int(np.prod(stat_shape)):
+        raise UnsupportedError(f"rmsnorm backward: inv_rms has {size(r)} values, expected one per batch position")
+    r = reshape(r, stat_shape)
+    scale_shape = shape_of(scale)
+    s = trailing(scale, x.shape, start, "rmsnorm scale")
     g = dy * s
     n = int(np.prod(x.shape[start:]))
-    dx = r * g - x * r**3 * (g * x).sum(axis=axes, keepdims=True) / n
+    xp = namespace(x)
+    dx = r * g - x * r**3 * xp.sum(g * x, axis=axes, keepdims=True) / n
     batch_axes = tuple(range(start))
-    dscale = (dy * x * r).sum(axis=batch_axes).reshape(scale_arr.shape)
-    dbias = dy.sum(axis=batch_axes).reshape(scale_arr.shape)
+    dscale = reshape(xp.sum(dy * x * r, axis=batch_axes), scale_shape)
+    dbias = reshape(xp.sum(dy, axis=batch_axes), scale_shape)
     return {"dx": dx, "dscale": dscale, "dbias": dbias}

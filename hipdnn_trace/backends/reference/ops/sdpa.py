@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hipdnn_trace.backends.reference.ops._arrays import f64
+from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.ops._arrays import as_array, f64, shape_of
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["SCORE_BLOCK_BYTES", "Masking", "gather_pages", "sdpa_backward", "sdpa_forward"]
@@ -75,10 +76,11 @@ class Masking:
             lo = max(lo, rows.start + off - int(self.left_bound) + 1)
         return max(lo, 0), max(min(hi, kv_len), 0)
 
-    def keep(self, rows: range, cols: range, q_len: int, kv_len: int) -> np.ndarray:
-        """Boolean [len(rows), len(cols)]: True where the pair takes part."""
-        i = np.arange(rows.start, rows.stop)[:, None]
-        j = np.arange(cols.start, cols.stop)[None, :]
+    def keep(self, rows: range, cols: range, q_len: int, kv_len: int, xp: object = np,
+             device: object = None) -> np.ndarray:
+        """Boolean [len(rows), len(cols)]: True where the pair takes part (in namespace ``xp``)."""
+        i = xp.reshape(xp.arange(rows.start, rows.stop, device=device), (-1, 1))
+        j = xp.reshape(xp.arange(cols.start, cols.stop, device=device), (1, -1))
         off = kv_len - q_len if self.bottom_right else 0
         ok = (i < q_len) & (j < kv_len)
         up = self.upper()
@@ -91,18 +93,21 @@ class Masking:
 
 def gather_pages(container: np.ndarray, table: np.ndarray, seq_len: int) -> np.ndarray:
     """Paged K or V ``[pages, H, page_size, D]`` + table ``[B, pages_per_seq]`` -> ``[B, H, seq_len, D]``."""
-    container = np.asarray(container)
-    table = np.asarray(table).reshape(table.shape[0], -1).astype(np.int64)
+    container, table = as_array(container), as_array(table)
+    xp = shim.namespace(container, table)
+    table = xp.astype(xp.reshape(table, (table.shape[0], -1)), xp.int64)
     pages, _, page_size, _ = container.shape
-    if table.size and (table.min() < 0 or table.max() >= pages):
+    if table.shape[0] * table.shape[1] and (int(xp.min(table)) < 0 or int(xp.max(table)) >= pages):
         raise UnsupportedError(f"page table entries must index the {pages} pages of the container "
-                               f"(found {int(table.min())}..{int(table.max())})")
+                               f"(found {int(xp.min(table))}..{int(xp.max(table))})")
     if table.shape[1] * page_size < seq_len:
         raise UnsupportedError(f"{table.shape[1]} pages of {page_size} tokens hold fewer than "
                                f"max_seq_len_kv = {seq_len}")
-    gathered = container[table]                              # [B, pages_per_seq, H, page, D]
-    b, n, h, p, d = gathered.shape
-    return gathered.transpose(0, 2, 1, 3, 4).reshape(b, h, n * p, d)[:, :, :seq_len]
+    b, n = table.shape
+    flat = xp.take(container, xp.reshape(table, (-1,)), axis=0)   # [B * pages_per_seq, H, page, D]
+    _, h, p, d = flat.shape
+    gathered = xp.reshape(flat, (b, n, h, p, d))
+    return xp.reshape(xp.permute_dims(gathered, (0, 2, 1, 3, 4)), (b, h, n * p, d))[:, :, :seq_len, :]
 
 
 def _group(hq: int, hkv: int) -> int:
@@ -129,8 +134,11 @@ class _Tile:
     keep: np.ndarray          # [rows, cols] bool from the masking rule
 
 
-def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, block_rows: int | None) -> Iterator[_Tile]:
-    """Every (batch, kv head, row block) with its visible key range, as both directions walk them."""
+def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, block_rows: int | None,
+           like: np.ndarray) -> Iterator[_Tile]:
+    """Every (batch, kv head, row block) with its visible key range, as both directions walk them;
+    masks are made in ``like``'s namespace and on its device."""
+    xp, device = shim.namespace(like), shim.device_of(like)
     for b in range(b_):
         q_len, kv_len = masking.lengths(b, sq, skv)
         for hk in range(hkv):
@@ -138,19 +146,20 @@ def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, block
                 lo, hi = masking.key_range(rows, q_len, kv_len)
                 cols = range(lo, max(lo, hi))
                 yield _Tile(b, hk, slice(hk * g, (hk + 1) * g), slice(rows.start, rows.stop),
-                            slice(cols.start, cols.stop), masking.keep(rows, cols, q_len, kv_len))
+                            slice(cols.start, cols.stop), masking.keep(rows, cols, q_len, kv_len, xp, device))
 
 
 def _broadcast4(a: np.ndarray | None, shape: tuple[int, int, int, int], what: str) -> np.ndarray | None:
     if a is None:
         return None
-    arr = np.asarray(a)
+    arr = as_array(a)
+    xp = shim.namespace(arr)
     if arr.ndim > 4:
         raise UnsupportedError(f"{what} has rank {arr.ndim}; attention masks have rank <= 4")
-    arr = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+    arr = xp.reshape(arr, (1,) * (4 - arr.ndim) + tuple(arr.shape))
     try:
-        return np.broadcast_to(arr, shape)
-    except ValueError:
+        return xp.broadcast_to(arr, shape)
+    except (ValueError, RuntimeError):   # torch says RuntimeError
         raise UnsupportedError(f"{what} {list(arr.shape)} does not broadcast to [B, Hq, Sq, Skv] "
                                f"{list(shape)}") from None
 
@@ -158,9 +167,10 @@ def _broadcast4(a: np.ndarray | None, shape: tuple[int, int, int, int], what: st
 def _sinks(sink: np.ndarray | None, hq: int) -> np.ndarray | None:
     if sink is None:
         return None
-    s = f64(sink).reshape(-1)
-    if s.size != hq:
-        raise UnsupportedError(f"sink_token has {s.size} values, expected one per query head ({hq})")
+    s = f64(sink)
+    s = shim.namespace(s).reshape(s, (-1,))
+    if s.shape[0] != hq:
+        raise UnsupportedError(f"sink_token has {s.shape[0]} values, expected one per query head ({hq})")
     return s
 
 
@@ -168,27 +178,30 @@ def _softmax_block(q_blk: np.ndarray, k_cols: np.ndarray, scale: float, keep: np
                    bias_blk: np.ndarray | None, allow_blk: np.ndarray | None,
                    sink: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """(p, max, sum_exp, p_sink, mask) for q_blk [G, r, d] against k_cols [c, d]."""
-    s = np.matmul(q_blk, k_cols.T) * scale                      # [G, r, c]
+    xp = shim.namespace(q_blk)
+    s = xp.matmul(q_blk, xp.matrix_transpose(k_cols)) * scale   # [G, r, c]
     if bias_blk is not None:
         s += bias_blk
-    mask = np.broadcast_to(keep, s.shape)
+    mask = xp.broadcast_to(keep, tuple(s.shape))
     if allow_blk is not None:
         mask = mask & allow_blk
-    s = np.where(mask, s, -np.inf)
-    m = s.max(axis=-1, initial=-np.inf)                          # [G, r]
+    s = xp.where(mask, s, -np.inf)
+    # the max of no keys is -inf (numpy's initial=-inf; the standard's max refuses an empty axis)
+    m = xp.max(s, axis=-1) if s.shape[-1] else xp.full(tuple(s.shape[:-1]), -np.inf, dtype=s.dtype,
+                                                         device=shim.device_of(s))   # [G, r]
     if sink is not None:
-        m = np.maximum(m, sink[:, None])
-    safe = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(s - safe[..., None])                              # exp(-inf) = 0 where masked
-    total = e.sum(axis=-1)
+        m = xp.maximum(m, sink[:, None])
+    safe = xp.where(xp.isfinite(m), m, 0.0)
+    e = xp.exp(s - safe[..., None])                              # exp(-inf) = 0 where masked
+    total = xp.sum(e, axis=-1)
     p_sink = None
     if sink is not None:
-        sink_e = np.exp(sink[:, None] - safe)
+        sink_e = xp.exp(sink[:, None] - safe)
         total = total + sink_e
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(total[..., None] > 0, e / np.where(total > 0, total, 1.0)[..., None], 0.0)
+    with shim.quiet(xp):
+        p = xp.where(total[..., None] > 0, e / xp.where(total > 0, total, 1.0)[..., None], 0.0)
         if sink is not None:
-            p_sink = np.where(total > 0, sink_e / np.where(total > 0, total, 1.0), 0.0)
+            p_sink = xp.where(total > 0, sink_e / xp.where(total > 0, total, 1.0), 0.0)
     return p, m, total, p_sink, mask
 
 
@@ -204,31 +217,32 @@ def sdpa_forward(
     max = -inf, sum_exp = 0 and stats = -inf.
     """
     q, k, v = f64(q), f64(k), f64(v)
+    xp, device = shim.namespace(q, k, v), shim.device_of(q)
     b_, hq, sq, dqk = q.shape
     _, hkv, skv, _ = k.shape
     dv = v.shape[-1]
-    if k.shape[:3] != v.shape[:3] or k.shape[0] != b_ or k.shape[-1] != dqk:
+    if tuple(k.shape[:3]) != tuple(v.shape[:3]) or k.shape[0] != b_ or k.shape[-1] != dqk:
         raise UnsupportedError(f"attention shapes do not agree: q {list(q.shape)}, k {list(k.shape)}, "
                                f"v {list(v.shape)}")
     g = _group(hq, hkv)
     shape4 = (b_, hq, sq, skv)
     bias4 = _broadcast4(None if bias is None else f64(bias), shape4, "attn_mask")
-    allow4 = _broadcast4(None if allow is None else np.asarray(allow) != 0, shape4, "attn_mask")
+    allow4 = _broadcast4(None if allow is None else as_array(allow) != 0, shape4, "attn_mask")
     sinks = _sinks(sink, hq)
-    o = np.zeros((b_, hq, sq, dv))
-    row_max = np.full((b_, hq, sq), -np.inf)
-    sum_exp = np.zeros((b_, hq, sq))
-    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows):
+    o = xp.zeros((b_, hq, sq, dv), dtype=xp.float64, device=device)
+    row_max = xp.full((b_, hq, sq), -np.inf, dtype=xp.float64, device=device)
+    sum_exp = xp.zeros((b_, hq, sq), dtype=xp.float64, device=device)
+    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows, q):
         b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
         p, m, total, _, _ = _softmax_block(
-            q[b, heads, rs], k[b, hk, cs], scale, t.keep,
+            q[b, heads, rs, ...], k[b, hk, cs, ...], scale, t.keep,
             None if bias4 is None else bias4[b, heads, rs, cs],
             None if allow4 is None else allow4[b, heads, rs, cs], None if sinks is None else sinks[heads])
-        o[b, heads, rs] = np.matmul(p, v[b, hk, cs])
+        o[b, heads, rs, ...] = xp.matmul(p, v[b, hk, cs, ...])
         row_max[b, heads, rs] = m
-        sum_exp[b, heads, rs] = np.where(np.isfinite(m), total, 0.0)
-    with np.errstate(divide="ignore"):
-        stats = np.where(sum_exp > 0, row_max + np.log(np.where(sum_exp > 0, sum_exp, 1.0)), -np.inf)
+        sum_exp[b, heads, rs] = xp.where(xp.isfinite(m), total, 0.0)
+    with shim.quiet(xp):
+        stats = xp.where(sum_exp > 0, row_max + xp.log(xp.where(sum_exp > 0, sum_exp, 1.0)), -np.inf)
     return {"o": o, "stats": stats[..., None], "max": row_max[..., None], "sum_exp": sum_exp[..., None]}
 
 
@@ -249,60 +263,64 @@ def sdpa_backward(
     """
     q, k, v, do = f64(q), f64(k), f64(v), f64(do)
     o_given = None if o is None else f64(o)
+    xp, device = shim.namespace(q, k, v, do), shim.device_of(q)
     b_, hq, sq, dqk = q.shape
     _, hkv, skv, _ = k.shape
     g = _group(hq, hkv)
     shape4 = (b_, hq, sq, skv)
     bias4 = _broadcast4(None if bias is None else f64(bias), shape4, "attn_mask")
-    allow4 = _broadcast4(None if allow is None else np.asarray(allow) != 0, shape4, "attn_mask")
+    allow4 = _broadcast4(None if allow is None else as_array(allow) != 0, shape4, "attn_mask")
     sinks = _sinks(sink, hq)
     want_dbias = bias is not None or bias_shape is not None
-    dbias_shape = tuple(bias_shape) if bias_shape is not None else (np.shape(bias) if bias is not None else ())
-    dbias_full = _reduced_accumulator(dbias_shape, shape4) if want_dbias else None
-    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
-    dsink = np.zeros(hq)
-    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows):
+    dbias_shape = tuple(bias_shape) if bias_shape is not None else (shape_of(bias) if bias is not None else ())
+    dbias_full = _reduced_accumulator(dbias_shape, shape4, q) if want_dbias else None
+    dq, dk, dv = xp.zeros_like(q), xp.zeros_like(k), xp.zeros_like(v)
+    dsink = xp.zeros(hq, dtype=xp.float64, device=device)
+    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows, q):
         b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
         p, _, _, p_sink, _ = _softmax_block(
-            q[b, heads, rs], k[b, hk, cs], scale, t.keep,
+            q[b, heads, rs, ...], k[b, hk, cs, ...], scale, t.keep,
             None if bias4 is None else bias4[b, heads, rs, cs],
             None if allow4 is None else allow4[b, heads, rs, cs], None if sinks is None else sinks[heads])
-        vb, kb, dob = v[b, hk, cs], k[b, hk, cs], do[b, heads, rs]
-        o_rows = np.matmul(p, vb) if o_given is None else o_given[b, heads, rs]   # [G, r, dv]
-        delta = np.sum(dob * o_rows, axis=-1)                                     # [G, r]
-        ds = p * (np.matmul(dob, vb.T) - delta[..., None])                        # d(score incl. bias)
-        dv[b, hk, cs] += np.einsum("grc,grd->cd", p, dob)
-        dq[b, heads, rs] += scale * np.matmul(ds, kb)
-        dk[b, hk, cs] += scale * np.einsum("grc,grd->cd", ds, q[b, heads, rs])
+        vb, kb, dob = v[b, hk, cs, ...], k[b, hk, cs, ...], do[b, heads, rs, ...]
+        o_rows = xp.matmul(p, vb) if o_given is None else o_given[b, heads, rs, ...]   # [G, r, dv]
+        delta = xp.sum(dob * o_rows, axis=-1)                                     # [G, r]
+        ds = p * (xp.matmul(dob, xp.matrix_transpose(vb)) - delta[..., None])     # d(score incl. bias)
+        dv[b, hk, cs, ...] += shim.contract_leading(xp, p, dob)
+        dq[b, heads, rs, ...] += scale * xp.matmul(ds, kb)
+        dk[b, hk, cs, ...] += scale * shim.contract_leading(xp, ds, q[b, heads, rs, ...])
         if p_sink is not None:
-            dsink[heads] -= np.sum(p_sink * delta, axis=-1)
+            dsink[heads] -= xp.sum(p_sink * delta, axis=-1)
         if dbias_full is not None:
             _accumulate_bias(dbias_full, ds, b, heads, rs, cs)
     out = {"dq": dq, "dk": dk, "dv": dv, "dsink": dsink}
     if dbias_full is not None:
-        out["dbias"] = dbias_full.reshape(dbias_shape)
+        out["dbias"] = xp.reshape(dbias_full, dbias_shape)
     return out
 
 
-def _reduced_accumulator(shape: tuple[int, ...], full: tuple[int, int, int, int]) -> np.ndarray:
-    """A rank-4 zero array of ``shape`` padded with leading 1s (a broadcast of it fills ``full``)."""
+def _reduced_accumulator(shape: tuple[int, ...], full: tuple[int, int, int, int], like: np.ndarray) -> np.ndarray:
+    """A rank-4 zero array of ``shape`` padded with leading 1s (a broadcast of it fills ``full``),
+    in ``like``'s namespace and on its device."""
     shape4 = (1,) * (4 - len(shape)) + tuple(shape)
     if any(s not in (1, f) for s, f in zip(shape4, full)):
         raise UnsupportedError(f"dbias {list(shape)} does not broadcast to [B, Hq, Sq, Skv] {list(full)}")
-    return np.zeros(shape4)
+    xp = shim.namespace(like)
+    return xp.zeros(shape4, dtype=xp.float64, device=shim.device_of(like))
 
 
 def _accumulate_bias(acc: np.ndarray, ds: np.ndarray, b: int, heads: slice, rs: slice, cs: slice) -> None:
     """Add one block's score gradient into the (possibly broadcast) bias gradient."""
+    xp = shim.namespace(ds)
     block = ds                                                    # [G, r, c]
     if acc.shape[2] == 1:
-        block = block.sum(axis=1, keepdims=True)
+        block = xp.sum(block, axis=1, keepdims=True)
         rs = slice(0, 1)
     if acc.shape[3] == 1:
-        block = block.sum(axis=2, keepdims=True)
+        block = xp.sum(block, axis=2, keepdims=True)
         cs = slice(0, 1)
     if acc.shape[1] == 1:
-        block = block.sum(axis=0, keepdims=True)
+        block = xp.sum(block, axis=0, keepdims=True)
         heads = slice(0, 1)
     bi = 0 if acc.shape[0] == 1 else b
     acc[bi, heads, rs, cs] += block

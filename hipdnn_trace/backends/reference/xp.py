@@ -1,0 +1,217 @@
+"""The few array functions the reference ops need beyond the Array API standard, per namespace.
+
+The ops are written against the Array API (``xp = namespace(x)``: numpy's or torch's namespace
+through array-api-compat), so the same code runs on numpy float64 arrays on the CPU and on torch
+float64 tensors on a GPU. The standard (2024.12) has no BLAS call bounded for signals, no strided
+window view (im2col), no einsum, no erf and no error-state switch; each is here, once, with a numpy
+implementation (exactly the calls the reference made before it was namespace-generic, so CPU
+results stay bit-identical), a torch implementation, and a plain Array API fallback (what
+array-api-strict, the tests' stand-in for "any other namespace", runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import array_api_compat
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
+
+__all__ = ["DEVICES", "Target", "contiguous", "contract_leading", "device_of", "erf", "from_numpy", "is_numpy", "is_torch", "matmul",
+           "matmul_into", "namespace", "quiet", "resolve_device", "size", "to_numpy", "windows"]
+
+Array = Any
+Namespace = Any
+
+#: what ``--reference-device`` takes
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where device ops run: a namespace, a device of it, and the label run.json records."""
+
+    xp: Namespace
+    device: Any
+    label: str
+
+    @staticmethod
+    def of(name: str) -> Target:
+        """The target for a ``--reference-device`` value other than cpu ("cuda": torch float64 on
+        the current GPU; ROCm builds of torch name their GPUs "cuda" too)."""
+        if name != "cuda":
+            raise ValueError(f"unknown reference device {name!r} (expected one of {', '.join(DEVICES)})")
+        reason = cuda_missing()
+        if reason:
+            raise RuntimeError(f"--reference-device cuda: {reason}")
+        import torch
+        from array_api_compat import torch as torch_xp
+
+        device = torch.device("cuda", torch.cuda.current_device())
+        return Target(torch_xp, device, f"cuda:{device.index} ({torch.cuda.get_device_name(device)})")
+
+
+def cuda_missing() -> str | None:
+    """Why torch float64 on a GPU is not available here (one line), or None when it is."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no GPU"
+    return None
+
+
+def resolve_device(name: str) -> str:
+    """"cpu" or "cuda" for a ``--reference-device`` value: auto is cuda when torch sees a GPU."""
+    if name == "auto":
+        return "cpu" if cuda_missing() else "cuda"
+    return name
+
+
+def namespace(*arrays: object) -> Namespace:
+    """The Array API namespace of ``arrays`` (array-api-compat's numpy or torch wrapper, or the
+    array's own namespace); arrays that are not Array API objects (lists, scalars) are numpy."""
+    found = [a for a in arrays if a is not None and array_api_compat.is_array_api_obj(a)]
+    return array_api_compat.array_namespace(*found) if found else array_api_compat.array_namespace(np.empty(0))
+
+
+def size(a: Array) -> int:
+    """Element count of any Array API array (torch's ``size`` is a method)."""
+    return math.prod(a.shape)
+
+
+def device_of(a: Array) -> Any:
+    """The device ``a`` lives on (array-api-compat's ``device``)."""
+    return array_api_compat.device(a)
+
+
+def is_numpy(xp: Namespace) -> bool:
+    return array_api_compat.is_numpy_namespace(xp) or xp is np
+
+
+def is_torch(xp: Namespace) -> bool:
+    return array_api_compat.is_torch_namespace(xp)
+
+
+def to_numpy(a: Array) -> np.ndarray:
+    """``a`` as a host numpy array (a view for numpy, a device-to-host copy for a GPU tensor)."""
+    if isinstance(a, np.ndarray):
+        return a
+    if array_api_compat.is_torch_array(a):
+        return a.detach().cpu().numpy()
+    if array_api_compat.is_array_api_obj(a):
+        return np.from_dlpack(a)
+    return np.asarray(a)
+
+
+def from_numpy(xp: Namespace, a: np.ndarray, device: Any = None) -> Array:
+    """Host array ``a`` in namespace ``xp`` on ``device``, as float64 (every op reads float64; the
+    integer and boolean tensors the ops take, masks and lengths, are exact in float64 below 2^53)."""
+    host = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    if is_numpy(xp):
+        return host
+    if is_torch(xp):
+        import torch
+
+        return torch.from_numpy(host).to(device if device is not None else "cpu")
+    return xp.asarray(host) if device is None else xp.asarray(host, device=device)
+
+
+def quiet(xp: Namespace) -> contextlib.AbstractContextManager[Any]:
+    """Floating-point warnings off (numpy's errstate; other namespaces do not warn)."""
+    return np.errstate(all="ignore") if is_numpy(xp) else contextlib.nullcontext()
+
+
+def contiguous(xp: Namespace, a: Array) -> Array:
+    """``a`` in row-major memory (numpy, torch); other namespaces copy in reshape as needed."""
+    if is_numpy(xp):
+        return np.ascontiguousarray(a)
+    if is_torch(xp):
+        return a.contiguous()
+    return a
+
+
+def matmul(xp: Namespace, a: Array, b: Array) -> Array:
+    """``a @ b``; numpy's runs in bounded BLAS calls so a signal is honoured (see ``_gemm``)."""
+    if is_numpy(xp):
+        return bounded_matmul(a, b)
+    return xp.matmul(a, b)
+
+
+def matmul_into(xp: Namespace, a: Array, b: Array, out: Array, index: Any) -> None:
+    """``out[index] = a @ b``, written in place by BLAS for numpy (no temporary)."""
+    if is_numpy(xp):
+        bounded_matmul(a, b, out=out[index])
+    else:
+        out[index] = xp.matmul(a, b)
+
+
+def contract_leading(xp: Namespace, a: Array, b: Array) -> Array:
+    """``einsum("grc,grd->cd", a, b)``: the sum over the two leading dims of outer products."""
+    if is_numpy(xp):
+        return np.einsum("grc,grd->cd", a, b)
+    if is_torch(xp):
+        import torch
+
+        return torch.einsum("grc,grd->cd", a, b)
+    return xp.tensordot(a, b, axes=([0, 1], [0, 1]))
+
+
+def erf(xp: Namespace, x: Array) -> Array:
+    """The error function, elementwise, in float64 (the standard has none)."""
+    if is_torch(xp):
+        import torch
+
+        return torch.special.erf(x)
+    from hipdnn_trace.backends.reference.ops.pointwise import erf as numpy_erf
+
+    if is_numpy(xp):
+        return numpy_erf(x)
+    # any other namespace: through the host (only the test namespace takes this path)
+    return xp.asarray(numpy_erf(np.asarray(to_numpy(x), dtype=np.float64)))
+
+
+def windows(xp: Namespace, part: Array, kernel: Sequence[int], dilation: Sequence[int],
+            out_spatial: Sequence[int], stride: Sequence[int]) -> Array:
+    """im2col's strided view of ``part`` [nb, C, *padded]: shape (C, *kernel, nb, *out), element
+    (c, r, n, o) = part[n, c, o*stride + r*dilation]. A view for numpy and torch (the caller's
+    reshape makes the one copy), a stack of slices elsewhere."""
+    nb, c = part.shape[:2]
+    shape = (c, *kernel, nb, *out_spatial)
+    if is_numpy(xp):
+        sn, sc = part.strides[:2]
+        sp = part.strides[2:]
+        strides = (sc, *(s * d for s, d in zip(sp, dilation)), sn, *(s * t for s, t in zip(sp, stride)))
+        return as_strided(part, shape=shape, strides=strides, writeable=False)
+    if is_torch(xp):
+        sn, sc, *sp = part.stride()
+        strides = (sc, *(s * d for s, d in zip(sp, dilation)), sn, *(s * t for s, t in zip(sp, stride)))
+        return part.as_strided(shape, strides)
+    taps = [part[(slice(None), slice(None), *_tap_slices(r, dilation, stride, out_spatial))]
+            for r in _taps(kernel)]                                    # each [nb, C, *out]
+    stacked = xp.stack(taps, axis=0)                                  # [R, nb, C, *out]
+    nsp = len(kernel)
+    moved = xp.permute_dims(stacked, (2, 0, 1, *range(3, 3 + nsp)))  # [C, R, nb, *out]
+    return xp.reshape(moved, shape)
+
+
+def _taps(kernel: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """Kernel taps in row-major order (the order of ``w.reshape``)."""
+    for flat in range(math.prod(kernel)):
+        tap = []
+        for k in reversed(kernel):
+            flat, r = divmod(flat, k)
+            tap.append(r)
+        yield tuple(reversed(tap))
+
+
+def _tap_slices(r: Sequence[int], dilation: Sequence[int], stride: Sequence[int],
+                out_spatial: Sequence[int]) -> tuple[slice, ...]:
+    return tuple(slice(ri * d, ri * d + t * (o - 1) + 1, t) for ri, d, t, o in zip(r, dilation, stride, out_spatial))

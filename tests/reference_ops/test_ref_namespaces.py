@@ -1,0 +1,165 @@
+"""The reference ops are namespace-generic: run under array-api-strict they equal numpy's.
+
+array-api-strict is a numpy-backed Array API that refuses everything outside the standard
+(numpy-only functions, implicit casts, partial indexing, ...), so a graph that evaluates under it
+uses only what torch on a GPU also has, through the same code (``--reference-device cuda``). The
+GPU itself is checked by the ``cuda`` test at the end (skips here without one).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hipdnn_trace.backends.reference import executor
+from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.memory import memory_refusal
+from hipdnn_trace.bench.inputs import make_inputs
+from hipdnn_trace.graph.load import load_bytes
+from hipdnn_trace.graph.ops import graph_flops
+
+xs = pytest.importorskip("array_api_strict")
+
+GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
+#: one or two graphs of every op family the device runs, small enough for a unit test
+FAMILY_GRAPHS = [
+    "attention/sdpa_gqa_causal_bf16.json",
+    "attention/sdpa_backward_gqa_causal_bf16.json",
+    "attention/sdpa_backward_varlen_fp16.json",
+    "attention/sdpa_paged_gqa_bf16.json",
+    "attention/sdpa_sink_window_gqa_fp32.json",
+    "attention/sdpa_boolean_mask_bf16.json",
+    "attention/sdpa_additive_bias_fp32.json",
+    "conv/conv_fwd_asym_pad_dilated_fp32.json",
+    "conv/conv_fwd_grouped_nhwc_bf16.json",
+    "conv/conv_wgrad_3d_ncdhw_fp16.json",
+    "conv/conv_dgrad_nhwc_stride2_fp16.json",
+    "conv/conv_wgrad_nhwc_stride2_fp32.json",
+    "fused/matmul_bias_gelu_bf16.json",
+    "fused/conv_bias_relu_nhwc_fp32.json",
+    "matmul/matmul_batched_bf16.json",
+    "norm/batchnorm_training_nhwc_bf16.json",
+    "norm/batchnorm_backward_nhwc_fp16.json",
+    "norm/batchnorm_inference_variance_nhwc_fp32.json",
+    "norm/layernorm_backward_bf16.json",
+    "norm/rmsnorm_backward_fp16.json",
+    "norm/rmsnorm_bf16.json",
+    "pointwise/gelu_bf16.json",
+    "pointwise/leaky_relu_fp16.json",
+    "pointwise/swish_fp32.json",
+    "pointwise/bias_add_broadcast_nhwc_bf16.json",
+    "reduction/reduce_max_rows_bf16.json",
+    "reduction/reduce_sum_spatial_fp32.json",
+]
+
+
+@pytest.fixture(autouse=True)
+def _standard_2024():
+    """The standard version the ops are written against (scalars in where, no 2025 additions)."""
+    xs.set_array_api_strict_flags(api_version="2024.12")
+    yield
+    xs.reset_array_api_strict_flags()
+
+
+def _graph(rel: str):
+    path = GRAPHS / rel
+    if not path.exists():
+        pytest.skip(f"{rel} is not bundled")
+    return load_bytes(path.read_bytes(), str(path))
+
+
+def _assert_close(expected: dict[int, np.ndarray], got: dict[int, np.ndarray], rtol: float) -> None:
+    """Per tensor: same non-finite pattern and values, finite ones within ``rtol`` of the tensor's largest."""
+    assert expected.keys() == got.keys()
+    for uid, want in expected.items():
+        have = got[uid]
+        assert have.shape == want.shape and have.dtype == want.dtype, uid
+        finite = np.isfinite(want)
+        np.testing.assert_array_equal(np.isfinite(have), finite)
+        np.testing.assert_array_equal(have[~finite], want[~finite])
+        scale = float(np.abs(want[finite]).max(initial=0.0))
+        assert float(np.abs(have[finite] - want[finite]).max(initial=0.0)) <= rtol * max(scale, 1e-300), uid
+
+
+@pytest.mark.parametrize("rel", FAMILY_GRAPHS)
+def test_bundled_graph_under_array_api_strict_equals_numpy(rel):
+    graph = _graph(rel)
+    assert executor.check(graph) is None
+    inputs = make_inputs(graph, 0)
+    on_numpy = executor.evaluate(graph, inputs)
+    on_strict = executor.evaluate(graph, inputs, xp=xs)
+    _assert_close(on_numpy.exact, on_strict.exact, 1e-12)
+    assert set(on_strict.placement.values()) == {xs.__name__}   # every op of these families ran there
+    assert set(on_numpy.placement.values()) == {"cpu"}
+
+
+def test_ops_without_a_device_form_run_on_the_host_per_node():
+    candidates = sorted(p for d in ("moe", "blockscale") for p in (GRAPHS / d).glob("*.json"))
+    graphs = [g for g in (load_bytes(p.read_bytes(), str(p)) for p in candidates)
+              if executor.check(g) is None and memory_refusal(g) is None and graph_flops(g) < 1e8]
+    if not graphs:
+        pytest.skip("no small MoE or block-scale graph is bundled")
+    graph = graphs[0]
+    inputs = make_inputs(graph, 0)
+    on_strict = executor.evaluate(graph, inputs, xp=xs)
+    on_numpy = executor.evaluate(graph, inputs)
+    host_only = {n.name for n in graph.nodes if n.type not in executor.DEVICE_OPS}
+    assert host_only and all(on_strict.placement[name] == "cpu" for name in host_only)
+    _assert_close(on_numpy.exact, on_strict.exact, 1e-12)
+    for uid, want in on_numpy.stored.items():   # rounded on the host from the same float64: same bits
+        assert on_strict.stored[uid].tobytes() == want.tobytes()
+
+
+def test_generic_im2col_windows_equal_numpys_strided_view():
+    rng = np.random.default_rng(3)
+    part = rng.standard_normal((2, 3, 9, 8))
+    args = ((3, 2), (2, 1), (3, 4), (2, 2))   # kernel, dilation, out, stride
+    want = shim.windows(np, part, *args)
+    got = shim.windows(xs, xs.asarray(part), *args)
+    np.testing.assert_array_equal(np.from_dlpack(got), want)
+
+
+def test_generic_contraction_equals_einsum():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 5, 4)), rng.standard_normal((3, 5, 6))
+    got = np.from_dlpack(shim.contract_leading(xs, xs.asarray(a), xs.asarray(b)))
+    np.testing.assert_allclose(got, np.einsum("grc,grd->cd", a, b), rtol=1e-13)
+
+
+def test_auto_is_cpu_and_cuda_is_a_one_line_refusal_without_a_gpu(monkeypatch):
+    from hipdnn_trace.commands import run as run_command
+    from hipdnn_trace.errors import UserError
+
+    monkeypatch.setattr(run_command, "cuda_missing", lambda: "torch sees no GPU")
+    monkeypatch.setattr(shim, "cuda_missing", lambda: "torch sees no GPU")
+    args = argparse.Namespace(validate="reference", reference_device="auto")
+    assert run_command._reference_device(args) == "cpu"
+    args.reference_device = "cuda"
+    with pytest.raises(UserError, match="^--reference-device cuda: torch sees no GPU; use --reference-device cpu$"):
+        run_command._reference_device(args)
+    args.validate = "none"   # nothing to validate: no device is looked for
+    assert run_command._reference_device(args) == "cpu"
+    with pytest.raises(RuntimeError, match="torch sees no GPU"):
+        shim.Target.of("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_cuda_reference_equals_cpu_reference_on_every_bundled_graph():
+    """torch float64 on the GPU within 1e-12 relative of numpy on every bundled graph the CPU
+    reference computes in about a minute, stored values within one step of their type."""
+    compared = 0
+    for path in sorted(GRAPHS.rglob("*.json")):
+        graph = load_bytes(path.read_bytes(), str(path))
+        if executor.check(graph) or memory_refusal(graph) or graph_flops(graph) > 2e11:
+            continue
+        inputs = make_inputs(graph, 0)
+        on_cpu = executor.evaluate(graph, inputs)
+        on_gpu = executor.evaluate(graph, inputs, device="cuda")
+        _assert_close(on_cpu.exact, on_gpu.exact, 1e-12)
+        compared += 1
+    assert compared > 100
