@@ -144,7 +144,10 @@ class _Block:
                 for sampler in self.samplers:
                     self._sample.update(sampler())
             for key, value in self._sample.items():
-                samples.extra.setdefault(key, [None] * (len(samples) - 1)).append(value)
+                column = samples.extra.get(key)
+                if column is None:   # never build the padding default on every call: that was O(n) per iteration
+                    column = samples.extra[key] = [None] * (len(samples) - 1)
+                column.append(value)
         self._count += 1
         if len(self._pending) >= self.capacity:
             self.read()

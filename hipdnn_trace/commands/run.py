@@ -653,10 +653,10 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
             handout = pool.handouts.get(g.source) if pool is not None else None
             if handout is not None:
                 writer.meta["gpus"]["graphs"][g.source] = asdict(handout)
-            writer.add_graph(g, lane=None if handout is None else handout.gpu)
-            if pool is not None:   # where each graph ran survives a kill too (one small atomic write)
-                with contextlib.suppress(OSError):
+            if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
+                with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
                     write_json(folder / "run.json", writer.meta)
+            writer.add_graph(g, lane=None if handout is None else handout.gpu)
             reporter.graph(index, len(sources), g)
             if settings.ab:
                 line = _ab_line(g)

@@ -60,7 +60,17 @@ def test_breakdown_columns_present_non_negative_and_within_the_wall(in_process: 
 
 
 def test_isolated_breakdown_counts_the_child_start(isolated: Path) -> None:
+    """The resident child (the default) starts once: its start is the first graph's."""
     df = _check_breakdown(isolated)
+    assert df.get_column("t_process_ms").to_list()[0] > 0
+    assert df.get_column("t_process_ms").to_list()[1:] == [0.0] * (df.height - 1)
+
+
+def test_a_fresh_child_per_graph_counts_each_start(tmp_path: Path) -> None:
+    hg.write(tmp_path / "graphs", [hg.add_relu(), hg.matmul()])
+    assert main(["run", str(tmp_path / "graphs"), "--out", str(tmp_path / "runs"), "--run-id", "f",
+                 "--isolate", "--fresh-child", "-w", "1", "-i", "4", "--quiet"]) == 0
+    df = _check_breakdown(tmp_path / "runs" / "f")
     assert (df.get_column("t_process_ms") > 0).all()
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.xp import _erf_with_math, numpy_erf as erf  # noqa: F401 - re-exported
 from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
 from hipdnn_trace.errors import UnsupportedError
 
@@ -37,24 +38,6 @@ _GELU_TANH_C = 0.044715
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _DOUBLE_MAX = float(np.finfo(np.float64).max)   # hipDNN's default relu upper clip
-
-try:  # scipy is optional: it is only faster, math.erf gives the same values
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # pragma: no cover - depends on the environment
-    _scipy_erf = None
-
-_math_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, elementwise, in float64."""
-    if _scipy_erf is not None:
-        return np.asarray(_scipy_erf(x), dtype=np.float64)
-    return _erf_with_math(x)
-
-
-def _erf_with_math(x: np.ndarray) -> np.ndarray:
-    return np.asarray(_math_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
 
 @dataclass(frozen=True)
