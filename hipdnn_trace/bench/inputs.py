@@ -15,6 +15,7 @@ import numpy as np
 
 from hipdnn_trace.bench import attention_inputs, moe_inputs
 from hipdnn_trace.graph import dtypes
+from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 
 #: Domains: "any" (both signs), "positive" (> 0, e.g. variances), "nonzero" (|x| >= 0.25).
@@ -151,18 +152,6 @@ def _saved_norm_statistics(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[
                 t = graph.by_uid[uid]
                 out[uid] = round_to(value.reshape(t.dims), t.data_type)
     return out
-
-
-def scalar_value(tensor: Tensor) -> float:
-    """The value of a pass-by-value scalar tensor (epsilon, momentum...).
-
-    hipDNN stores ``Float8Value`` as the raw 8-bit pattern of the tensor's fp8 type;
-    every other kind is the number itself.
-    """
-    if tensor.value_type == "Float8Value":
-        fp8 = dtypes.numpy_dtype(tensor.data_type if tensor.data_type.startswith("fp8") else "fp8_e4m3")
-        return float(np.array([int(tensor.value)], dtype=np.uint8).view(fp8)[0])  # type: ignore[arg-type]
-    return float(tensor.value)  # type: ignore[arg-type]
 
 
 def node_scalar(graph: Graph, node: Node, port: str) -> float | None:

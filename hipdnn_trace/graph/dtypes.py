@@ -8,6 +8,7 @@ bfloat16 and fp8 so tensors keep their exact bits on the host.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -135,3 +136,15 @@ def to_integer(values: np.ndarray, name: str, rounding: str = "truncate") -> np.
     out[whole >= float(info.max)] = info.max
     out[whole <= float(info.min)] = info.min
     return out
+
+
+def scalar_value(tensor: Any) -> float:
+    """The value of a pass-by-value scalar tensor (epsilon, momentum...).
+
+    hipDNN stores ``Float8Value`` as the raw 8-bit pattern of the tensor's fp8 type;
+    every other kind is the number itself.
+    """
+    if tensor.value_type == "Float8Value":
+        fp8 = numpy_dtype(tensor.data_type if tensor.data_type.startswith("fp8") else "fp8_e4m3")
+        return float(np.array([int(tensor.value)], dtype=np.uint8).view(fp8)[0])  # type: ignore[arg-type]
+    return float(tensor.value)  # type: ignore[arg-type]

@@ -24,17 +24,9 @@ ROOT = PACKAGE.parent
 
 #: Circles still allowed, each with its reason. A circle found must lie inside one of these.
 ALLOWED: dict[frozenset[str], str] = {
-    frozenset(f"hipdnn_trace.graph.{m}" for m in (
-        "attention", "blockscale", "custom", "model", "moe", "norms", "ops", "opspec", "resample", "write")):
-        "graph model <-> ops <-> write over graph_id: being broken on another branch (issue 15); "
-        "the lead removes this entry when merging it",
     frozenset({"hipdnn_trace.compare.comparison", "hipdnn_trace.compare.dnnbench_input"}):
         "comparison dispatches to dnnbench_input lazily, which reuses comparison's schemas and Z95: "
         "found by this test, not in this change's brief (issue 15 follow-up)",
-    frozenset({"hipdnn_trace.backends.reference.executor", "hipdnn_trace.bench.inputs",
-               "hipdnn_trace.bench.attention_inputs"}):
-        "the reference executor imports bench.inputs.scalar_value (a backend importing bench, against "
-        "docs/architecture.md's direction): found by this test, not in this change's brief (issue 15 follow-up)",
 }
 
 

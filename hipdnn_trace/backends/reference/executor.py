@@ -23,7 +23,7 @@ import numpy as np
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import f64
-from hipdnn_trace.bench.inputs import scalar_value
+from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
 from hipdnn_trace.graph.load import execution_order
