@@ -3,78 +3,39 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from hipdnn_trace.compare import stats
+from hipdnn_trace.compare import dnnbench_input, stats
 from hipdnn_trace.compare.loading import load_input, run_label
 from hipdnn_trace.compare.matching import match, units
 from hipdnn_trace.compare.method import clock_difference, method_differences, run_status_notes
+from hipdnn_trace.compare.result import (  # noqa: F401 - re-exported: callers import them from here
+    TABLE_SCHEMA,
+    UNMATCHED_SCHEMA,
+    Z95,
+    Comparison,
+    TimingMismatchError,
+    fmt_change,
+)
 from hipdnn_trace.compare.validation_changes import validation_changes
 from hipdnn_trace.compare.verdict import (
     FASTER,
     INCONCLUSIVE,
     MIN_SAMPLES,
     SLOWER,
-    VERDICTS,
     band,
     decide,
 )
 from hipdnn_trace.errors import UserError
 
 
-def fmt_change(ratio: float) -> str:
-    """Ratio B/A in words, e.g. ``B 3.1% slower``."""
-    if math.isnan(ratio):
-        return "no rows tested"
-    pct = (ratio - 1.0) * 100.0
-    return f"B {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}"
-
-
 #: Bootstrap replicates per row; 2000 keeps the 2.5% / 97.5% percentiles stable to
 #: well under the threshold's resolution while a 500-row suite stays a few seconds.
 N_BOOT = 2000
-
-TABLE_SCHEMA: dict[str, pl.DataType] = {
-    "graph": pl.String(),
-    "graph_id": pl.String(),
-    "config": pl.String(),
-    "config_a": pl.String(),
-    "config_b": pl.String(),
-    "engine_a": pl.String(),
-    "engine_b": pl.String(),
-    "status_a": pl.String(),
-    "status_b": pl.String(),
-    "n_a": pl.Int64(),
-    "n_b": pl.Int64(),
-    "median_a": pl.Float64(),
-    "median_b": pl.Float64(),
-    "ratio": pl.Float64(),       # median_b / median_a (> 1: B slower)
-    "ci_low": pl.Float64(),      # 95% CI of the ratio: sampling (bootstrap) and drift
-    "ci_high": pl.Float64(),
-    "boot_low": pl.Float64(),    # 95% CI from the bootstrap alone (within-run noise)
-    "boot_high": pl.Float64(),
-    "p_value": pl.Float64(),     # two-sided Mann-Whitney U
-    "p_holm": pl.Float64(),      # Holm-adjusted across the suite
-    "verdict": pl.String(),
-    "note": pl.String(),
-}
-
-UNMATCHED_SCHEMA: dict[str, pl.DataType] = {
-    "only_in": pl.String(),      # "A" | "B"
-    "graph": pl.String(),
-    "graph_id": pl.String(),
-    "config": pl.String(),
-    "engine": pl.String(),
-    "status": pl.String(),
-    "n": pl.Int64(),
-}
-
-
-Z95 = 1.959963984540054
 
 
 def _parse_drift(drift: float | str) -> float | None:
@@ -90,70 +51,6 @@ def _parse_drift(drift: float | str) -> float | None:
     if not 0 <= value < 1:
         raise UserError(f"--drift must be in [0, 1), got {value}")
     return value
-
-
-class TimingMismatchError(UserError):
-    """The two runs measured time differently; their numbers do not compare."""
-
-
-@dataclass(repr=False)
-class Comparison:
-    """Everything ``compare`` found; ``table`` has one row per matched pair."""
-
-    table: pl.DataFrame
-    geomean: float                        # geometric mean of ratio (B/A) over tested rows
-    geomean_ci: tuple[float, float]
-    validation_changes: pl.DataFrame
-    unmatched: pl.DataFrame
-    label_a: str
-    label_b: str
-    settings: dict[str, Any]
-    method_differences: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def __repr__(self) -> str:
-        """One line: what was compared and how it came out (the frames have their own reprs)."""
-        verdicts = ", ".join(f"{n} {v}" for v, n in self.counts.items() if n)
-        return (f"Comparison({self.label_b} vs {self.label_a}: {self.table.height} matched pair(s)"
-                f"{': ' + verdicts if verdicts else ''}; geomean B/A {self.geomean:.3f}; "
-                f"{self.unmatched.height} unmatched; .table .validation_changes .unmatched)")
-
-    @property
-    def counts(self) -> dict[str, int]:
-        found = dict(self.table.group_by("verdict").len().iter_rows())
-        return {v: int(found.get(v, 0)) for v in VERDICTS}
-
-    @property
-    def newly_failing(self) -> pl.DataFrame:
-        return self.validation_changes.filter(pl.col("change") == "newly failing")
-
-    @property
-    def coverage(self) -> tuple[int, int]:
-        """(rows in both runs, rows in either run): how much of the two suites the verdicts cover."""
-        return self.table.height, self.table.height + self.unmatched.height
-
-    @property
-    def overall_claim(self) -> bool:
-        """Whether the geomean may speak for the suites: enough of them matched (``min_coverage``)."""
-        matched, total = self.coverage
-        return matched > 0 and matched >= self.settings.get("min_coverage", 0.0) * total
-
-    @property
-    def exit_code(self) -> int:
-        """3 if any row is SLOWER, else 2 if an output newly fails validation, else 1 if too few rows
-        matched for an overall claim, else 0."""
-        if self.counts[SLOWER]:
-            return 3
-        if self.newly_failing.height:
-            return 2
-        if not self.overall_claim:
-            return 1
-        return 0
-
-    def top(self, verdict: str, n: int = 5) -> pl.DataFrame:
-        """The ``n`` largest regressions (SLOWER) or improvements (FASTER)."""
-        rows = self.table.filter(pl.col("verdict") == verdict)
-        return rows.sort("ratio", descending=verdict == SLOWER).head(n)
 
 
 def _samples(values: Any) -> np.ndarray:
@@ -341,8 +238,6 @@ def compare_runs(
     if not 0 <= min_coverage <= 1:
         raise UserError(f"--min-coverage must be in [0, 1], got {min_coverage}")
     fixed_drift = _parse_drift(drift)
-    from hipdnn_trace.compare import dnnbench_input
-
     if dnnbench_input.is_dnnbench(a) or dnnbench_input.is_dnnbench(b):   # statistics, not samples
         (label_a, rows_a), (label_b, rows_b) = dnnbench_input.load_side(a), dnnbench_input.load_side(b)
         return dnnbench_input.compare_stats(rows_a, rows_b, label_a, label_b, threshold=threshold, alpha=alpha,

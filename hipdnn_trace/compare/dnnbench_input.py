@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace.compare.result import TABLE_SCHEMA, UNMATCHED_SCHEMA, Z95, Comparison
 from hipdnn_trace.compare.verdict import MIN_SAMPLES
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.dnnbench import kernel_stats
@@ -98,7 +99,6 @@ def _log_se(row: dict) -> float | None:
     n, med, p25, p75 = row["n"], row["median"], row["p25"], row["p75"]
     if not n or not med or med <= 0 or p25 is None or p75 is None:
         return None
-    from hipdnn_trace.compare.comparison import Z95
 
     return NOTCH * (p75 - p25) / math.sqrt(n) / Z95 / med
 
@@ -107,7 +107,6 @@ def _log_se(row: dict) -> float | None:
 def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, label_b: str, *,
                   threshold: float, alpha: float, min_coverage: float) -> Any:
     """A Comparison whose intervals come from the rows' quartiles (see the module docstring)."""
-    from hipdnn_trace.compare.comparison import TABLE_SCHEMA, UNMATCHED_SCHEMA, Comparison
     from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
 
     pairs, only_a, only_b = _pairs(rows_a, rows_b)

@@ -24,9 +24,6 @@ ROOT = PACKAGE.parent
 
 #: Circles still allowed, each with its reason. A circle found must lie inside one of these.
 ALLOWED: dict[frozenset[str], str] = {
-    frozenset({"hipdnn_trace.compare.comparison", "hipdnn_trace.compare.dnnbench_input"}):
-        "comparison dispatches to dnnbench_input lazily, which reuses comparison's schemas and Z95: "
-        "found by this test, not in this change's brief (issue 15 follow-up)",
 }
 
 
