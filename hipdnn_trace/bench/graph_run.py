@@ -97,7 +97,8 @@ def _time_plan(graph: Graph, configs: Sequence[Config], settings: RunSettings, r
         return True
     if not as_backend and _cached(graph, settings):
         return True       # nothing to evaluate: the outputs are on disk
-    reason = time_refusal(graph, settings.max_reference_s, validating=not as_backend)
+    reason = time_refusal(graph, settings.max_reference_s, validating=not as_backend,
+                          device="cpu" if as_backend else settings.reference_device)
     if reason is None:
         return True
     run.status, run.error = ERROR, f"{run.source}: {reason}"

@@ -99,3 +99,20 @@ def test_no_limit_and_validate_none_let_the_graph_through(tmp_path, faulty):
                      "--max-reference-seconds", f"{tiny:.3g}", "--run-id", "b"]) == 0
     assert _one_row(tmp_path / "b")["status"] == "ok"
 
+
+
+def test_the_limit_uses_the_rate_where_the_reference_runs_gpu_rate_mocked(tmp_path, monkeypatch):
+    """With --reference-device cuda the estimate uses the GPU's float64 rate (a stand-in rate here:
+    no GPU): the 66 TFLOP conv that the CPU rate refuses fits in 60 s at 30 TFLOP/s."""
+    graph = graph_run.load_bytes(_conv_66_tflop(tmp_path / "g").read_bytes(), "conv_66tflop.json")
+    monkeypatch.setattr(budget, "_cuda_float64_rate", lambda: 30e12)
+    budget.float64_rate.cache_clear()
+    try:
+        on_cpu = budget.time_refusal(graph, 60, validating=True)
+        assert on_cpu is not None and "on this CPU" in on_cpu
+        assert budget.time_refusal(graph, 60, validating=True, device="cuda") is None
+        refused = budget.time_refusal(graph, 1, validating=True, device="cuda")
+        assert refused is not None and "on this GPU" in refused and "30 TFLOP/s" not in refused
+        assert "3e+04 GFLOP/s" in refused
+    finally:
+        budget.float64_rate.cache_clear()
