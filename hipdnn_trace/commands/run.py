@@ -252,6 +252,9 @@ def _kernel_clock(args: argparse.Namespace, reference_only: bool) -> tuple[Kerne
     if args.timing not in ("auto", "kernel"):
         return None, f"off (--timing {args.timing})"
     if reference_only:
+        if args.timing == "kernel":
+            raise UserError("--timing kernel: the CPU reference has no GPU kernels (it is timed with the host "
+                            "clock); use --timing auto")
         return None, "off (CPU reference: host clock)"
     reason = KernelClock.unavailable()
     if reason is None and args.profile_child and args.profile_child != "cupti":

@@ -208,3 +208,15 @@ def test_summary_has_span_latency_and_the_kernel_source():
     assert row["span_ms"] == pytest.approx(0.004) and row["latency_ms"] == pytest.approx(0.030)
     assert row["kernel_source"] == "cupti-activity"
     assert not math.isnan(np.float64(row["median"]))
+
+
+def test_timing_kernel_on_the_cpu_reference_is_a_one_line_error(tmp_path, capsys):
+    from pathlib import Path
+
+    from hipdnn_trace.cli import main
+
+    graph = Path(__file__).resolve().parents[2] / "graphs" / "pointwise" / "relu_clip_fp16.json"
+    assert main(["run", str(graph), "--timing", "kernel", "--out", str(tmp_path), "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--timing kernel: the CPU reference has no GPU kernels" in err[0]
+    assert not any(tmp_path.iterdir())   # refused before a run directory exists
