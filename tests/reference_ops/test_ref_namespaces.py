@@ -21,7 +21,11 @@ from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.ops import graph_flops
 
-xs = pytest.importorskip("array_api_strict")
+try:   # the strict namespace checks need it; the GPU test at the end does not (the device has no copy)
+    import array_api_strict as xs
+except ImportError:  # pragma: no cover - depends on the environment
+    xs = None
+needs_strict = pytest.mark.skipif(xs is None, reason="array-api-strict is not installed (pip install -e '.[dev]')")
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 #: one or two graphs of every op family the device runs, small enough for a unit test
@@ -59,6 +63,9 @@ FAMILY_GRAPHS = [
 @pytest.fixture(autouse=True)
 def _standard_2024():
     """The standard version the ops are written against (scalars in where, no 2025 additions)."""
+    if xs is None:
+        yield
+        return
     xs.set_array_api_strict_flags(api_version="2024.12")
     yield
     xs.reset_array_api_strict_flags()
@@ -84,6 +91,7 @@ def _assert_close(expected: dict[int, np.ndarray], got: dict[int, np.ndarray], r
         assert float(np.abs(have[finite] - want[finite]).max(initial=0.0)) <= rtol * max(scale, 1e-300), uid
 
 
+@needs_strict
 @pytest.mark.parametrize("rel", FAMILY_GRAPHS)
 def test_bundled_graph_under_array_api_strict_equals_numpy(rel):
     graph = _graph(rel)
@@ -96,6 +104,7 @@ def test_bundled_graph_under_array_api_strict_equals_numpy(rel):
     assert set(on_numpy.placement.values()) == {"cpu"}
 
 
+@needs_strict
 def test_ops_without_a_device_form_run_on_the_host_per_node():
     candidates = sorted(p for d in ("moe", "blockscale") for p in (GRAPHS / d).glob("*.json"))
     graphs = [g for g in (load_bytes(p.read_bytes(), str(p)) for p in candidates)
@@ -113,6 +122,7 @@ def test_ops_without_a_device_form_run_on_the_host_per_node():
         assert on_strict.stored[uid].tobytes() == want.tobytes()
 
 
+@needs_strict
 def test_generic_im2col_windows_equal_numpys_strided_view():
     rng = np.random.default_rng(3)
     part = rng.standard_normal((2, 3, 9, 8))
@@ -122,6 +132,7 @@ def test_generic_im2col_windows_equal_numpys_strided_view():
     np.testing.assert_array_equal(np.from_dlpack(got), want)
 
 
+@needs_strict
 def test_generic_contraction_equals_einsum():
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((3, 5, 4)), rng.standard_normal((3, 5, 6))
