@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from peak_rss import CHILD_HELPERS, can_reset_peak
+
 REPO = Path(__file__).resolve().parents[2]
 
 GRAPHS = {
@@ -27,14 +29,11 @@ GRAPHS = {
     "layernorm": 'b.layernorm(t("x", [16, 1024, 512]), t("s", [1, 1, 512]), t("bias", [1, 1, 512]))',
 }
 
-CHILD = """
+CHILD = CHILD_HELPERS + """
 import gc
 from hipdnn_trace.backends.reference import executor, needed_memory_bytes
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.build import GraphBuilder
-
-def status(field):
-    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
 
 b = GraphBuilder("g", io="float")
 t = b.tensor
@@ -43,23 +42,13 @@ graph = b.build()
 inputs = make_inputs(graph, 0)
 gc.collect()
 base = status("VmRSS")
-with open("/proc/self/clear_refs", "w") as fh:   # peak RSS from here on
-    fh.write("5")
+reset_peak()
 executor.evaluate(graph, inputs)
 print(status("VmHWM") - base, needed_memory_bytes(graph))
 """
 
 
-def _can_reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not _can_reset_peak(), reason="needs Linux /proc/self/clear_refs to measure a peak")
+@pytest.mark.skipif(not can_reset_peak(), reason="needs Linux /proc/self/clear_refs to measure a peak")
 @pytest.mark.parametrize("kind", list(GRAPHS))
 def test_the_estimate_covers_the_measured_peak(kind):
     out = subprocess.run([sys.executable, "-c", CHILD.format(build=GRAPHS[kind])], cwd=REPO, check=True,

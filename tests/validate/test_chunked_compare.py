@@ -20,6 +20,7 @@ import pytest
 
 from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS, compare_tensor
 from hipdnn_trace.validate.poison import poison
+from peak_rss import CHILD_HELPERS, can_reset_peak
 from unchunked_compare import compare_whole
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,13 +126,10 @@ def test_non_contiguous_actual() -> None:
     _assert_identical(actual.T, expected.T, atol=1e-2, rtol=1e-2, reference=expected.T)
 
 
-MEMORY_CHILD = """
+MEMORY_CHILD = CHILD_HELPERS + """
 import gc, sys
 import numpy as np
 from hipdnn_trace.validate.compare import compare_tensor
-
-def status(field):
-    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
 
 n, kind = int(sys.argv[1]), sys.argv[2]
 if kind == "half":
@@ -144,25 +142,15 @@ else:                                            # an integer output's allowed r
     actual[123] = 127
 gc.collect()
 base = status("VmRSS")
-with open("/proc/self/clear_refs", "w") as fh:   # peak RSS from here on
-    fh.write("5")
+reset_peak()
 result = compare_tensor(actual, reference, atol=1e-3, rtol=1e-3, reference=reference, dtype=kind)
 assert result.nonfinite + result.mismatches == 1 and result.total == n, result
 print(base, status("VmHWM"))
 """
 
 
-def _can_reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _can_reset_peak(), reason="needs /proc/self/clear_refs to reset the peak RSS")
+@pytest.mark.skipif(not can_reset_peak(), reason="needs /proc/self/clear_refs to reset the peak RSS")
 @pytest.mark.parametrize("n, kind", [(64 * 2**20, "half"), (16 * 2**20, "int8")])
 def test_comparing_a_large_output_stays_under_twice_its_float64_size(n: int, kind: str) -> None:
     """64M fp16 elements: the float64 reference (512 MiB) and the output (128 MiB) exist before;
