@@ -227,9 +227,10 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(main=main)
 
 
-def _reference_device(args: argparse.Namespace) -> str:
-    """"cpu" or "cuda": where the validating float64 reference runs (--reference-device)."""
-    if args.validate != "reference":
+def _reference_device(args: argparse.Namespace, reference_only: bool = False) -> str:
+    """"cpu" or "cuda": where the validating float64 reference runs (--reference-device). A CPU-reference
+    run stays on the CPU under auto (no torch import, no GPU context for a run that needs neither)."""
+    if args.validate != "reference" or (reference_only and args.reference_device == "auto"):
         return "cpu"
     if args.reference_device == "cuda":
         reason = cuda_missing()
@@ -549,7 +550,7 @@ def main(args: argparse.Namespace) -> int:
     markers = select_markers(args.markers, vendor=vendor)
     samplers, clocks = _clock_samplers(configs, args.device)
     kernel_clock, kernel_clock_note = _kernel_clock(args, reference_only)
-    reference_device = _reference_device(args)
+    reference_device = _reference_device(args, reference_only)
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
                            save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
