@@ -101,18 +101,25 @@ def main(argv: list[str]) -> int:
             session.execute()
             session.synchronize()
 
+    untooled = Markers()   # what NVTX markers are without an attached tool: no per-iteration ranges
+    untooled.iteration_ranges = False
     loop = best_us(lambda: run_loop(session, LoopSettings(warmup=0, iters=n), Markers(),
                                     kernel_clock=InstantKernelClock()), n)
     child = best_us(lambda: run_loop(session, LoopSettings(warmup=0, iters=n),
-                                     _ReportingMarkers(Markers(), lambda kind, value: None), samplers=[sampler],
+                                     _ReportingMarkers(untooled, lambda kind, value: None), samplers=[sampler],
                                      on_iteration=progress, kernel_clock=InstantKernelClock()), n)
+    tooled = best_us(lambda: run_loop(session, LoopSettings(warmup=0, iters=n),
+                                      _ReportingMarkers(Markers(), lambda kind, value: None), samplers=[sampler],
+                                      on_iteration=progress, kernel_clock=InstantKernelClock()), n)
     base = best_us(bare, n)
     print(f"# loop_bookkeeping ({cpu_model()}, Python {platform.python_version()}, {n} iterations, best of 5)")
     print("| loop | us/iteration | over bare |")
     print("|---|---|---|")
     print(f"| bare execute+sync (no-op session) | {base:.2f} | - |")
     print(f"| run_loop, kernel clock | {loop:.2f} | +{loop - base:.2f} |")
-    print(f"| + isolated child's markers, progress, a clock sampler | {child:.2f} | +{child - base:.2f} |")
+    print(f"| + isolated child's markers (no tool attached), progress, a clock sampler | {child:.2f} | "
+          f"+{child - base:.2f} |")
+    print(f"| same with per-iteration ranges (a tool attached) | {tooled:.2f} | +{tooled - base:.2f} |")
     return 0
 
 

@@ -8,17 +8,32 @@ prefixed ``hipdnn_trace:``. Names never contain ``/`` or ``@``: ncu's NVTX filte
 uses them as separators.
 
 Per-iteration cost is the marker call itself: iteration names (and NVTX event
-attributes) are built before the timed loop.
+attributes) are built before the timed loop. NVTX calls reach a tool only when one is
+injected (nvtx3 loads the library ``NVTX_INJECTION64_PATH`` names; Nsight Systems and
+Nsight Compute set it, and CUDA_INJECTION64_PATH, in the process they profile); without
+one the per-iteration ranges are skipped, the phase ranges stay.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
+from hipdnn_trace.device.cupti_activity import EXTERNAL_PROFILER_ENV
 from hipdnn_trace.markers_base import DOMAIN, ROCTX_PREFIX, Markers, graph_range_name, iteration_name
 
-__all__ = ["DOMAIN", "ROCTX_PREFIX", "Markers", "NvtxMarkers", "graph_range_name", "iteration_name", "select"]
+__all__ = ["DOMAIN", "ROCTX_PREFIX", "Markers", "NvtxMarkers", "graph_range_name", "iteration_name", "nvtx_tool_attached",
+           "select"]
+
+#: Variables an NVTX-consuming tool sets in the process it profiles: the injection path nvtx3
+#: reads, and those that mark an external CUDA profiler.
+NVTX_TOOL_ENV = ("NVTX_INJECTION64_PATH", *EXTERNAL_PROFILER_ENV)
+
+
+def nvtx_tool_attached() -> bool:
+    """A tool that receives NVTX ranges is attached to this process."""
+    return any(os.environ.get(name) for name in NVTX_TOOL_ENV)
 
 
 class NvtxMarkers(Markers):
@@ -32,6 +47,7 @@ class NvtxMarkers(Markers):
         self._domain: Any = nvtx.get_domain(DOMAIN)
         self._attrs: dict[str, Any] = {}
         self._iters: list[Any] = []
+        self.iteration_ranges = nvtx_tool_attached()
 
     def _attributes(self, name: str) -> Any:
         attrs = self._attrs.get(name)
@@ -78,7 +94,7 @@ def select(kind: str = "auto", *, vendor: str | None = None) -> Markers:
     from hipdnn_trace.errors import ToolMissingError
 
     if kind == "none":
-        return Markers()
+        return _no_markers()
     if kind == "nvtx":
         if not _nvtx_available():
             raise ToolMissingError("--markers nvtx: the python package 'nvtx' is not installed")
@@ -97,4 +113,10 @@ def select(kind: str = "auto", *, vendor: str | None = None) -> Markers:
             return NvtxMarkers()
         if candidate == "roctx" and (markers := _roctx_markers()) is not None:
             return markers
-    return Markers()
+    return _no_markers()
+
+
+def _no_markers() -> Markers:
+    markers = Markers()
+    markers.iteration_ranges = False
+    return markers

@@ -110,16 +110,13 @@ class _Job:
     registry: dict[str, str]           # backends the configs use (tests and plugins register their own)
 
 
-#: The stack entry of one timed iteration (reports nothing when it ends).
-_ITERATION = "\x00iteration"
-
-
 class _ReportingMarkers(Markers):
     """The real markers, plus a message to the parent at every phase boundary."""
 
     def __init__(self, inner: Markers, send: Callable[[str, Any], None]) -> None:
         self.inner = inner
         self.kind = inner.kind
+        self.iteration_ranges = inner.iteration_ranges
         self._send = send
         self._stack: list[str] = []
         self.config = ""
@@ -139,8 +136,6 @@ class _ReportingMarkers(Markers):
     def pop(self) -> None:
         self.inner.pop()
         name = self._stack.pop() if self._stack else ""
-        if name is _ITERATION:
-            return   # an iteration ended: nothing to report (progress goes through on_iteration)
         after = {"init": "bind", "warmup": "execute", "execute": "fetch"}.get(name)
         if after:
             self._phase(after)
@@ -155,8 +150,10 @@ class _ReportingMarkers(Markers):
         self.inner.prepare_iterations(count)
 
     def push_iteration(self, i: int) -> None:
-        self.inner.push_iteration(i)   # inside the loop: no reporting here
-        self._stack.append(_ITERATION)   # so that its pop() pops this, not the enclosing phase
+        self.inner.push_iteration(i)   # inside the loop: no reporting (progress goes through on_iteration)
+
+    def pop_iteration(self) -> None:
+        self.inner.pop_iteration()
 
     def pause(self) -> None:
         self.inner.pause()

@@ -113,8 +113,9 @@ class _Block:
         self._count = 0
 
     def one(self, phase: str, i: int) -> None:
-        session, samples, timer = self.session, self.samples, self.session.timer
+        session = self.session
         if self.events:
+            timer = session.timer
             start = now_ns()
             timer.start()
             session.execute()
@@ -126,6 +127,7 @@ class _Block:
             session.execute()
             session.synchronize()
             end = now_ns()
+        samples = self.samples
         samples.phase.append(phase)
         samples.iteration.append(i)
         if not self.events:
@@ -134,23 +136,27 @@ class _Block:
             self._pending.append(len(samples.kernel_ms))
             samples.kernel_ms.append(math.nan)
         else:
-            samples.kernel_ms.append(timer.elapsed_ms())
+            samples.kernel_ms.append(session.timer.elapsed_ms())
         samples.host_ms.append((end - start) / 1e6)
         samples.start_ns.append(start)
         samples.end_ns.append(end)
         if self.samplers:
-            if self._count % SAMPLE_EVERY == 0:
-                self._sample = {}
-                for sampler in self.samplers:
-                    self._sample.update(sampler())
-            for key, value in self._sample.items():
-                column = samples.extra.get(key)
-                if column is None:   # never build the padding default on every call: that was O(n) per iteration
-                    column = samples.extra[key] = [None] * (len(samples) - 1)
-                column.append(value)
-        self._count += 1
-        if len(self._pending) >= self.capacity:
+            self._sample_row(samples)
+        if self._pending and len(self._pending) >= self.capacity:
             self.read()
+
+    def _sample_row(self, samples: Samples) -> None:
+        """The samplers' columns for the row just added (asked every SAMPLE_EVERY rows)."""
+        if self._count % SAMPLE_EVERY == 0:
+            self._sample = {}
+            for sampler in self.samplers:
+                self._sample.update(sampler())
+        self._count += 1
+        for key, value in self._sample.items():
+            column = samples.extra.get(key)
+            if column is None:   # never build the padding default on every call: that was O(n) per iteration
+                column = samples.extra[key] = [None] * (len(samples) - 1)
+            column.append(value)
 
     def read(self) -> None:
         """Fill in the event times of the iterations run since the last read."""
@@ -221,18 +227,23 @@ def run_loop(
         phases.append(Phase("warmup", t0, now_ns()))
 
         cap = settings.cap()
-        markers.prepare_iterations(min(cap, max(settings.iters, 1)))
+        ranges = markers.iteration_ranges
+        if ranges:
+            markers.prepare_iterations(min(cap, max(settings.iters, 1)))
         markers.resume()
         t0 = now_ns()
         markers.push("execute")
         timed_ms = 0.0
         i = 0
+        prepare, one, host_ms = session.prepare_iteration, block.one, samples.host_ms
         while i < cap:
-            session.prepare_iteration()
-            markers.push_iteration(i)
-            block.one("timed", i)
-            markers.pop()
-            timed_ms += samples.host_ms[-1]
+            prepare()
+            if ranges:
+                markers.push_iteration(i)
+            one("timed", i)
+            if ranges:
+                markers.pop_iteration()
+            timed_ms += host_ms[-1]
             i += 1
             if on_iteration is not None:
                 on_iteration(i)

@@ -87,6 +87,26 @@ def test_markers_nest_iterations_inside_execute() -> None:
     assert phases[0].end_ns <= phases[1].start_ns
 
 
+def test_no_iteration_ranges_where_no_tool_could_receive_them() -> None:
+    markers, session = RecordingMarkers(), CountingSession()
+    markers.iteration_ranges = False
+    samples, _ = run_loop(session, LoopSettings(warmup=2, iters=3), markers)
+    assert markers.events == ["push warmup", "pop", "resume", "push execute", "pop", "pause"]
+    assert samples.phase.count("timed") == 3 and session.executed == 5
+
+
+@pytest.mark.parametrize("variable", ["NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID"])
+def test_nvtx_iteration_ranges_follow_an_attached_tool(monkeypatch, variable: str) -> None:
+    from hipdnn_trace import markers as markers_module
+
+    for name in markers_module.NVTX_TOOL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert not markers_module.nvtx_tool_attached()
+    assert markers_module.select("none").iteration_ranges is False
+    monkeypatch.setenv(variable, "/opt/nsight/libToolsInjection64.so")
+    assert markers_module.nvtx_tool_attached()
+
+
 def test_min_time_extends_the_loop() -> None:
     session = CountingSession(delays=[0.0] + [0.004] * 100)
     samples, _ = run_loop(session, LoopSettings(warmup=1, iters=2, min_time_ms=20), Markers())
@@ -131,3 +151,32 @@ def test_samplers_fill_extra_columns_once_per_block() -> None:
 def test_raw_samples_are_all_kept(iters: int) -> None:
     samples, _ = run_loop(CountingSession(), LoopSettings(warmup=0, iters=iters), Markers())
     assert len(samples) == iters == len(samples.start_ns) == len(samples.end_ns)
+
+
+def test_nvtx_markers_open_iteration_ranges_only_under_a_tool(monkeypatch) -> None:
+    """A stand-in for the python ``nvtx`` package (not installed on CPU machines) that logs calls."""
+    import types
+
+    from hipdnn_trace import markers as markers_module
+
+    log: list[str] = []
+
+    class Domain:
+        def get_event_attributes(self, message: str) -> str:
+            return message
+
+        def push_range(self, attributes: str) -> None:
+            log.append(f"push {attributes}")
+
+        def pop_range(self) -> None:
+            log.append("pop")
+
+    monkeypatch.setitem(__import__("sys").modules, "nvtx", types.SimpleNamespace(get_domain=lambda name: Domain()))
+    for name in markers_module.NVTX_TOOL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    run_loop(CountingSession(), LoopSettings(warmup=0, iters=2), markers_module.NvtxMarkers())
+    assert log == ["push warmup", "pop", "push execute", "pop"]
+    log.clear()
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", "/opt/nsight/libToolsInjection64.so")
+    run_loop(CountingSession(), LoopSettings(warmup=0, iters=2), markers_module.NvtxMarkers())
+    assert log == ["push warmup", "pop", "push execute", "push iter 0", "pop", "push iter 1", "pop", "pop"]

@@ -179,7 +179,7 @@ def test_isolated_child_reports_phases_not_iterations():
     before = len(sent)
     for i in range(500):
         markers.push_iteration(i)
-        markers.pop()
+        markers.pop_iteration()
     assert len(sent) == before, "a timed iteration must not send a pipe message"
     assert sent[-1] == ("phase", "cudnn: execute")   # a crash now is reported in execute
     markers.pop()
