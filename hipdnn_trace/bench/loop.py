@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hipdnn_trace.backends.base import Session
+from hipdnn_trace.bench.sampling import BackgroundSampler, Sampler
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.stats import relative_ci_width
@@ -71,7 +72,6 @@ class Phase:
     end_ns: int
 
 
-Sampler = Callable[[], dict[str, float | None]]
 
 #: Iterations of the side block that measures what the timed loop does not: the staged span
 #: when the kernel clock times the loop, the unstaged latency when staged events do.
@@ -90,27 +90,19 @@ class KernelClock(Protocol):
     def abort(self) -> None: ...
 
 
-#: Samplers (NVML clocks) are asked once every this many iterations; the rows between carry the
-#: last reading. A sampler call per iteration was measurable next to a 1 us kernel.
-SAMPLE_EVERY = 32
-
-
 class _Block:
     """Runs iterations of one phase into ``samples``. With ``events`` the timer's events bracket
     each execute and are read in batches after the iterations ran (``take_laps``), not one
     query per iteration; without, nothing but the host clock runs beside the execute (the
     kernel clock supplies kernel_ms after the loop)."""
 
-    def __init__(self, session: Session, samples: Samples, samplers: list[Sampler], events: bool = True) -> None:
+    def __init__(self, session: Session, samples: Samples, events: bool = True) -> None:
         self.session = session
         self.samples = samples
-        self.samplers = samplers
         self.events = events
         self.batched = callable(getattr(session.timer, "take_laps", None))
         self.capacity = int(getattr(session.timer, "capacity", 1)) if self.batched else 1
         self._pending: list[int] = []
-        self._sample: dict[str, float | None] = {}
-        self._count = 0
 
     def one(self, phase: str, i: int) -> None:
         session = self.session
@@ -140,23 +132,8 @@ class _Block:
         samples.host_ms.append((end - start) / 1e6)
         samples.start_ns.append(start)
         samples.end_ns.append(end)
-        if self.samplers:
-            self._sample_row(samples)
         if self._pending and len(self._pending) >= self.capacity:
             self.read()
-
-    def _sample_row(self, samples: Samples) -> None:
-        """The samplers' columns for the row just added (asked every SAMPLE_EVERY rows)."""
-        if self._count % SAMPLE_EVERY == 0:
-            self._sample = {}
-            for sampler in self.samplers:
-                self._sample.update(sampler())
-        self._count += 1
-        for key, value in self._sample.items():
-            column = samples.extra.get(key)
-            if column is None:   # never build the padding default on every call: that was O(n) per iteration
-                column = samples.extra[key] = [None] * (len(samples) - 1)
-            column.append(value)
 
     def read(self) -> None:
         """Fill in the event times of the iterations run since the last read."""
@@ -212,11 +189,12 @@ def run_loop(
     Without one, ``kernel_ms`` is the timer's event span and a ``latency`` side block
     measures the unstaged latency. ``samples.timing`` says which source each number has.
     """
-    samplers = samplers or []
     samples = Samples()
     phases: list[Phase] = []
-    block = _Block(session, samples, samplers, events=kernel_clock is None)
+    block = _Block(session, samples, events=kernel_clock is None)
     staged = _staged(session.timer)
+    sampler = BackgroundSampler(samplers or [])
+    sampler.start()
     if kernel_clock is not None:
         kernel_clock.begin()
     try:
@@ -262,11 +240,12 @@ def run_loop(
         markers.pause()
         phases.append(Phase("execute", t0, now_ns()))
     except BaseException:
+        sampler.stop()
         if kernel_clock is not None:
             kernel_clock.abort()
         raise
 
-    events = _Block(session, samples, samplers)
+    events = _Block(session, samples)
     kind = getattr(session.timer, "kind", "unknown")
     try:
         if kernel_clock is not None:
@@ -287,6 +266,10 @@ def run_loop(
                 samples.timing["latency_ms"] = kind
     finally:
         _set_staged(session.timer, bool(staged))
+        sampler.stop()
+    samples.extra.update(sampler.columns(samples.start_ns))
+    if sampler.error:
+        samples.timing["sampler_error"] = sampler.error
     return samples, phases
 
 

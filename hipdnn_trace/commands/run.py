@@ -27,6 +27,7 @@ from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import FAILED, OK, GraphRun
+from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
@@ -382,7 +383,7 @@ def _clock_samplers(configs: list, device: int) -> tuple[tuple, dict[str, Any] |
         sampler = ClockSampler(device)
     except UserError as exc:
         return (), {"source": None, "note": str(exc)}
-    return (sampler,), sampler.info()
+    return (sampler,), sampler.info(INTERVAL_S * 1e3)
 
 
 def _record_sessions(meta: dict[str, Any], g: GraphRun) -> None:

@@ -1,24 +1,18 @@
-"""SM and memory clocks from NVML, sampled around the timed iterations.
+"""SM and memory clocks from NVML, sampled while the timed iterations run.
 
-The loop asks the sampler once per block of iterations (``bench.loop.SAMPLE_EVERY``),
-outside the timed region, and the sampler reads NVML at most every ``interval_ms``;
-the iterations in between carry the last reading: clocks are sampled *per block*.
-On an H100 one reading (SM + memory clock) cost enough that reading every 5 ms added
-~20 us to each 230 us iteration of a GEMM (benchmarks/loop_cost_probe.py), so the
-default is 100 ms: throttling shows at that granularity. With ``interval_ms=0``
-every call reads them. ``results.rows`` flags iterations
-whose SM clock is below 90% of the measurement's maximum (flagged, not dropped).
+Every call of :class:`ClockSampler` reads both clocks. The measurement loop does not call it:
+``bench.sampling.BackgroundSampler`` does, on a thread of its own every 100 ms, and each row gets
+the reading in force at its start. On an H100 one reading cost enough that reading every 5 ms
+from the loop added ~20 us to each 230 us iteration of a GEMM (benchmarks/loop_cost_probe.py).
+``results.rows`` flags iterations whose SM clock is below 90% of the measurement's maximum
+(flagged, not dropped).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hipdnn_trace.errors import ToolMissingError
-
-DEFAULT_INTERVAL_MS = 100.0
-
 
 def _pynvml() -> Any:
     try:
@@ -31,14 +25,11 @@ def _pynvml() -> Any:
 class ClockSampler:
     """Callable returning ``{"sm_clock_mhz": .., "mem_clock_mhz": ..}`` for one GPU."""
 
-    def __init__(self, device: int = 0, interval_ms: float = DEFAULT_INTERVAL_MS) -> None:
+    def __init__(self, device: int = 0) -> None:
         _pynvml()   # fail early (one line) when NVML's python package is missing
         self.device = device
-        self.interval_ns = int(interval_ms * 1e6)
         self._nvml: Any = None
         self._handle: Any = None
-        self._last_ns = -(1 << 62)
-        self._last: dict[str, float | None] = {"sm_clock_mhz": None, "mem_clock_mhz": None}
         self.reads = 0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -63,17 +54,14 @@ class ClockSampler:
         }
 
     def __call__(self) -> dict[str, float | None]:
-        now = time.monotonic_ns()
-        if now - self._last_ns >= self.interval_ns:
-            self._last = self.read()
-            self._last_ns = now
-        return dict(self._last)
+        return self.read()
 
-    def info(self) -> dict[str, Any]:
-        """What run.json says about how clocks were sampled."""
-        return {"source": "nvml", "device": self.device, "interval_ms": self.interval_ns / 1e6,
-                "rule": "read at most every interval_ms after an iteration; iterations in between carry "
-                        "the last reading; SM clock < 90% of the run's max is flagged"}
+    def info(self, interval_ms: float) -> dict[str, Any]:
+        """What run.json says about how clocks were sampled (every ``interval_ms`` on a thread)."""
+        return {"source": "nvml", "device": self.device, "interval_ms": interval_ms,
+                "rule": "read on a thread of its own every interval_ms while a measurement runs; each "
+                        "iteration carries the reading in force at its start; SM clock < 90% of the "
+                        "run's max is flagged"}
 
     def close(self) -> None:
         if self._nvml is not None:

@@ -136,15 +136,32 @@ def test_marker_names_have_no_ncu_separators() -> None:
     assert iteration_name(7) == "iter 7"
 
 
-def test_samplers_fill_extra_columns_once_per_block() -> None:
-    from hipdnn_trace.bench.loop import SAMPLE_EVERY
+def test_samplers_run_on_their_own_thread_and_every_row_gets_the_reading_in_force() -> None:
+    import threading
 
-    values = iter(range(100))
-    n = 2 * SAMPLE_EVERY + 1
-    samples, _ = run_loop(CountingSession(), LoopSettings(warmup=0, iters=n), Markers(),
-                          samplers=[lambda: {"sm_clock_mhz": float(next(values))}])
-    # asked at iterations 0, SAMPLE_EVERY, 2*SAMPLE_EVERY; the rows between carry the last reading
-    assert samples.extra["sm_clock_mhz"] == [0.0] * SAMPLE_EVERY + [1.0] * SAMPLE_EVERY + [2.0]
+    threads: list[str] = []
+    values = iter(range(10_000))
+
+    def sampler() -> dict[str, float | None]:
+        threads.append(threading.current_thread().name)
+        return {"sm_clock_mhz": float(next(values))}
+
+    session = CountingSession(delays=[0.0] * 5 + [0.03] * 10)
+    samples, _ = run_loop(session, LoopSettings(warmup=5, iters=10), Markers(), samplers=[sampler])
+    column = samples.extra["sm_clock_mhz"]
+    assert len(column) == len(samples) and column[0] == 0.0   # the reading taken before the first row
+    assert column == sorted(column) and column[-1] >= 1.0     # ~0.3 s of iterations, readings every 0.1 s
+    assert threads[0] == threading.main_thread().name and set(threads[1:]) == {"hipdnn-trace-sampler"}
+    assert not any(t.name == "hipdnn-trace-sampler" for t in threading.enumerate())   # stopped with the loop
+
+
+def test_a_failing_sampler_ends_sampling_not_the_measurement() -> None:
+    def broken() -> dict[str, float | None]:
+        raise RuntimeError("NVML gone")
+
+    samples, _ = run_loop(CountingSession(), LoopSettings(warmup=1, iters=3), Markers(), samplers=[broken])
+    assert samples.phase.count("timed") == 3 and "sm_clock_mhz" not in samples.extra
+    assert samples.timing["sampler_error"] == "RuntimeError: NVML gone"
 
 
 @pytest.mark.parametrize("iters", [1, 7])

@@ -1,0 +1,75 @@
+"""Samplers (NVML clocks) read on a thread of their own while a measurement runs.
+
+One NVML reading (SM + memory clock) costs a few hundred microseconds on the H100 machine. Asked
+from the loop, every block of iterations paid it between two iterations; on a thread, the loop
+never waits for it (ctypes releases the GIL during the NVML call). Each reading is stamped on the
+trace clock; after the measurement every row gets the latest reading taken at or before its start
+(the first reading for rows before it), so a throttled stretch shows on the rows it touched.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from hipdnn_trace.device.clock import now_ns
+
+Sampler = Callable[[], dict[str, float | None]]
+
+#: Seconds between readings (NVML's clocks themselves are updated on a similar scale).
+INTERVAL_S = 0.1
+
+
+class BackgroundSampler:
+    """Reads ``samplers`` once at :meth:`start` and every ``interval_s`` until :meth:`stop`."""
+
+    def __init__(self, samplers: Sequence[Sampler], interval_s: float = INTERVAL_S) -> None:
+        self.samplers = list(samplers)
+        self.interval_s = interval_s
+        self.times: list[int] = []
+        self.readings: list[dict[str, float | None]] = []
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _read(self) -> bool:
+        reading: dict[str, float | None] = {}
+        try:
+            for sampler in self.samplers:
+                reading.update(sampler())
+        except Exception as exc:   # noqa: BLE001 - a failing sampler ends sampling, not the measurement
+            self.error = f"{type(exc).__name__}: {exc}"
+            return False
+        self.times.append(now_ns())
+        self.readings.append(reading)
+        return True
+
+    def start(self) -> None:
+        """One reading now (so every row has one), then the thread."""
+        if not self.samplers or not self._read():
+            return
+        self._thread = threading.Thread(target=self._run, name="hipdnn-trace-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if not self._read():
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def columns(self, row_starts: Sequence[int]) -> dict[str, list[float | None]]:
+        """Per sampled key, the value in force at each row's start."""
+        if not self.readings:
+            return {}
+        at = np.searchsorted(np.asarray(self.times, dtype=np.int64), np.asarray(row_starts, dtype=np.int64),
+                             side="right") - 1
+        at = np.maximum(at, 0)
+        keys = list(dict.fromkeys(k for reading in self.readings for k in reading))
+        return {key: [self.readings[int(j)].get(key) for j in at] for key in keys}
