@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,28 +78,9 @@ def child(cpu: int, graphs: list[str], n: int) -> None:
     """Pinned to ``cpu``: us per bare iteration of each graph, as one JSON line."""
     os.sched_setaffinity(0, {cpu})
     sys.path.insert(0, str(ROOT))
-    from hipdnn_trace import backends
-    from hipdnn_trace.backends.base import RunOptions
-    from hipdnn_trace.bench.inputs import make_inputs
-    from hipdnn_trace.graph.load import load_bytes
+    from harness_overhead import bare_loop_us   # this folder's: the same bare loop as the overhead table's
 
-    out = {}
-    for relative in graphs:
-        graph = load_bytes((ROOT / relative).read_bytes(), relative)
-        session = backends.get("cudnn").prepare(graph, None, RunOptions(timing="events"))
-        session.bind(make_inputs(graph, 0))
-        for _ in range(50):
-            session.execute()
-            session.synchronize()
-        rounds = []
-        for _ in range(3):
-            t0 = time.perf_counter_ns()
-            for _ in range(n):
-                session.execute()
-                session.synchronize()
-            rounds.append((time.perf_counter_ns() - t0) / n / 1e3)
-        session.close()
-        out[Path(relative).stem] = round(statistics.median(rounds), 2)
+    out = {Path(relative).stem: round(bare_loop_us(ROOT / relative, n), 2) for relative in graphs}
     print(json.dumps(out))
 
 

@@ -46,14 +46,14 @@ GRAPHS = ["pointwise/relu_clip_fp16.json", "conv/conv_fwd_nhwc_stride2_fp16.json
           "perf/matmul/gemm_4096x4096x4096_fp16.json"]
 
 
-def bare_child(relative: str, n: int) -> None:
-    """Print the wall us per ``execute(); synchronize()`` on a built cuDNN session (median of 3 rounds)."""
+def bare_loop_us(path: Path, n: int) -> float:
+    """Wall us per ``execute(); synchronize()`` on a built cuDNN session of the graph at ``path``
+    (20 warmup iterations, then the median of 3 rounds of ``n``). ``cpu_placement.py`` uses it too."""
     from hipdnn_trace import backends
     from hipdnn_trace.backends.base import RunOptions
     from hipdnn_trace.bench.inputs import make_inputs
     from hipdnn_trace.graph.load import load_bytes
 
-    path = REPO / "graphs" / relative
     graph = load_bytes(path.read_bytes(), str(path))
     session = backends.get("cudnn").prepare(graph, None, RunOptions(timing="events"))
     try:
@@ -68,9 +68,14 @@ def bare_child(relative: str, n: int) -> None:
                 session.execute()
                 session.synchronize()
             rounds.append((time.perf_counter_ns() - t0) / n / 1e3)
-        print(f"BARE {statistics.median(rounds)}")
+        return statistics.median(rounds)
     finally:
         session.close()
+
+
+def bare_child(relative: str, n: int) -> None:
+    """Print :func:`bare_loop_us` of a graph under graphs/ (the ``--bare`` child)."""
+    print(f"BARE {bare_loop_us(REPO / 'graphs' / relative, n)}")
 
 
 def bare_us(relative: str, n: int) -> float:
