@@ -47,7 +47,7 @@ from hipdnn_trace.backends.hipdnn_api import (
     load_frontend,
     parse_engine,
 )
-from hipdnn_trace.device.hip import HipEventTimer, make_hip_timer
+from hipdnn_trace.device.hip import HipEventTimer, TimedExecuteTimer, make_hip_timer
 from hipdnn_trace.errors import ExecutionError, ToolMissingError, UnsupportedError, UserError
 from hipdnn_trace.graph import attention, dtypes, layout
 from hipdnn_trace.graph.model import Graph, Node, Tensor
@@ -284,7 +284,8 @@ class HipdnnSession:
             self.workspace_ptr = int(self.workspace.ptr())
         self._allocate()
         stream = int(self.handle.get_stream()) if hasattr(self.handle, "get_stream") else 0
-        self.timer, timer_info = make_hip_timer(m, stream, staged=self.options.timing == "staged")
+        self.timer, timer_info = make_hip_timer(m, stream, staged=self.options.timing == "staged",
+                                                timed_execute=callable(getattr(g, "execute_timed_ext", None)))
         self.stream = stream
         if self.options.cache == "cold":
             self._flush = m.DeviceBuffer(int(self.options.extra.get("flush_bytes", FLUSH_BYTES)))
@@ -364,8 +365,14 @@ class HipdnnSession:
                 buf.copy_from_host(bytes([POISON_BYTE]) * nbytes)
 
     def execute(self) -> None:
+        timer = self.timer
         try:
-            result = self.fe_graph.execute(self.handle, self.variant_pack, self.workspace_ptr)
+            if isinstance(timer, TimedExecuteTimer) and timer.take():
+                result, timing = self.fe_graph.execute_timed_ext(self.handle, self.variant_pack, self.workspace_ptr)
+                if not is_bad(result):
+                    timer.record(timing)
+            else:
+                result = self.fe_graph.execute(self.handle, self.variant_pack, self.workspace_ptr)
         except Exception:
             self.timer.abort()
             raise
@@ -402,6 +409,8 @@ class HipdnnSession:
         timeouts = getattr(self.timer, "timeouts", 0)
         if timeouts:
             out["stall_gate_timeouts"] = timeouts
+        if isinstance(self.timer, TimedExecuteTimer) and self.timer.qualities:
+            out["timed_execute_quality"] = dict(self.timer.qualities)   # DEVICE_ONLY / UNSTALLED counts
         return out
 
     def close(self) -> None:

@@ -148,8 +148,12 @@ class StagedHipTimer(HipEventTimer):
         self._armed = False
         self._drained = False
         self.timeouts = 0
+        self.staged = True   # switched off by the loop for its unstaged latency block
 
     def start(self) -> None:
+        if not self.staged:   # the loop's latency side block: plain events, no hold
+            super().start()
+            return
         if not self._drained and self._device_synchronize is not None:
             self._device_synchronize()      # arm a clean stream the first time
         self._drained = True
@@ -159,8 +163,9 @@ class StagedHipTimer(HipEventTimer):
 
     def stop(self) -> None:
         self.events.record(self._stop, self.stream)
-        self.gate.release()
-        self._armed = False
+        if self._armed:
+            self.gate.release()
+            self._armed = False
 
     def elapsed_ms(self) -> float:
         ms = super().elapsed_ms()
@@ -192,6 +197,63 @@ class StagedHipTimer(HipEventTimer):
         super().close()
 
 
+class TimedExecuteTimer(HipEventTimer):
+    """hipDNN's own timed execution (``Graph.execute_timed_ext``, ROCm/rocm-libraries PR #11813).
+
+    While ``staged`` is on, the session's execute() runs the plan once through
+    ``execute_timed_ext`` (it arms hipDNN's stall gate, records the events, waits) and hands the
+    returned ``ExecutionTiming`` to :meth:`record`: ``elapsed_ms`` is the reading, ``quality``
+    says whether the gate held (DEVICE_ONLY) or plain events were used (UNSTALLED). With
+    ``staged`` off (the loop's latency side block) the inherited plain events time an ordinary
+    execute.
+    """
+
+    kind = "hipdnn-timed-execute"
+    method = "timed-execute"
+
+    def __init__(self, events: HipEvents, stream: int = 0) -> None:
+        super().__init__(events, stream)
+        self.staged = True
+        self._pending = False
+        self._elapsed: float | None = None
+        self.qualities: dict[str, int] = {}
+        self.timeouts = 0
+
+    def start(self) -> None:
+        if self.staged:
+            self._pending, self._elapsed = True, None
+        else:
+            super().start()
+
+    def stop(self) -> None:
+        if not self.staged:
+            super().stop()
+
+    def take(self) -> bool:
+        """True once per start() while staged: this execute goes through execute_timed_ext."""
+        pending, self._pending = self._pending, False
+        return pending
+
+    def record(self, timing: Any) -> None:
+        """Keep one ``ExecutionTiming`` (counts its quality and watchdog releases for run.json)."""
+        quality = str(getattr(timing, "quality", "unknown")).rsplit(".", 1)[-1]
+        self.qualities[quality] = self.qualities.get(quality, 0) + 1
+        if getattr(timing, "timed_out", False):
+            self.timeouts += 1   # the watchdog ended the stall: host time leaked into this reading
+        value = getattr(timing, "elapsed_ms", None)
+        self._elapsed = None if value is None else float(value)
+
+    def elapsed_ms(self) -> float:
+        if not self.staged:
+            return super().elapsed_ms()
+        if self._elapsed is None:
+            raise RuntimeError("hipDNN's timed execute returned no time (quality INVALID)")
+        return self._elapsed
+
+    def abort(self) -> None:
+        self._pending = False
+
+
 def open_stall_gate(module: Any) -> tuple[Any | None, str]:
     """(gate, "") when staged timing can work here, else (None, why not)."""
     if stall_gate_kind(module) is None:
@@ -209,10 +271,16 @@ def open_stall_gate(module: Any) -> tuple[Any | None, str]:
         return None, f"HipStallGate could not be created: {' '.join(str(exc).split())}"
 
 
-def make_hip_timer(module: Any, stream: int = 0, staged: bool = False) -> tuple[HipEventTimer, dict[str, Any]]:
-    """The timer a session uses and what run.json should say about it."""
+def make_hip_timer(module: Any, stream: int = 0, staged: bool = False,
+                   timed_execute: bool = False) -> tuple[HipEventTimer, dict[str, Any]]:
+    """The timer a session uses and what run.json should say about it: hipDNN's timed execute
+    where the graph has one (``timed_execute``), else events behind the bindings' stall gate,
+    else plain events."""
     events = HipEvents(module)
     info: dict[str, Any] = {"timer": HipEventTimer.kind, "hip_event_api": events.kind, "staged": False}
+    if staged and timed_execute:
+        info.update(timer=TimedExecuteTimer.kind, staged=True)
+        return TimedExecuteTimer(events, stream), info
     if staged:
         gate, reason = open_stall_gate(module)
         if gate is not None:

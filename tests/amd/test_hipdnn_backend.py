@@ -346,6 +346,57 @@ def test_staged_timing_holds_the_stream_on_the_stall_gate_with_stand_in_hipdnn_f
     assert "HipStallGate.close" in fe.WORLD.names()
 
 
+def test_timed_execute_is_used_where_the_graph_has_it_with_stand_in_hipdnn_frontend(stand_in_frontend) -> None:
+    """ROCm/rocm-libraries PR #11813's Graph.execute_timed_ext times the staged iterations; the
+    stall gate of the bindings is not armed around it (hipDNN arms its own)."""
+    fe = stand_in_frontend("timed")
+    graph = load_graph(matmul())
+    session = HipdnnBackend().prepare(graph, None, RunOptions(timing="staged"))
+    inputs, outputs, ms = _run_once(session, graph)
+    names = fe.WORLD.names()
+    assert "Graph.execute_timed_ext" in names and "HipStallGate.arm" not in names
+    assert ms > 0
+    expected = executor.evaluate(graph, inputs).stored
+    for t in graph.output_tensors:
+        np.testing.assert_array_equal(outputs[t.uid], expected[t.uid])
+    info = session.info()
+    assert info["timer"] == "hipdnn-timed-execute" and info["staged"] is True
+    assert info["timed_execute_quality"] == {"DEVICE_ONLY": 1}
+    session.close()
+
+
+def test_timed_execute_in_the_loop_gives_span_and_a_latency_block_with_stand_in_hipdnn_frontend(
+        stand_in_frontend) -> None:
+    from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
+    from hipdnn_trace.markers import Markers
+
+    fe = stand_in_frontend("timed")
+    graph = load_graph(matmul())
+    session = HipdnnBackend().prepare(graph, None, RunOptions(timing="staged"))
+    session.bind(make_inputs(graph, 0))
+    samples, _ = run_loop(session, LoopSettings(warmup=2, iters=5), Markers())
+    calls = fe.WORLD.names()
+    assert calls.count("Graph.execute_timed_ext") == 7            # warmup and timed iterations
+    assert calls.count("Graph.execute") - 7 == SIDE_ITERATIONS     # the latency block: plain events
+    assert samples.timing["kernel_ms"] == samples.timing["span_ms"] == "hipdnn-timed-execute"
+    assert samples.timing["latency_ms"] == "hipdnn-timed-execute (unstaged)"
+    assert samples.phase.count("latency") == SIDE_ITERATIONS and session.timer.staged is True
+    session.close()
+
+
+def test_a_bad_error_from_timed_execute_says_why_with_stand_in_hipdnn_frontend(stand_in_frontend) -> None:
+    fe = stand_in_frontend("timed")
+    graph = load_graph(matmul())
+    session = HipdnnBackend().prepare(graph, None, RunOptions(timing="staged"))
+    session.bind(make_inputs(graph, 0))
+    session.fe_graph.execute_timed_ext = lambda *args: (fe.Error(False, "workspace too small"), fe.ExecutionTiming())
+    session.timer.start()
+    with pytest.raises(ExecutionError, match="hipDNN execute failed: workspace too small"):
+        session.execute()
+    assert "timed_execute_quality" not in session.info()
+    session.close()
+
+
 def test_staged_timing_falls_back_with_a_reason_without_a_gate_with_stand_in_hipdnn_frontend(stand_in_frontend) -> None:
     stand_in_frontend("middle")
     session = HipdnnBackend().prepare(load_graph(matmul()), None, RunOptions(timing="staged"))
@@ -432,3 +483,22 @@ def test_missing_bindings_make_the_backend_unavailable(monkeypatch) -> None:
         assert HipdnnBackend().versions() == {}
     finally:
         reset_frontend()
+
+
+def test_stall_gate_timing_in_the_loop_gives_span_and_an_unstaged_latency_block_with_stand_in_hipdnn_frontend(
+        stand_in_frontend) -> None:
+    """The staged span is kernel_ms and span_ms; latency_ms comes from a side block without the hold
+    (it used to be a copy of the staged span)."""
+    from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
+    from hipdnn_trace.markers import Markers
+
+    fe = stand_in_frontend("newest")
+    graph = load_graph(matmul())
+    session = HipdnnBackend().prepare(graph, None, RunOptions(timing="staged"))
+    session.bind(make_inputs(graph, 0))
+    samples, _ = run_loop(session, LoopSettings(warmup=1, iters=4), Markers())
+    assert fe.WORLD.names().count("HipStallGate.arm") == 5
+    assert samples.timing["span_ms"] == samples.timing["kernel_ms"] == "hip-event"
+    assert samples.timing["latency_ms"] == "hip-event (unstaged)"
+    assert samples.phase.count("latency") == SIDE_ITERATIONS and session.timer.staged is True
+    session.close()

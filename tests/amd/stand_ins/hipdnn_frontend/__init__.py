@@ -17,7 +17,10 @@ movement; it says nothing about hipDNN's numerics or GPU timing.
   functions; no stall gate, no engine info;
 * ``functions``: like ``middle`` but HIP events only as hip_event_* functions with
   opaque handles (the function style of the older test_hip_event_bindings.py);
-* ``oldest``: no Graph.from_json at all.
+* ``oldest``: no Graph.from_json at all;
+* ``timed``: ``newest`` plus ``Graph.execute_timed_ext`` -> ``(Error, ExecutionTiming)`` with
+  ``elapsed_ms``, ``quality`` (``TimingQuality``: DEVICE_ONLY, UNSTALLED, INVALID) and ``timed_out``,
+  as in the python tests of ROCm/rocm-libraries PR #11813 (not in a hipDNN release yet).
 
 Importing the package itself gives the generation named by ``STAND_IN_HIPDNN_GENERATION``
 (default ``newest``); subprocess tests put this directory on PYTHONPATH.
@@ -99,7 +102,7 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
     world = World(generation=generation, log=os.environ.get("STAND_IN_HIPDNN_LOG"), **settings)
     m = types.ModuleType("hipdnn_frontend")
     m.__doc__ = __doc__
-    m.__version__ = {"newest": "1.4.0.stand-in", "middle": "1.1.0.stand-in",
+    m.__version__ = {"timed": "1.5.0.stand-in", "newest": "1.4.0.stand-in", "middle": "1.1.0.stand-in",
                      "functions": "1.0.0.stand-in", "oldest": "0.1.0.stand-in"}[generation]
     m.WORLD = world
     m.Error = Error
@@ -107,7 +110,7 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
                                     "BOOLEAN", "FP8_E4M3", "FP8_E5M2"])
     m.HeuristicMode = _Enum("HeuristicMode", ["FALLBACK"])
     m.PluginLoadingMode = _Enum("PluginLoadingMode", ["ADDITIVE", "ABSOLUTE"])
-    newest = generation == "newest"
+    newest = generation in ("newest", "timed")
 
     # --- module.cpp -------------------------------------------------------------
     def set_engine_plugin_paths(paths: list[str], mode: Any = m.PluginLoadingMode.ADDITIVE) -> None:
@@ -221,7 +224,7 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
     m.hip_get_device_count = lambda: 1
     m.hip_stream_synchronize = lambda stream=0: world.record("hip_stream_synchronize", stream)
     m.hip_device_synchronize = lambda: world.record("hip_device_synchronize")
-    if generation in ("newest", "middle"):
+    if generation in ("timed", "newest", "middle"):
         m.HipEvent = HipEvent
     if generation in ("middle", "functions"):
         events: dict[int, list[int | None]] = {}
@@ -390,6 +393,28 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
         Graph.create_execution_plan_ext = create_execution_plan_ext
         Graph.get_execution_plan_engine_id = get_execution_plan_engine_id
         Graph.get_ranked_engine_ids = get_ranked_engine_ids
+    if generation == "timed":
+        m.TimingQuality = _Enum("TimingQuality", ["DEVICE_ONLY", "UNSTALLED", "INVALID"])
+
+        @dataclass
+        class ExecutionTiming:
+            elapsed_ms: float | None = None
+            quality: str = m.TimingQuality.INVALID
+            timed_out: bool = False
+
+        def execute_timed_ext(self: Graph, handle: Any, variant_pack: dict[int, int],
+                              workspace: int = 0) -> tuple[Error, ExecutionTiming]:
+            world.record("Graph.execute_timed_ext", workspace)
+            if self._plan is None:
+                return Error(False, "no compiled plan"), ExecutionTiming()
+            t0 = time.perf_counter_ns()
+            result = Graph.execute(self, handle, variant_pack, workspace)
+            if result.is_bad():
+                return result, ExecutionTiming()
+            return result, ExecutionTiming((time.perf_counter_ns() - t0) / 1e6, m.TimingQuality.DEVICE_ONLY)
+
+        m.ExecutionTiming = ExecutionTiming
+        Graph.execute_timed_ext = execute_timed_ext
     m.Graph = Graph
     return m
 
