@@ -20,7 +20,7 @@ import importlib.util
 import os
 from typing import Any
 
-from hipdnn_trace.device.cupti_activity import EXTERNAL_PROFILER_ENV
+from hipdnn_trace.device.cupti_activity import EXTERNAL_PROFILER_ENV, external_profiler
 from hipdnn_trace.markers_base import DOMAIN, ROCTX_PREFIX, Markers, graph_range_name, iteration_name
 
 __all__ = ["DOMAIN", "ROCTX_PREFIX", "Markers", "NvtxMarkers", "graph_range_name", "iteration_name", "nvtx_tool_attached",
@@ -33,7 +33,7 @@ NVTX_TOOL_ENV = ("NVTX_INJECTION64_PATH", *EXTERNAL_PROFILER_ENV)
 
 def nvtx_tool_attached() -> bool:
     """A tool that receives NVTX ranges is attached to this process."""
-    return any(os.environ.get(name) for name in NVTX_TOOL_ENV)
+    return bool(os.environ.get("NVTX_INJECTION64_PATH")) or external_profiler() is not None
 
 
 class NvtxMarkers(Markers):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hipdnn_trace.device.clock_lock import POLICIES
+
 #: run.json ``timing`` fields that change what one sample measures (``clock_control`` is a
 #: profiler's own, e.g. ncu's; ``--clocks`` policies are checked apart, below).
 METHOD_FIELDS = {
@@ -48,14 +50,13 @@ def run_status_notes(meta: dict[str, Any], label: str) -> list[str]:
 
 
 #: ``--clocks`` policies (device/clock_lock.py); runs from before the flag ran unlocked
-CLOCK_POLICIES = ("off", "lock-base", "lock-max")
 
 
 def clock_policy(meta: dict[str, Any]) -> str:
     """The clock policy a run's numbers were taken under: run.json ``clocks.policy`` when the lock
     held, else ``off`` (a refused lock leaves the GPU boosting freely, as ``off`` does)."""
     clocks = meta.get("clocks") if isinstance(meta, dict) else None
-    if isinstance(clocks, dict) and clocks.get("policy") in CLOCK_POLICIES:
+    if isinstance(clocks, dict) and clocks.get("policy") in POLICIES:
         return str(clocks["policy"]) if clocks.get("state") == "locked" else "off"
     return "off"
 

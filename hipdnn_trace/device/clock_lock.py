@@ -293,9 +293,7 @@ class ClockLock:
     # -- lock and restore
     def __enter__(self) -> ClockLock:
         try:
-            stale_exists = self.vendor is not None and state_path(self.vendor, self.device).exists()
-            if stale_exists:
-                self._reset_stale()
+            self._reset_stale()   # no vendor or no state file: nothing to reset
             if self.policy != "off":
                 self._lock()
         except Refused as exc:

@@ -22,7 +22,7 @@ import numpy as np
 
 from hipdnn_trace.backends.reference import ops as ref
 from hipdnn_trace.backends.reference import xp as shim
-from hipdnn_trace.backends.reference.ops._arrays import f64
+from hipdnn_trace.backends.reference.ops._arrays import f64, size
 from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
@@ -373,7 +373,7 @@ def _result(node: Node, graph: Graph, results: Mapping[str, Any], port: str, uid
         raise UnsupportedError(f"{node.op} node {node.name!r} cannot produce output {port}")
     tensor = graph.by_uid[uid]
     if tuple(value.shape) != tuple(tensor.dims):
-        if shim.size(value) != tensor.numel:
+        if size(value) != tensor.numel:
             raise UnsupportedError(f"{node.op} computed shape {tuple(value.shape)} for {tensor.name!r} "
                                    f"of dims {list(tensor.dims)}")
         value = shim.namespace(value).reshape(value, tuple(tensor.dims))

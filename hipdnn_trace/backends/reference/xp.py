@@ -82,11 +82,6 @@ def namespace(*arrays: object) -> Namespace:
     return array_api_compat.array_namespace(*found) if found else array_api_compat.array_namespace(np.empty(0))
 
 
-def size(a: Array) -> int:
-    """Element count of any Array API array (torch's ``size`` is a method)."""
-    return math.prod(a.shape)
-
-
 def device_of(a: Array) -> Any:
     """The device ``a`` lives on (array-api-compat's ``device``)."""
     return array_api_compat.device(a)
