@@ -10,6 +10,8 @@ from the loop added ~20 us to each 230 us iteration of a GEMM (benchmarks/loop_c
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from hipdnn_trace.errors import ToolMissingError
@@ -76,38 +78,65 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def gpu_info(device: int = 0) -> dict[str, Any] | None:
-    """What run.json records about an NVIDIA GPU, from NVML (creates no CUDA context,
-    so the suite process can ask before it starts isolated children). None without NVML."""
+@contextlib.contextmanager
+def opened() -> Iterator[Any | None]:
+    """NVML's module, initialised for the block and shut down after it; None where NVML cannot
+    start (no package, no driver: not an NVIDIA machine). Creates no CUDA context."""
     try:
         nvml = _pynvml()
         nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML, no GPU facts
-        return None
+    except Exception:  # noqa: BLE001 - no NVML
+        yield None
+        return
     try:
-        h = nvml.nvmlDeviceGetHandleByIndex(device)
-        out: dict[str, Any] = {"index": device, "name": _text(nvml.nvmlDeviceGetName(h)),
-                               "driver": _text(nvml.nvmlSystemGetDriverVersion())}
-        probes = {
-            "compute_capability": lambda: ".".join(str(v) for v in nvml.nvmlDeviceGetCudaComputeCapability(h)),
-            "memory_bytes": lambda: int(nvml.nvmlDeviceGetMemoryInfo(h).total),
-            "max_sm_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
-            "max_mem_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM)),
-            "power_limit_w": lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
-            "uuid": lambda: _text(nvml.nvmlDeviceGetUUID(h)),
-        }
-        for key, probe in probes.items():
-            try:
-                out[key] = probe()
-            except Exception:  # noqa: BLE001 - a missing fact is left out
-                continue
-        if "compute_capability" in out:
-            out["arch"] = "sm_" + out["compute_capability"].replace(".", "")
-        return out
-    except Exception:  # noqa: BLE001
-        return None
+        yield nvml
     finally:
         try:
             nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def gpu_info(device: int = 0) -> dict[str, Any] | None:
+    """What run.json records about an NVIDIA GPU, from NVML (creates no CUDA context,
+    so the suite process can ask before it starts isolated children). None without NVML."""
+    with opened() as nvml:
+        if nvml is None:
+            return None
+        try:
+            return _facts(nvml, device)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def gpu_count() -> int | None:
+    """NVIDIA GPUs NVML sees (None without NVML)."""
+    with opened() as nvml:
+        if nvml is None:
+            return None
+        try:
+            return int(nvml.nvmlDeviceGetCount())
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def _facts(nvml: Any, device: int) -> dict[str, Any]:
+    h = nvml.nvmlDeviceGetHandleByIndex(device)
+    out: dict[str, Any] = {"index": device, "name": _text(nvml.nvmlDeviceGetName(h)),
+                           "driver": _text(nvml.nvmlSystemGetDriverVersion())}
+    probes = {
+        "compute_capability": lambda: ".".join(str(v) for v in nvml.nvmlDeviceGetCudaComputeCapability(h)),
+        "memory_bytes": lambda: int(nvml.nvmlDeviceGetMemoryInfo(h).total),
+        "max_sm_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+        "max_mem_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM)),
+        "power_limit_w": lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+        "uuid": lambda: _text(nvml.nvmlDeviceGetUUID(h)),
+    }
+    for key, probe in probes.items():
+        try:
+            out[key] = probe()
+        except Exception:  # noqa: BLE001 - a missing fact is left out
+            continue
+    if "compute_capability" in out:
+        out["arch"] = "sm_" + out["compute_capability"].replace(".", "")
+    return out

@@ -62,21 +62,9 @@ def pin(vendor: str | None, index: int, environ: Mapping[str, str] | None = None
 
 
 def _nvml_count() -> int | None:
-    try:
-        import pynvml
+    from hipdnn_trace.device.nvml import gpu_count
 
-        pynvml.nvmlInit()
-    except Exception:   # noqa: BLE001 - no NVML: not an NVIDIA machine (or no driver)
-        return None
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except Exception:   # noqa: BLE001
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:   # noqa: BLE001
-            pass
+    return gpu_count()
 
 
 def _kfd_count() -> int | None:
