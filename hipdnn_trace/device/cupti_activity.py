@@ -109,6 +109,10 @@ class Subscriber:
     def drain(self) -> list[Record]:
         """Flush CUPTI's buffers and take every record received so far."""
         SINK.flush()
+        return self.take()
+
+    def take(self) -> list[Record]:
+        """Every record received so far (no flush)."""
         with self._lock:
             rows, self._records = self._records, []
         return rows

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from hipdnn_trace.device import cupti_activity
+from hipdnn_trace.device.cuda import HOLD_KERNEL
 from hipdnn_trace.device.cupti_activity import assign_iterations, clock_offset
 
 #: Kernels that are timing machinery, not the graph's work (staged timing's hold kernel).
-MACHINERY_KERNELS = frozenset({"hipdnn_trace_hold"})
+MACHINERY_KERNELS = frozenset({HOLD_KERNEL})
 
 #: Timers whose events run on an NVIDIA stream, where CUPTI sees the kernels.
 CUDA_TIMERS = ("cuda-event", "cuda-event-staged", "torch-event")
@@ -107,8 +108,8 @@ class KernelClock:
         """Stop receiving; the kernel sum of each host window ``[starts[k], ends[k]]``."""
         if self._subscriber is None:
             raise RuntimeError("the kernel clock was never started")
-        records = self._subscriber.drain()
-        cupti_activity.SINK.unsubscribe(self._subscriber)
+        cupti_activity.SINK.unsubscribe(self._subscriber)   # flushes: the last records reach us first
+        records = self._subscriber.take()
         times = kernel_times(records, self._offset[0], starts, ends, iterations)
         times.info["clock_offset_uncertainty_ns"] = self._offset[1]
         return times
