@@ -241,6 +241,7 @@ class HipdnnSession:
         self.options = options
         self.engine: Engine | None = None
         self.timer: HipEventTimer | Any = None
+        self._timed_execute: TimedExecuteTimer | None = None   # the timer, when hipDNN times the execute
         self.handle: Any = None
         self.fe_graph: Any = None
         self.buffers: dict[int, Any] = {}
@@ -286,6 +287,8 @@ class HipdnnSession:
         stream = int(self.handle.get_stream()) if hasattr(self.handle, "get_stream") else 0
         self.timer, timer_info = make_hip_timer(m, stream, staged=self.options.timing == "staged",
                                                 timed_execute=callable(getattr(g, "execute_timed_ext", None)))
+        if isinstance(self.timer, TimedExecuteTimer):
+            self._timed_execute = self.timer
         self.stream = stream
         if self.options.cache == "cold":
             self._flush = m.DeviceBuffer(int(self.options.extra.get("flush_bytes", FLUSH_BYTES)))
@@ -365,9 +368,9 @@ class HipdnnSession:
                 buf.copy_from_host(bytes([POISON_BYTE]) * nbytes)
 
     def execute(self) -> None:
-        timer = self.timer
+        timer = self._timed_execute
         try:
-            if isinstance(timer, TimedExecuteTimer) and timer.take():
+            if timer is not None and timer.take():
                 result, timing = self.fe_graph.execute_timed_ext(self.handle, self.variant_pack, self.workspace_ptr)
                 if not is_bad(result):
                     timer.record(timing)
@@ -409,8 +412,8 @@ class HipdnnSession:
         timeouts = getattr(self.timer, "timeouts", 0)
         if timeouts:
             out["stall_gate_timeouts"] = timeouts
-        if isinstance(self.timer, TimedExecuteTimer) and self.timer.qualities:
-            out["timed_execute_quality"] = dict(self.timer.qualities)   # DEVICE_ONLY / UNSTALLED counts
+        if self._timed_execute is not None and self._timed_execute.qualities:
+            out["timed_execute_quality"] = dict(self._timed_execute.qualities)   # DEVICE_ONLY / UNSTALLED counts
         return out
 
     def close(self) -> None:
