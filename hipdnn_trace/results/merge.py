@@ -25,7 +25,7 @@ import polars as pl
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.atomic import write_bytes_atomic
-from hipdnn_trace.results.rundir import Run, RunWriter, finished_part, load_run, orphan_rows, written_formats
+from hipdnn_trace.results.rundir import Run, RunWriter, load_run, split_finished, written_formats
 
 _POS = "__position"
 
@@ -169,12 +169,12 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
     _check_duplicates(runs)
     warnings: list[str] = []
     for i, run in enumerate(runs):
-        orphans = orphan_rows(run)
+        finished, orphans = split_finished(run)
         if orphans:
             counts = ", ".join(f"{n} {name}" for name, n in orphans.items())
             warnings.append(f"{run.path}: dropped row(s) of graphs with no summary row ({counts}; the run was "
                             f"killed mid-write: --resume it to finish them)")
-            runs[i] = finished_part(run)
+            runs[i] = finished
     positions = _suite_positions(runs)
     statuses = [r.meta.get("status") for r in runs]
     shards = [r.meta.get("shard") for r in runs]

@@ -133,7 +133,7 @@ class RunWriter:
         #: graphs finish in (--gpus); rows of one graph keep their order
         self.suite_order: dict[str, int] | None = None
         if resume:
-            existing = finished_part(load_run(folder))
+            existing = split_finished(load_run(folder))[0]
             for name in self.frames:
                 df = getattr(existing, name)
                 if df.height:
@@ -334,8 +334,9 @@ def written_formats(folder: Path) -> list[str]:
     return found + ([DNNBENCH] if (folder / "results.dnnbench.json").exists() else [])
 
 
-def finished_part(run: Run) -> Run:
-    """``run`` without rows of graphs whose summary rows never made it to disk.
+def split_finished(run: Run) -> tuple[Run, dict[str, int]]:
+    """(``run`` without rows of graphs whose summary rows never made it to disk, the rows
+    dropped per table): what a run killed between two renames left.
 
     A row is kept when its (source, graph_id, config) has summary rows: two files
     with identical content share a graph_id, so the graph_id alone would keep the
@@ -344,15 +345,6 @@ def finished_part(run: Run) -> Run:
     matched on (graph_id, config); rows without a graph_id (profiler frames not tied
     to a graph) are kept.
     """
-    return _split_finished(run)[0]
-
-
-def orphan_rows(run: Run) -> dict[str, int]:
-    """Rows per table whose graph has no summary row (a run killed between two renames)."""
-    return _split_finished(run)[1]
-
-
-def _split_finished(run: Run) -> tuple[Run, dict[str, int]]:
     s = run.summary
     by_source = pl.concat_str([pl.col("source"), pl.col("graph_id"), pl.col("config")], separator="\x00")
     by_id = pl.concat_str([pl.col("graph_id"), pl.col("config")], separator="\x00")
