@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hipdnn_trace.graph import dtypes, option_types
+from hipdnn_trace.graph.ops import SPECS
 from hipdnn_trace.graph.opspec import OpSpec
 
 if TYPE_CHECKING:
@@ -18,14 +19,10 @@ if TYPE_CHECKING:
 
 #: Node types whose math is floating point whatever their tensors hold: a non-float compute type
 #: would be read past by every backend here (the float64 reference silently computes in float64).
-FLOAT_COMPUTE_OPS = frozenset({
-    "ConvolutionFwdAttributes", "ConvolutionBwdAttributes", "ConvolutionWrwAttributes", "MatmulAttributes",
-    "BatchnormInferenceAttributes", "BatchnormInferenceAttributesVarianceExt", "BatchnormAttributes",
-    "BatchnormBackwardAttributes", "LayernormAttributes", "RMSNormAttributes", "LayernormBackwardAttributes",
-    "RMSNormBackwardAttributes", "ReductionAttributes", "SdpaAttributes", "SdpaBackwardAttributes",
-    "ResampleFwdAttributes", "ResampleBwdAttributes", "BlockScaleQuantizeAttributes",
-    "BlockScaleDequantizeAttributes", "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes",
-})
+FLOAT_COMPUTE_OPS = frozenset(SPECS) - {
+    "PointwiseAttributes",   # integer compute types are legal (comparisons, logic, integer arithmetic)
+    "CustomOpAttributes",    # opaque to this project: its plugin decides
+}
 #: int32 accumulation is how integer (int8/uint8) convolutions and GEMMs compute (cuDNN's INT8 rule)
 _INTEGER_ACCUMULATING = frozenset({"ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
                                    "ConvolutionWrwAttributes", "MatmulAttributes"})
