@@ -66,8 +66,7 @@ _FRAME = re.compile(r'File "(.*?)", line (\d+) in (\S+)')
 
 # --------------------------------------------------------------------- records
 
-def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
-                graph: Graph | None = None, data: bytes | None = None,
+def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *, data: bytes | None = None,
                 info: dict[str, Any] | None = None, span: tuple[int, int] | None = None) -> GraphRun:
     """The record of a graph whose run died: every configuration ``error`` with ``message``.
 
@@ -79,7 +78,8 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
     from hipdnn_trace.graph.load import load_bytes
 
     run = GraphRun(source=source.name, name=Path(source.name).stem)
-    if graph is None and data is not None:
+    graph: Graph | None = None
+    if data is not None:
         try:
             graph = load_bytes(data, source.name, allow_unknown=True)
         except UserError:

@@ -26,12 +26,15 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import hipdnn_trace
+from hipdnn_trace.backends.reference.memory import cached_reference_bytes
 from hipdnn_trace.graph.model import Graph
 
 #: ``--reference-cache-max`` default: the folder is trimmed to this many bytes after each store
@@ -113,7 +116,7 @@ class ReferenceCache:
 
     def store(self, graph: Graph, seed: int, outputs: dict[int, np.ndarray]) -> str | None:
         """Write the entry (atomically, as a whole) and trim the folder; a note when it was not stored."""
-        size = sum(8 * int(np.prod(outputs[t.uid].shape)) for t in graph.output_tensors)
+        size = cached_reference_bytes(graph)
         if size > self.max_bytes:
             return (f"reference not cached: {size / 2**30:.1f} GiB of outputs exceed the cache's "
                     f"{self.max_bytes / 2**30:.1f} GiB cap (--reference-cache-max)")
@@ -184,14 +187,16 @@ def _publish(tmp: Path, entry: Path) -> bool:
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    with open(path, "wb") as fh:
-        np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False)
-        fh.flush()
-        os.fsync(fh.fileno())
+    _write_synced(path, "wb", lambda fh: np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False))
 
 
 def _write_json(path: Path, payload: dict) -> None:
-    with open(path, "w") as fh:
-        json.dump(payload, fh, indent=1)
+    _write_synced(path, "w", lambda fh: json.dump(payload, fh, indent=1))
+
+
+def _write_synced(path: Path, mode: str, write: Callable[[Any], object]) -> None:
+    """Write through ``write`` and fsync: an entry is renamed into place only once it is on disk."""
+    with open(path, mode) as fh:
+        write(fh)
         fh.flush()
         os.fsync(fh.fileno())
