@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import io
 import os
 import shlex
@@ -26,6 +25,7 @@ from typing import Any
 
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.graph.sources import glob_matches
 
 EXAMPLES = """\
 examples:
@@ -159,7 +159,7 @@ def _absolute_suite(suite: list[str]) -> list[str]:
     out = []
     for arg in suite:
         if any(c in arg for c in "*?[") and not os.path.exists(arg):
-            if not glob.glob(arg):
+            if not glob_matches(arg):   # the same matching as run's, ** included
                 raise UserError(f"{arg}: matches nothing")
         elif not os.path.exists(arg):
             raise UserError(f"{arg}: no such file or folder")

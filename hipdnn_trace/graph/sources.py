@@ -295,6 +295,11 @@ def expand(args: Iterable[str], *, skip_dirs: Iterable[str] = ()) -> list[GraphS
     return expand_counting_skipped(args, skip_dirs=skip_dirs)[0]
 
 
+def glob_matches(pattern: str) -> list[str]:
+    """What a glob argument of ``run`` matches (``**`` walked without following link loops)."""
+    return _Walker().glob(pattern)
+
+
 def expand_counting_skipped(args: Iterable[str], *,
                             skip_dirs: Iterable[str] = ()) -> tuple[list[GraphSource], int]:
     """:func:`expand`, and how many more graphs there would be without ``skip_dirs``

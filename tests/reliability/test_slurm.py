@@ -157,6 +157,16 @@ def test_missing_graphs_and_a_used_folder_are_refused(tmp_path, capsys):
     assert "used already exists and is not an empty folder" in capsys.readouterr().err
 
 
+def test_a_recursive_glob_matches_as_it_does_for_run(tmp_path):
+    from hipdnn_trace.commands.slurm import _absolute_suite
+
+    deep = tmp_path / "suite" / "a" / "b"
+    deep.mkdir(parents=True)
+    (deep / "g.json").write_text(SUITE[0].read_text())
+    pattern = str(tmp_path / "suite" / "**" / "*.json")
+    assert _absolute_suite([pattern]) == [pattern]   # glob.glob without recursive=True matched nothing here
+
+
 def test_submit_without_sbatch_on_path_is_a_one_line_error(tmp_path):
     result = slurm_cli(str(SUITE[0]), "--array", "2", "--out", str(tmp_path / "s"), "--submit",
                        env=job_env(PATH=str(tmp_path)))
