@@ -30,6 +30,22 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """A count of at least 1 (array tasks, GPUs per task)."""
+    value = _number(text, int, "an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def gib(text: str) -> float:
+    """A size in GiB, > 0 and finite."""
+    value = _number(text, float, "a size in GiB")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 GiB, got {text}")
+    return value
+
+
 def fraction(text: str) -> float:
     """A share strictly between 0 and 1 (0.01 = 1%)."""
     value = _number(text, float, "a number")

@@ -82,17 +82,6 @@ def _gpus(text: str) -> list[int] | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _gib(text: str) -> float:
-    """--reference-cache-max: a size in GiB, > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size in GiB, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be > 0 GiB, got {text}")
-    return value
-
-
 def _reference_cache(args: argparse.Namespace) -> ReferenceCache | None:
     """--reference-cache as a cache (None: off); a folder that cannot be written fails before any work."""
     choice = str(args.reference_cache)
@@ -209,7 +198,7 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--reference-cache", default="none", metavar="DIR|auto|none",
                    help="keep float64 reference outputs in DIR (auto: $XDG_CACHE_HOME/hipdnn-trace/reference) "
                         "and reuse them on reruns, A/B runs and shards (default none; docs/reliability.md)")
-    v.add_argument("--reference-cache-max", type=_gib, default=20.0, metavar="GIB",
+    v.add_argument("--reference-cache-max", type=argtypes.gib, default=20.0, metavar="GIB",
                    help="trim the reference cache to this size, least recently used first (default 20)")
     o = p.add_argument_group("output")
     o.add_argument("--out", "-o", type=Path, default=Path("runs"), help="parent of the run directory (default runs/)")

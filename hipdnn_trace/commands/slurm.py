@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace.commands.argtypes import positive_int
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import glob_matches
@@ -57,16 +58,6 @@ class Scripts:
     merged: Path
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def _split_run_options(parser: argparse.ArgumentParser) -> None:
     """Make ``parser`` keep everything after the first ``--`` as ``run_options``, unparsed.
 
@@ -97,13 +88,13 @@ def add_parser(sub: Any) -> None:
     )
     _split_run_options(p)
     p.add_argument("suite", nargs="+", metavar="SUITE", help="graph files, folders, globs or tarballs (as for run)")
-    p.add_argument("--array", type=_positive_int, required=True, metavar="N",
+    p.add_argument("--array", type=positive_int, required=True, metavar="N",
                    help="number of array tasks = shards (#SBATCH --array=0-(N-1))")
     p.add_argument("--out", "-o", type=Path, default=None, metavar="DIR",
                    help="sweep folder (new or empty): slurm/ scripts, logs/, shards/, merged/ "
                         "(default runs/slurm-<time>-<random>)")
     s = p.add_argument_group("sbatch options (both jobs, unless said)")
-    s.add_argument("--gpus-per-task", type=_positive_int, default=None, metavar="G",
+    s.add_argument("--gpus-per-task", type=positive_int, default=None, metavar="G",
                    help="GPUs for each array task (#SBATCH --gpus-per-task; not the merge job)")
     s.add_argument("--partition", "-p", default=None, metavar="P", help="#SBATCH --partition")
     s.add_argument("--time", "-t", default=None, metavar="T",
