@@ -139,12 +139,12 @@ def _per_row_and_feature(node: Node, graph: Graph, start: int) -> list[tuple[str
     return problems
 
 
-def _one_value(node: Node, graph: Graph, ports: tuple[str, ...]) -> list[tuple[str, str]]:
+def one_value(node: Node, graph: Graph, ports: tuple[str, ...]) -> list[tuple[str, str]]:
     return [(port_path(node, p), f"{p} is one value, this tensor has {t.numel}")
             for p in ports if (t := port_tensor(node, graph, p)) is not None and t.numel != 1]
 
 
-def _saved_pair(node: Node, graph: Graph) -> list[tuple[str, str]]:
+def saved_pair(node: Node, graph: Graph) -> list[tuple[str, str]]:
     """Saved mean and inv_variance come together (the reference and hipDNN's recompute both or neither)."""
     mean, inv = (port_tensor(node, graph, p) for p in ("mean", "inv_variance"))
     if (mean is None) != (inv is None):
@@ -158,8 +158,8 @@ def norm_backward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     x = port_tensor(node, graph, "x")
     if x is None:
         return []
-    problems = _same_dims_as_x(node, graph, ("dy", "dx")) + _saved_pair(node, graph) + \
-        _one_value(node, graph, ("epsilon",))
+    problems = _same_dims_as_x(node, graph, ("dy", "dx")) + saved_pair(node, graph) + \
+        one_value(node, graph, ("epsilon",))
     if node.type == "LayernormBackwardAttributes" and port_tensor(node, graph, "mean") is None \
             and port_tensor(node, graph, "epsilon") is None:
         problems.append(("inputs", "LayernormBackward without saved mean/inv_variance needs epsilon to "
@@ -179,7 +179,7 @@ def layernorm_forward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     x = port_tensor(node, graph, "x")
     if x is None:
         return []
-    problems = _one_value(node, graph, ("epsilon",))
+    problems = one_value(node, graph, ("epsilon",))
     start = norm_backward_start(node, graph)
     if start is None:
         return problems   # the reference refuses it (no normalized_dim_count): not a malformed file
@@ -190,7 +190,7 @@ def rmsnorm_forward_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
     """RMSNorm forward: one epsilon, bias like scale, and inv_rms one per row when
     normalized_dim_count says which dims are normalized (scale's shape rule is the reference's
     business: older hipDNN normalized per channel, see rmsnorm_refusal)."""
-    problems = _one_value(node, graph, ("epsilon",))
+    problems = one_value(node, graph, ("epsilon",))
     scale, bias, x = (port_tensor(node, graph, p) for p in ("scale", "bias", "x"))
     if scale is not None and bias is not None and bias.numel != scale.numel:
         problems.append((port_path(node, "bias"), f"has {bias.numel} values, scale has {scale.numel}"))

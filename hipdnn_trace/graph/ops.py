@@ -22,8 +22,10 @@ from hipdnn_trace.graph.norms import (
     norm_backward_check,
     norm_backward_start,
     norm_options_check,
+    one_value,
     rmsnorm_forward_check,
     rmsnorm_refusal,
+    saved_pair,
 )
 from hipdnn_trace.graph.opspec import FlopCount, Notes, OpSpec, ShapeCheck, option_path, port_path, port_tensor
 
@@ -275,13 +277,9 @@ def _batchnorm_rules(node: Node, graph: Graph) -> list[tuple[str, str]]:
     x = _t(node, graph, "x")
     if x is not None and len(x.dims) < 2:
         return [(_port_path(node, "x"), f"batchnorm needs x of rank >= 2 [N, C, ...], got {list(x.dims)}")]
-    problems = [(_port_path(node, p), f"{p} is one value, this tensor has {t.numel}")
-                for p in ("epsilon", "momentum") if (t := _t(node, graph, p)) is not None and t.numel != 1]
-    if node.type == "BatchnormBackwardAttributes" and (_t(node, graph, "mean") is None) != (
-            _t(node, graph, "inv_variance") is None):
-        given = "mean" if _t(node, graph, "mean") is not None else "inv_variance"
-        problems.append((_port_path(node, given), f"{given} is given without "
-                         f"{'inv_variance' if given == 'mean' else 'mean'}: give both saved statistics or neither"))
+    problems = one_value(node, graph, ("epsilon", "momentum"))
+    if node.type == "BatchnormBackwardAttributes":
+        problems += saved_pair(node, graph)
     return problems
 
 
