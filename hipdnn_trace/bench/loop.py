@@ -56,8 +56,12 @@ class Samples:
                        *self.extra.values()):
             del column[n:]
 
+    def timed(self, values: Sequence[float | None]) -> np.ndarray:
+        """The timed rows of a column (``kernel_ms``, ``host_ms``...)."""
+        return np.array([v for p, v in zip(self.phase, values) if p == "timed"], dtype=np.float64)
+
     def timed_kernel_ms(self) -> np.ndarray:
-        return np.array([k for p, k in zip(self.phase, self.kernel_ms) if p == "timed"], dtype=np.float64)
+        return self.timed(self.kernel_ms)
 
     def __len__(self) -> int:
         return len(self.phase)
@@ -168,10 +172,6 @@ def _extra(samples: Samples, key: str) -> list[float | None]:
     return column
 
 
-def _timed(samples: Samples, values: Sequence[float]) -> np.ndarray:
-    return np.array([v for p, v in zip(samples.phase, values) if p == "timed"], dtype=np.float64)
-
-
 def run_loop(
     session: Session,
     settings: LoopSettings,
@@ -233,7 +233,7 @@ def run_loop(
                 block.read()
                 # with a kernel clock the sums come after the loop: host time stands in for stability
                 values = samples.host_ms if kernel_clock is not None else samples.kernel_ms
-                if relative_ci_width(_timed(samples, values)) <= settings.max_rel_ci:
+                if relative_ci_width(samples.timed(values)) <= settings.max_rel_ci:
                     break
         block.read()
         markers.pop()
