@@ -10,6 +10,7 @@ import polars as pl
 
 from hipdnn_trace.compare.comparison import Comparison, fmt_change
 from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
+from hipdnn_trace.console import escape
 
 #: Console order: what needs attention first.
 SEVERITY = {SLOWER: 0, FASTER: 1, INCONCLUSIVE: 2, SAME: 3}
@@ -49,6 +50,7 @@ def display_order(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    rows = [[escape(c) for c in r] for r in rows]   # names are data: escaped before the widths are measured
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
