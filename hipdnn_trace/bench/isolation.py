@@ -273,17 +273,10 @@ def _pickle_run(run: GraphRun) -> bytes:
 
 def _oom_kills() -> int | None:
     """The kernel's out-of-memory kill count for this process's cgroup (v2 or v1)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    candidates = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            candidates.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events")
-        elif "memory" in controllers.split(","):
-            candidates.append(Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control")
+    from hipdnn_trace.backends.reference.memory import memory_cgroups
+
+    candidates = [mount / path.lstrip("/") / ("memory.events" if version == 2 else "memory.oom_control")
+                  for version, mount, path in memory_cgroups()]
     for path in candidates:
         try:
             for row in path.read_text().splitlines():

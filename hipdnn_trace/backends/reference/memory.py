@@ -53,20 +53,29 @@ def _rlimits(root: Path) -> list[int | None]:
     return out
 
 
-def _cgroups(root: Path) -> list[int | None]:
-    """Headroom of every cgroup level that limits memory, v2 and v1."""
-    out: list[int | None] = []
+def memory_cgroups(root: Path = Path("/")) -> list[tuple[int, Path, str]]:
+    """(cgroup version, mount, this process's path in it) of each hierarchy with the memory
+    controller: v2 at the mount or under ``unified/`` (hybrid), v1 under ``memory/``."""
+    out: list[tuple[int, Path, str]] = []
     mount = root / _CGROUP_MOUNT
     for line in _read(root / "proc/self/cgroup").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         hierarchy, controllers, path = parts
-        if hierarchy == "0" and controllers == "":   # v2: at the mount, or under unified/ (hybrid)
-            for v2 in (mount, mount / "unified"):
-                out.extend(_headroom(v2, path, "memory.max", "memory.current"))
+        if hierarchy == "0" and controllers == "":
+            out.extend((2, v2, path) for v2 in (mount, mount / "unified"))
         elif "memory" in controllers.split(","):
-            out.extend(_headroom(mount / "memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes"))
+            out.append((1, mount / "memory", path))
+    return out
+
+
+def _cgroups(root: Path) -> list[int | None]:
+    """Headroom of every cgroup level that limits memory, v2 and v1."""
+    out: list[int | None] = []
+    for version, mount, path in memory_cgroups(root):
+        files = ("memory.max", "memory.current") if version == 2 else ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        out.extend(_headroom(mount, path, *files))
     return out
 
 
