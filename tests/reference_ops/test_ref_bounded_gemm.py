@@ -1,6 +1,11 @@
-"""Bounded BLAS calls (``_gemm.bounded_matmul``): every call under the FLOP bound, results the same as
-one ``np.matmul`` (bit-identical when the split is aligned, within float64 rounding otherwise), and
-the reference ops that use it unchanged by a tiny bound."""
+"""Bounded BLAS calls (``_gemm.bounded_matmul``): every call under the FLOP bound, results equal to
+one ``np.matmul`` within float64 rounding, and the reference ops that use it unchanged by a tiny bound.
+
+No BLAS promises the same bits for a product computed in pieces: a tile at a split edge may run
+another micro-kernel (seen: 5540 of 900,000 elements 1.6e-14 apart on an AMD EPYC with
+scipy-openblas 0.3.31). So products are held to the forward error bound of a K-term dot product,
+|got - expected| <= 2 * K * eps * (|a| @ |b|), which any correct BLAS meets and a wrong split
+(a lost or doubled range) breaks by orders of magnitude."""
 
 from __future__ import annotations
 
@@ -18,11 +23,12 @@ from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 def blas_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """FLOPs of every np.matmul call the module makes."""
     calls: list[int] = []
+    inner = _gemm.np.matmul     # numpy's, or the second kernel choice (conftest.second_blas)
 
     def counting(a, b, out=None):
         calls.append(2 * int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))) * a.shape[-2]
                      * a.shape[-1] * b.shape[-1])
-        return np.matmul(a, b, out=out)
+        return inner(a, b, out=out)
 
     names = {k: getattr(np, k) for k in dir(np) if not k.startswith("__")}
     monkeypatch.setattr(_gemm, "np", SimpleNamespace(**{**names, "matmul": counting}))
@@ -38,8 +44,17 @@ SHAPES = [
 ]
 
 
+def assert_within_dot_product_rounding(got: np.ndarray, expected: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """Each element within two K-term dot products' worst rounding of the exact value."""
+    k = a.shape[-1]
+    limit = 2 * k * np.finfo(np.float64).eps * np.matmul(np.abs(a), np.abs(b))
+    excess = np.abs(got - expected) - limit
+    assert got.shape == expected.shape
+    assert np.all(excess <= 0), f"{np.count_nonzero(excess > 0)} element(s) beyond float64 rounding"
+
+
 @pytest.mark.parametrize(("sa", "sb", "bound"), SHAPES)
-def test_every_call_is_bounded_and_the_product_identical(sa, sb, bound, blas_calls):
+def test_every_call_is_bounded_and_the_product_within_rounding(sa, sb, bound, blas_calls):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(sa), rng.standard_normal(sb)
     expected = np.matmul(a, b)
@@ -47,13 +62,23 @@ def test_every_call_is_bounded_and_the_product_identical(sa, sb, bound, blas_cal
     assert len(blas_calls) > 1
     assert max(blas_calls) <= bound * 2    # a last range may hold up to 15 more rows or columns
     assert sum(blas_calls) == 2 * expected.size * sa[-1]
-    np.testing.assert_array_equal(got, expected)
+    assert_within_dot_product_rounding(got, expected, a, b)
 
 
 def test_an_unaligned_split_stays_within_float64_rounding():
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((1025, 700)), rng.standard_normal((700, 999))
-    np.testing.assert_allclose(bounded_matmul(a, b, call_flops=1 << 24), a @ b, rtol=1e-13, atol=1e-12)
+    assert_within_dot_product_rounding(bounded_matmul(a, b, call_flops=1 << 24), a @ b, a, b)
+
+
+def test_the_rounding_bound_catches_a_wrong_split():
+    """The bound is tight enough to fail: one range of rows computed twice is far outside it."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((256, 300)), rng.standard_normal((300, 128))
+    wrong = a @ b
+    wrong[64:128] *= 2
+    with pytest.raises(AssertionError, match="beyond float64 rounding"):
+        assert_within_dot_product_rounding(wrong, a @ b, a, b)
 
 
 def test_small_products_are_one_call(blas_calls):

@@ -3,9 +3,10 @@
 Python runs signal handlers only between bytecodes: a 16k matmul in one BLAS call ignored
 SIGTERM for minutes (then SIGKILL, and nothing was recorded). Splitting the product along its
 batch dims, then its rows (M), then its columns (N) keeps every call under
-:data:`CALL_FLOPS`; the reduction dim K is never split, so each output element is the same dot
-product, summed in the same order, as in one call. Products under the bound are one call,
-exactly as before.
+:data:`CALL_FLOPS`; the reduction dim K is never split, so each output element is the same
+K-term dot product as in one call. It is not promised to be the same bits: a BLAS may run another
+micro-kernel on a tile at a split edge, so results agree within float64 rounding of that dot
+product. Products under the bound are one call, exactly as before.
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ def _even(size: int, step: int) -> list[tuple[int, int]]:
 
 
 def _aligned(size: int, step: int) -> list[tuple[int, int]]:
-    """Ranges of ``size`` rows or columns starting at multiples of :data:`_ALIGN`, so BLAS tiles them
-    as in one call (bit-identical results; an unaligned split changed the last bits); a remainder too
-    small for gemm joins the last range."""
+    """Ranges of ``size`` rows or columns starting at multiples of :data:`_ALIGN`, so most BLAS
+    tiles fall as in one call (on some BLAS builds the same bits, never promised: edge tiles may run
+    another micro-kernel); a remainder too small for gemm joins the last range."""
     step = max(_ALIGN, step // _ALIGN * _ALIGN)
     starts = list(range(0, size, step))
     if len(starts) > 1 and size - starts[-1] < _MIN_TILE:
