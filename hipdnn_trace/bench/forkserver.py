@@ -33,6 +33,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hipdnn_trace.bench.cpu_share import pin_from_env
+
 _LENGTH = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1
 
@@ -136,6 +138,7 @@ class ForkServer:
 def serve() -> None:
     """The server process: ``python -c ... serve() FD MODULE...``."""
     die_with_parent()
+    pin_from_env()   # a --gpus worker's share of the cores, before any import sizes a thread pool
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the suite decides what an interrupt ends
     sock = socket.socket(fileno=int(sys.argv[1]))
     for name in sys.argv[2:]:

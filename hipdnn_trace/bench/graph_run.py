@@ -176,6 +176,42 @@ def _reference(graph: Graph, inputs: dict[int, np.ndarray], settings: RunSetting
     return reference, evaluation.stored
 
 
+def _evaluate_reference(graph: Graph, inputs: dict[int, np.ndarray], settings: RunSettings, run: GraphRun,
+                        expected: dict[str, dict[int, np.ndarray]]) -> None:
+    """The validating float64 reference (cache or evaluation) into ``expected``, as a "reference" phase."""
+    t0 = now_ns()
+    try:
+        run.reference, run.intermediates = _reference(graph, inputs, settings, run)
+        expected["reference"] = run.reference
+    except UnsupportedError as exc:
+        run.notes.append(f"not validated against the reference: {exc}")
+    run.phases.append(Phase("reference", t0, now_ns()))
+
+
+def _reference_backend_runs(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]]) -> bool:
+    return any(cfg.backend == "reference" and problem is None for cfg, _, problem in expanded)
+
+
+def _take_own_reference(graph: Graph, run: GraphRun, settings: RunSettings,
+                        expected: dict[str, dict[int, np.ndarray]]) -> bool:
+    """Use the reference backend's own float64 outputs as the oracle (stored in the cache like a
+    computed one); False when no reference configuration produced them."""
+    done = next((c for c in run.configs if c.config.backend == "reference" and c.float64), None)
+    if done is None:
+        return False
+    run.reference, run.intermediates = done.float64, done.stored
+    expected["reference"] = run.reference
+    run.reference_origin = "reference backend"
+    cache = _cache_for(settings)
+    if cache is not None:
+        note = cache.store(graph, settings.seed, run.reference)
+        if note:
+            run.notes.append(note)
+        else:
+            run.reference_origin += ", cached"
+    return True
+
+
 def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
     """(inputs, golden outputs): from a golden bundle when one matches, else seeded."""
     if settings.golden is not None:
@@ -228,7 +264,8 @@ def _expand_configs(graph: Graph, configs: Sequence[Config],
 
 
 def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int, np.ndarray],
-             settings: RunSettings, markers: Markers, load_ms: float, on_iteration: Callable[[int], None] | None) -> ConfigRun:
+             settings: RunSettings, markers: Markers, load_ms: float, on_iteration: Callable[[int], None] | None,
+             keep_float64: bool = False) -> ConfigRun:
     run = ConfigRun(config=cfg, engine=engine.label() if engine else "")
     backend = backends.get(cfg.backend)
     options = replace(settings.options, plugin_path=cfg.plugin_path)
@@ -283,6 +320,9 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
             phase = "fetch"
             t0 = now_ns()
             run.outputs = session.fetch([t.uid for t in graph.output_tensors])
+            own = getattr(session, "float64_outputs", None)
+            if own is not None and keep_float64:
+                run.float64, run.stored = own([t.uid for t in graph.output_tensors])
             run.phases.append(Phase("fetch", t0, now_ns()))
             run.info.update(session.info())
         run.e2e_ms = load_ms + (now_ns() - t_start) / 1e6
@@ -407,18 +447,15 @@ def run_graph(
     run.undefined = undefined_elements(graph, inputs)
     run.phases.append(Phase("inputs", t0, now_ns()))
     expected: dict[str, dict[int, np.ndarray]] = {}
-    if settings.validate == "reference" and not run.skip_reference:
-        reason = executor.check(graph)
-        if reason:
-            run.notes.append(f"not validated against the reference: {reason}")
-        else:
-            t0 = now_ns()
-            try:
-                run.reference, run.intermediates = _reference(graph, inputs, settings, run)
-                expected["reference"] = run.reference
-            except UnsupportedError as exc:
-                run.notes.append(f"not validated against the reference: {exc}")
-            run.phases.append(Phase("reference", t0, now_ns()))
+    validating = settings.validate == "reference" and not run.skip_reference
+    reason = executor.check(graph) if validating else None
+    if reason:
+        run.notes.append(f"not validated against the reference: {reason}")
+        validating = False
+    # the reference backend's own float64 result is the oracle: evaluate it once, as the backend
+    own = validating and _reference_backend_runs(expanded) and not _cached(graph, settings)
+    if validating and not own:
+        _evaluate_reference(graph, inputs, settings, run, expected)
     if golden_out:
         expected["golden"] = golden_out
     for cfg, engine, problem in expanded:
@@ -426,7 +463,10 @@ def run_graph(
             status, message = problem
             run.configs.append(ConfigRun(config=cfg, status=status, error=message))
             continue
-        run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration))
+        run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
+                                    keep_float64=own and cfg.backend == "reference"))
+    if own and not _take_own_reference(graph, run, settings, expected):
+        _evaluate_reference(graph, inputs, settings, run, expected)   # the backend failed: evaluate here
     t0 = now_ns()
     _validate(graph, run, expected, settings)
     run.phases.append(Phase("validate", t0, now_ns()))

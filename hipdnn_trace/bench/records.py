@@ -35,6 +35,10 @@ class ConfigRun:
     stop_reason: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     outputs: dict[int, np.ndarray] = field(default_factory=dict)
+    #: the float64 reference backend's own unrounded outputs and stored tensors (every other backend: empty):
+    #: the validating reference when the backend is the reference itself, so the graph is evaluated once
+    float64: dict[int, np.ndarray] = field(default_factory=dict)
+    stored: dict[int, np.ndarray] = field(default_factory=dict)
     validation: str = "skipped"       # passed | failed | skipped
     kernels: Any = None               # polars frames from an in-process profiler
     counters: Any = None
@@ -80,7 +84,7 @@ class GraphRun:
     intermediates: dict[int, np.ndarray] = field(default_factory=dict)   # reference, stored dtypes
     notes: list[str] = field(default_factory=list)
     skip_reference: bool = False      # set when the float64 oracle would not fit in memory
-    reference_origin: str | None = None   # computed | computed, cached | cache (bench/reference_cache.py)
+    reference_origin: str | None = None   # computed | reference backend | either + ", cached" | cache
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
     undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined
     started_ns: int | None = None     # when the suite handed the graph to its runner (breakdown's wall)
@@ -103,4 +107,4 @@ class GraphRun:
         self.reference = {}
         self.intermediates = {}
         for c in self.configs:
-            c.outputs = {}
+            c.outputs, c.float64, c.stored = {}, {}, {}

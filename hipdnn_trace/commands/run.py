@@ -20,6 +20,7 @@ from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, floa
 from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES
 from hipdnn_trace.backends.reference.xp import cuda_missing, resolve_device
 from hipdnn_trace.bench import shard as sharding
+from hipdnn_trace.bench import cpu_share
 from hipdnn_trace.bench import gpus as gpu_pool
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.graph_run import RunSettings
@@ -338,8 +339,10 @@ def _gpu_block(args: argparse.Namespace, configs: list, profiling: bool) -> dict
             raise UserError(f"{flag}: no GPU found on this machine")
         indices = list(range(count))
     pins = {str(i): visibility.pin(vendor, i) for i in indices}
+    shares = cpu_share.split_cores(cpu_share.usable_cores(), len(indices))
     return {"devices": indices, "variable": visibility.variable_for(vendor, os.environ),
             "visible": {i: next(iter(env.values())) for i, env in pins.items()},
+            "cpus": {str(i): cores for i, cores in zip(indices, shares)},
             "order": f"longest first: max(FLOPs / {gpu_pool.NOMINAL_FLOPS_PER_S:g}/s, "
                      f"bytes / {gpu_pool.NOMINAL_BYTES_PER_S:g}/s)",
             "graphs": {}}
@@ -351,8 +354,9 @@ def _pool(block: dict[str, Any], configs: list, settings: RunSettings, timeout: 
     workers = []
     for index in block["devices"]:
         value = block["visible"][str(index)]
-        isolated = IsolatedRunner(DEFAULT_TIMEOUT_S if timeout is None else timeout,
-                                  env={block["variable"]: value}, resident=resident)
+        cores = block.get("cpus", {}).get(str(index))   # a run.json from before CPU shares has none
+        env = {block["variable"]: value, **(cpu_share.worker_env(cores) if cores else {})}
+        isolated = IsolatedRunner(DEFAULT_TIMEOUT_S if timeout is None else timeout, env=env, resident=resident)
         mine = settings
         if settings.samplers:   # NVML counts physical GPUs: sample this worker's GPU, when its entry is an index
             samplers = _clock_samplers(configs, int(value))[0] if value.isdigit() else ()

@@ -56,7 +56,7 @@ def _no_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_second_run_hits_and_equals_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = ReferenceCache(tmp_path / "cache")
     first = _run(cache)
-    assert first.reference_origin == "computed, cached"
+    assert first.reference_origin == "reference backend, cached"
     stored = {u: np.array(a) for u, a in first.reference.items()}
     _no_evaluation(monkeypatch)
     second = _run(cache)
@@ -71,7 +71,7 @@ def test_second_run_hits_and_equals_the_first(tmp_path: Path, monkeypatch: pytes
 def test_another_seed_misses(tmp_path: Path) -> None:
     cache = ReferenceCache(tmp_path / "cache")
     _run(cache, seed=0)
-    assert _run(cache, seed=1).reference_origin == "computed, cached"
+    assert _run(cache, seed=1).reference_origin == "reference backend, cached"
     assert len([p for p in cache.folder.iterdir() if not p.name.startswith(".")]) == 2
 
 
@@ -79,7 +79,7 @@ def test_reference_source_change_misses(tmp_path: Path, monkeypatch: pytest.Monk
     cache = ReferenceCache(tmp_path / "cache")
     _run(cache)
     monkeypatch.setattr(reference_cache, "reference_version", lambda: "edited-reference")
-    assert _run(cache).reference_origin == "computed, cached"
+    assert _run(cache).reference_origin == "reference backend, cached"
 
 
 def test_reference_version_hashes_the_reference_package_source() -> None:
@@ -103,7 +103,7 @@ def test_damaged_entry_is_computed_again_with_a_note(tmp_path: Path, damage: str
     else:
         np.save(npy, np.zeros(3))
     again = _run(cache)
-    assert again.reference_origin == "computed, cached"
+    assert again.reference_origin == "computed, cached"   # an entry existed, so the oracle was looked up, then computed
     assert any("unreadable" in n and "computed again" in n for n in again.notes), again.notes
     assert [v.passed for v in again.validation] == [True]
     assert _run(cache).reference_origin == "cache"      # the damaged entry was replaced
@@ -114,9 +114,9 @@ def test_golden_inputs_and_save_tensors_bypass_the_cache(tmp_path: Path) -> None
     _run(cache)
     bundle = tmp_path / "bundle"
     saved = _run(cache, save_tensors=bundle)            # a bundle needs the intermediates: evaluated
-    assert saved.reference_origin == "computed, cached"
+    assert saved.reference_origin == "reference backend, cached"
     golden = _run(cache, golden=bundle)
-    assert golden.reference_origin == "computed"        # inputs not from the seed: no key
+    assert golden.reference_origin == "reference backend"        # inputs not from the seed: no key
 
 
 def test_cap_evicts_least_recently_used(tmp_path: Path) -> None:
@@ -129,14 +129,14 @@ def test_cap_evicts_least_recently_used(tmp_path: Path) -> None:
         os.utime(cache.folder / entry_key(graph, seed) / "entry.json", (used, used))
     assert _run(cache, seed=0).reference_origin == "cache"   # ...a hit makes it the most recent
     small = ReferenceCache(cache.folder, max_bytes=2 * entry_bytes + entry_bytes // 2)
-    assert _run(small, seed=3).reference_origin == "computed, cached"
+    assert _run(small, seed=3).reference_origin == "reference backend, cached"
     left = {p.name for p in cache.folder.iterdir()}
     assert left == {entry_key(graph, 0), entry_key(graph, 3)}   # seeds 1 and 2, least recently used, went
 
 
 def test_entry_larger_than_the_cap_is_not_stored(tmp_path: Path) -> None:
     run = _run(ReferenceCache(tmp_path / "cache", max_bytes=16))
-    assert run.reference_origin == "computed"
+    assert run.reference_origin == "reference backend"
     assert any("exceed the cache" in n for n in run.notes)
 
 
@@ -174,7 +174,7 @@ def test_cli_flag_records_the_origin_in_run_json(tmp_path: Path) -> None:
         assert main(["run", *common, "--run-id", run_id]) == 0
     origins = [json.loads((tmp_path / "runs" / r / "run.json").read_text())["reference_cache"]["graphs"]
                for r in ("first", "second")]
-    assert origins == [{"cached_matmul": "computed, cached"}, {"cached_matmul": "cache"}]
+    assert origins == [{"cached_matmul": "reference backend, cached"}, {"cached_matmul": "cache"}]
     assert main(["run", *common[:-2], "--run-id", "off"]) == 0
     assert json.loads((tmp_path / "runs" / "off" / "run.json").read_text())["reference_cache"] is None
 

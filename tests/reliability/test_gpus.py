@@ -23,6 +23,7 @@ import pytest
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.cpu_share import CPUS_VARIABLE, split_cores, worker_env
 from hipdnn_trace.bench.gpus import GpuPool, GpuWorker, estimate_s, longest_first, parse_gpus
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.isolation import IsolatedRunner
@@ -126,6 +127,37 @@ def test_longest_first_orders_by_estimate_ties_in_suite_order(tmp_path):
 
 
 # -------------------------------------------------------------- the pool
+
+def test_each_worker_gets_its_own_cores_and_thread_pools_of_that_size(on_two_gpus):
+    """Workers do not contend for the host: disjoint CPU sets, thread pools sized to them."""
+    run_dir, _, log = on_two_gpus
+    by_gpu: dict[str, set[tuple[int, ...]]] = {}
+    for line in log:
+        by_gpu.setdefault(line["CUDA_VISIBLE_DEVICES"], set()).add(tuple(line["cpus"]))
+        assert line["threads"] == str(len(line["cpus"]))
+    assert set(by_gpu) == {"0", "1"} and all(len(s) == 1 for s in by_gpu.values())
+    (first,), (second,) = by_gpu.values()
+    assert not set(first) & set(second) or len(os.sched_getaffinity(0)) < 2
+    assert set(first) | set(second) <= os.sched_getaffinity(0)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert {gpu: tuple(cores) for gpu, cores in meta["gpus"]["cpus"].items()} == \
+        {"0": first, "1": second}
+
+
+def test_split_cores_is_disjoint_contiguous_and_complete():
+    assert split_cores(range(8), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert split_cores([0, 1, 2, 3, 4], 2) == [[0, 1, 2], [3, 4]]
+    assert split_cores([3], 2) == [[3], [3]]                    # fewer cores than workers: shared
+    assert worker_env([4, 5])["OMP_NUM_THREADS"] == "2" and worker_env([4, 5])[CPUS_VARIABLE] == "4,5"
+
+
+def test_a_worker_pins_itself_from_its_environment(tmp_path):
+    code = ("import os; from hipdnn_trace.bench.cpu_share import pin_from_env; "
+            "print(pin_from_env(), sorted(os.sched_getaffinity(0)))")
+    one = min(os.sched_getaffinity(0))
+    done = subprocess.run([sys.executable, "-c", code], env={**_env(), CPUS_VARIABLE: f"{one},99999"},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split("] ")[1].strip() == f"[{one}]"   # the unusable CPU is ignored
 
 def test_every_graph_once_each_worker_pinned_to_its_gpu(on_two_gpus):
     folder, code, log = on_two_gpus

@@ -1,7 +1,7 @@
 """A test backend that says which GPU it was given: a stand-in for a GPU backend under ``--gpus``
 (no GPU here). It runs the faulty backend (the CPU reference underneath) and, in ``prepare``,
 appends one JSON line to the file named by ``VISIBLE_BACKEND_LOG``: the graph, the
-visibility variables this process saw, ``--device`` and the pid. Appends of one short line
+visibility variables this process saw, ``--device``, the pid, its CPUs and thread-pool size. Appends of one short line
 are atomic, so workers on several GPUs can share the file."""
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class VisibleBackend(FaultyBackend):
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> VisibleSession:
         log = os.environ.get(LOG)
         if log:
-            line = json.dumps({"graph": graph.name, "device": options.device, "pid": os.getpid(), **seen()})
+            line = json.dumps({"graph": graph.name, "device": options.device, "pid": os.getpid(), **seen(),
+                               "cpus": sorted(os.sched_getaffinity(0)), "threads": os.environ.get("OMP_NUM_THREADS")})
             fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, (line + "\n").encode())

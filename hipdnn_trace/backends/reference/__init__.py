@@ -51,6 +51,13 @@ class ReferenceSession:
             raise RuntimeError("fetch before execute")
         return {u: self._result.stored[u] for u in uids}
 
+    def float64_outputs(self, uids: Iterable[int]) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+        """(unrounded float64 values of ``uids``, every produced tensor in its type) of the last
+        execute: the oracle itself, so a run validating this backend needs no second evaluation."""
+        if self._result is None:
+            raise RuntimeError("float64_outputs before execute")
+        return {u: self._result.exact[u] for u in uids}, dict(self._result.stored)
+
     def info(self) -> dict[str, Any]:
         return {"timer": "host", "device": platform.processor() or platform.machine()}
 
