@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.backends import cudnn_graph
+from hipdnn_trace.backends import cudnn_graph, device_tensors
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.cudnn_graph import EnumValue, OutputDecl, Plan, TensorDecl
 from hipdnn_trace.device import cuda
@@ -286,11 +286,16 @@ class CudnnSession:
                 continue
             t = self.graph.by_uid[decl.hipdnn_uid]
             if decl.by_value_from_input:
-                self._host_scalars[decl.key][0] = float(np.asarray(tensors[t.uid], dtype=np.float64).reshape(-1)[0])
+                self._host_scalars[decl.key][0] = device_tensors.scalar_of(tensors[t.uid])
                 continue
             if decl.is_scalar:
                 continue
-            array = np.asarray(tensors[t.uid]).astype(numpy_dtype(t.data_type), copy=False)
+            value = tensors[t.uid]
+            if device_tensors.is_device_tensor(value):   # made on the GPU: laid out and copied there
+                flat = device_tensors.pack_on_device(value, t.strides)
+                self._buffers[decl.key].copy_from_device(flat.data_ptr(), flat.numel() * flat.element_size())
+                continue
+            array = np.asarray(value).astype(numpy_dtype(t.data_type), copy=False)
             self._buffers[decl.key].upload(layout.pack(array, t.strides))
         for decl in self.plan.outputs:
             if not decl.virtual:
@@ -326,6 +331,24 @@ class CudnnSession:
             dtype = numpy_dtype(t.data_type)
             flat = self._buffers[by_uid[uid].key].download(dtype, t.storage_elements)
             out[uid] = np.array(layout.view(flat, t.dims, t.strides))
+        return out
+
+    def fetch_device(self, uids: Iterable[int]) -> dict[int, Any]:
+        """Outputs as torch tensors on this session's GPU (logical dims, the tensors' own types),
+        copied device to device: a device validator judges them without a host copy."""
+        import torch
+
+        from hipdnn_trace.backends.torch_ops import TORCH_DTYPES
+
+        self.stream.synchronize()
+        by_uid = {d.hipdnn_uid: d for d in self.plan.outputs if d.hipdnn_uid is not None and not d.virtual}
+        out = {}
+        for uid in uids:
+            t = self.graph.by_uid[uid]
+            flat = torch.empty(t.storage_elements, dtype=TORCH_DTYPES[t.data_type],
+                               device=f"cuda:{torch.cuda.current_device()}")
+            self._buffers[by_uid[uid].key].copy_to_device(flat.data_ptr(), flat.numel() * flat.element_size())
+            out[uid] = device_tensors.logical_view(flat, t.dims, t.strides)
         return out
 
     def info(self) -> dict[str, Any]:

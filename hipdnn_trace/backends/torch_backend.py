@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hipdnn_trace.backends import device_tensors
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.device.timers import HostTimer
 from hipdnn_trace.errors import ToolMissingError, UnsupportedError
@@ -81,8 +82,11 @@ def to_torch(array: np.ndarray, t: Tensor, device: Any) -> Any:
     """A logical array -> a device tensor laid out by the graph's strides."""
     torch = _torch()
     ops = _ops()
-    flat = layout.pack(np.asarray(array).astype(numpy_dtype(t.data_type), copy=False), t.strides)
     dtype = ops.TORCH_DTYPES[t.data_type]
+    if device_tensors.is_device_tensor(array):   # made on the device already: laid out there
+        flat = device_tensors.pack_on_device(array.to(device=device, dtype=dtype), t.strides)
+        return torch.as_strided(flat, tuple(t.dims), tuple(t.strides))
+    flat = layout.pack(np.asarray(array).astype(numpy_dtype(t.data_type), copy=False), t.strides)
     if flat.dtype.kind == "V" or flat.dtype.name in ("bfloat16",) or flat.dtype.name.startswith(("float8", "float4")):
         host = torch.from_numpy(flat.view(np.int16 if flat.itemsize == 2 else np.uint8)).view(dtype)
     else:
@@ -198,7 +202,7 @@ class TorchSession:
         for t in self.graph.input_tensors:
             self._bound[t.uid] = to_torch(tensors[t.uid], t, self.device)
             if t.numel == 1:
-                self.ctx.scalars[t.uid] = float(np.asarray(tensors[t.uid], dtype=np.float64).reshape(-1)[0])
+                self.ctx.scalars[t.uid] = device_tensors.scalar_of(tensors[t.uid])
         for t in self.graph.value_tensors:
             if isinstance(t.value, (int, float)):
                 self._bound[t.uid] = torch.full(tuple(t.dims), float(t.value), dtype=torch.float32,
@@ -259,6 +263,18 @@ class TorchSession:
             if uid not in self._results:
                 raise RuntimeError(f"tensor {self.graph.by_uid[uid].name!r} was not produced")
             out[uid] = to_numpy(self._results[uid], self.graph.by_uid[uid])
+        return out
+
+    def fetch_device(self, uids: Iterable[int]) -> dict[int, Any]:
+        """Outputs as the torch tensors the ops produced (on the session's device, logical dims,
+        the tensors' own types): a device validator judges them without a host copy."""
+        self.synchronize()
+        out = {}
+        for uid in uids:
+            if uid not in self._results:
+                raise RuntimeError(f"tensor {self.graph.by_uid[uid].name!r} was not produced")
+            t = self.graph.by_uid[uid]
+            out[uid] = self._results[uid].detach().to(_ops().TORCH_DTYPES[t.data_type]).reshape(tuple(t.dims))
         return out
 
     def info(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, time
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.attention_inputs import undefined_elements
+from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, same_place, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
@@ -164,11 +165,13 @@ def _reference(graph: Graph, inputs: dict[int, np.ndarray], settings: RunSetting
         if cached is not None:
             run.reference_origin = "cache"
             return cached, {}
-    evaluation = executor.evaluate(graph, inputs, device=settings.reference_device)
+    on_device = any(is_device_tensor(v) for v in inputs.values())
+    evaluation = executor.evaluate(graph, inputs, device=settings.reference_device, keep_on_device=on_device)
     reference = {u: evaluation.exact[u] for u in (t.uid for t in graph.output_tensors)}
     run.reference_origin = "computed"
+    run.reference_placement = sorted(set(evaluation.placement.values()))
     if cache is not None:
-        note = cache.store(graph, settings.seed, reference)
+        note = cache.store(graph, settings.seed, {u: _host(v) for u, v in reference.items()})
         if note:
             run.notes.append(note)
         else:
@@ -212,8 +215,32 @@ def _take_own_reference(graph: Graph, run: GraphRun, settings: RunSettings,
     return True
 
 
-def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """(inputs, golden outputs): from a golden bundle when one matches, else seeded."""
+#: backends whose sessions bind device tensors and hand outputs back on the device (``fetch_device``)
+DEVICE_DATA_BACKENDS = frozenset({"cudnn", "torch"})
+
+
+def _input_device(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]], settings: RunSettings,
+                  run: GraphRun) -> str | None:
+    """The GPU where a graph's data lives (inputs made there, the reference run there, outputs judged
+    there), or None for the host: only when every consumer is on that GPU. A host consumer (the CPU
+    reference as backend or oracle, --save-tensors, golden bundles, outputs sent to another process)
+    keeps everything on the host, as before."""
+    runnable = [cfg for cfg, _, problem in expanded if problem is None]
+    if not runnable or any(cfg.backend not in DEVICE_DATA_BACKENDS for cfg in runnable):
+        return None
+    if settings.golden is not None or settings.save_tensors is not None or settings.keep_outputs:
+        return None
+    if settings.validate == "reference" and not run.skip_reference and settings.reference_device != "cuda":
+        return None
+    from hipdnn_trace.backends.reference.xp import cuda_missing
+
+    return None if cuda_missing() else f"cuda:{settings.options.device}"
+
+
+def _inputs(graph: Graph, settings: RunSettings, run: GraphRun,
+            device: str | None = None) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
+    """(inputs, golden outputs): from a golden bundle when one matches, else seeded (on ``device``
+    when given: the same bits as on the host)."""
     if settings.golden is not None:
         from hipdnn_trace.graph import golden
 
@@ -228,7 +255,7 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun) -> tuple[dict[in
             run.notes.append(f"inputs and expected outputs from {path}")
             return ins, outs
         run.notes.append(f"no golden bundle for {graph.name!r} in {settings.golden}; seeded inputs")
-    return make_inputs(graph, settings.seed), {}
+    return make_inputs(graph, settings.seed, device=device), {}
 
 
 def _expand_configs(graph: Graph, configs: Sequence[Config],
@@ -319,7 +346,10 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
             run.stop_reason = stop_reason(samples, settings.loop)
             phase = "fetch"
             t0 = now_ns()
-            run.outputs = session.fetch([t.uid for t in graph.output_tensors])
+            wanted = [t.uid for t in graph.output_tensors]
+            device_fetch = getattr(session, "fetch_device", None)
+            on_device = device_fetch is not None and any(is_device_tensor(v) for v in inputs.values())
+            run.outputs = device_fetch(wanted) if on_device else session.fetch(wanted)
             own = getattr(session, "float64_outputs", None)
             if own is not None and keep_float64:
                 run.float64, run.stored = own([t.uid for t in graph.output_tensors])
@@ -368,12 +398,12 @@ def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict
         for uid, tensor in outputs.items():
             if uid not in values or uid not in c.outputs:
                 continue
+            actual, expected, ignore = same_place(c.outputs[uid], values[uid], run.undefined.get(uid))
             atol, rtol = tolerance_for(graph, uid, atol=settings.atol, rtol=settings.rtol)
             if settings.atol is None:
-                atol = scaled_atol(atol, values[uid])
-            result = compare_tensor(c.outputs[uid], values[uid], atol=atol, rtol=rtol,
-                                    reference=run.reference.get(uid), ignore=run.undefined.get(uid),
-                                    dtype=tensor.data_type)
+                atol = scaled_atol(atol, expected)
+            result = compare_tensor(actual, expected, atol=atol, rtol=rtol,
+                                    reference=run.reference.get(uid), ignore=ignore, dtype=tensor.data_type)
             run.validation.append(ValidationRecord(
                 config=c.config.name, output_uid=uid, output=tensor.name, against=against,
                 dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,
@@ -438,8 +468,9 @@ def run_graph(
                            for cfg, _, problem in expanded if problem is not None)
         return run
     t0 = now_ns()
+    device = _input_device(expanded, settings, run)
     try:
-        inputs, golden_out = _inputs(graph, settings, run)
+        inputs, golden_out = _inputs(graph, settings, run, device)
     except UserError as exc:
         run.status, run.error = ERROR, str(exc)
         return run
@@ -458,6 +489,8 @@ def run_graph(
         _evaluate_reference(graph, inputs, settings, run, expected)
     if golden_out:
         expected["golden"] = golden_out
+    if device is not None:
+        release_device_memory()   # the reference's temporaries: cuDNN allocates outside torch's cache
     for cfg, engine, problem in expanded:
         if problem is not None:
             status, message = problem
@@ -470,6 +503,9 @@ def run_graph(
     t0 = now_ns()
     _validate(graph, run, expected, settings)
     run.phases.append(Phase("validate", t0, now_ns()))
+    if device is not None:
+        del inputs
+        release_device_memory()
     if settings.save_tensors is not None:
         try:
             _save_bundle(graph, run, inputs, settings.save_tensors)

@@ -161,6 +161,29 @@ class DeviceBuffer:
                                      runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost), "cudaMemcpy D2H")
         return out
 
+    def copy_from_device(self, src: int, nbytes: int) -> None:
+        """Device-to-device copy of ``nbytes`` from pointer ``src`` (a torch tensor's storage) into this
+        buffer, complete on return (the device is synchronized, so no stream ordering is assumed)."""
+        if nbytes > self.nbytes:
+            raise ValueError(f"device array of {nbytes} B does not fit a {self.nbytes} B buffer")
+        if nbytes:
+            runtime = rt()
+            check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+            check(runtime.cudaMemcpy(self.ptr, src, nbytes, runtime.cudaMemcpyKind.cudaMemcpyDeviceToDevice),
+                  "cudaMemcpy D2D")
+            check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
+    def copy_to_device(self, dst: int, nbytes: int) -> None:
+        """Device-to-device copy of this buffer's first ``nbytes`` to pointer ``dst``, complete on return."""
+        if nbytes > self.nbytes:
+            raise ValueError(f"{nbytes} B requested from a {self.nbytes} B buffer")
+        if nbytes:
+            runtime = rt()
+            check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+            check(runtime.cudaMemcpy(dst, self.ptr, nbytes, runtime.cudaMemcpyKind.cudaMemcpyDeviceToDevice),
+                  "cudaMemcpy D2D")
+            check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
     def fill(self, byte: int, stream: int = 0) -> None:
         """Set every byte (poison 0xFF, zeros) asynchronously on ``stream``."""
         if self.nbytes:

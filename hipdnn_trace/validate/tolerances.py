@@ -118,24 +118,53 @@ def scaled_atol(atol: float, expected: object) -> float:
     misses an atol of 8.5e-6 by rounding alone at the odd element where the sum cancels.
     Scaling by the tensor's RMS (a normwise criterion, as BLAS/LAPACK tests use) keeps
     the bound relative to the problem while leaving order-1 outputs at hipDNN's value.
-    Summed chunk by chunk (``compare.CHUNK_ELEMENTS``), the chunks' sums added exactly (fsum).
+    Summed chunk by chunk (``compare.CHUNK_ELEMENTS``), the chunks' sums added exactly (fsum); a
+    device tensor (outputs judged on the GPU) is summed there.
     """
     import math
 
+    sums, count = _finite_square_sums(expected)
+    if count == 0:
+        return atol
+    rms = math.sqrt(math.fsum(sums) / count)
+    return atol * max(1.0, rms)
+
+
+def _finite_square_sums(expected: object) -> tuple[list[float], int]:
+    """(sum of squares of the finite values per chunk, count of finite values): a whole-array mask,
+    selection and square would be three more float64 copies."""
     import numpy as np
 
     from hipdnn_trace.validate.compare import CHUNK_ELEMENTS
 
-    # chunk by chunk: a whole-array mask, selection and square were three more float64 copies
+    if type(expected).__module__.startswith("torch"):
+        return _finite_square_sums_torch(expected, CHUNK_ELEMENTS)
     flat = np.asarray(expected).reshape(-1)
     sums: list[float] = []
     count = 0
     for start in range(0, flat.size, CHUNK_ELEMENTS):
         values = flat[start:start + CHUNK_ELEMENTS].astype(np.float64, copy=False)
-        finite = values[np.isfinite(values)]
-        sums.append(float(np.sum(np.square(finite))))
-        count += finite.size
-    if count == 0:
-        return atol
-    rms = math.sqrt(math.fsum(sums) / count)
-    return atol * max(1.0, rms)
+        finite = np.isfinite(values)
+        if finite.all():     # the usual case: one pass, no selection copy
+            sums.append(float(np.dot(values, values)))
+            count += values.size
+            continue
+        kept = values[finite]
+        sums.append(float(np.dot(kept, kept)))
+        count += kept.size
+    return sums, count
+
+
+def _finite_square_sums_torch(expected: object, chunk: int) -> tuple[list[float], int]:
+    import torch
+
+    flat = expected.reshape(-1)   # type: ignore[attr-defined]
+    sums: list[float] = []
+    count = 0
+    for start in range(0, flat.numel(), chunk):
+        values = flat[start:start + chunk].to(torch.float64)
+        finite = torch.isfinite(values)
+        values = torch.where(finite, values, torch.zeros((), dtype=torch.float64, device=values.device))
+        sums.append(float(torch.dot(values, values)))
+        count += int(finite.sum())
+    return sums, count
