@@ -242,100 +242,102 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def fill(out: np.ndarray, stream: Stream, values: np.ndarray, *, wide: bool,
+def fill(out: np.ndarray, stream: Stream, values: np.ndarray, *, wide: bool, start: int = 0,
          chunk: int = CHUNK, threads: int | None = None) -> None:
-    """Fill flat ``out`` with elements 0 .. out.size - 1 of ``stream``.
+    """Fill flat contiguous ``out`` with elements ``start .. start + out.size - 1`` of ``stream``.
 
     ``values``: :func:`table`'s array (out's type; float32 when ``wide``, out then float32 or
     float64). Chunks go to ``threads`` workers (default: :func:`cores`); numpy's ufuncs and
     ``take`` release the GIL. The bits never depend on ``chunk`` or ``threads``.
     """
-    if chunk < 2 or chunk % 2:
-        raise ValueError(f"chunk must be an even number of elements, not {chunk}")
-    n = out.size
-    starts = list(range(0, n, chunk))
-    threads = min(threads or cores(), len(starts))
-    job = _Job(out, stream, values, wide, chunk)
-    if threads <= 1 or n < THREADED_MIN:
-        job.run(starts)
+    if chunk < 1:
+        raise ValueError(f"chunk must be at least one element, not {chunk}")
+    offsets = list(range(0, out.size, chunk))
+    threads = min(threads or cores(), len(offsets))
+    job = _Job(out, stream, values, wide, start, chunk)
+    if threads <= 1 or out.size < THREADED_MIN:
+        job.run(offsets)
         return
-    groups = [starts[i::threads] for i in range(threads)]
+    groups = [offsets[i::threads] for i in range(threads)]
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="inputs") as pool:
         for _ in pool.map(job.run, groups):
             pass
 
 
 class _Job:
-    """One tensor's fill; :meth:`run` handles a list of chunk starts with its own scratch."""
+    """One tensor's fill; :meth:`run` handles a list of chunk offsets with its own scratch."""
 
-    def __init__(self, out: np.ndarray, stream: Stream, values: np.ndarray, wide: bool, chunk: int) -> None:
-        self.out, self.stream, self.wide, self.chunk = out, stream, wide, chunk
+    def __init__(self, out: np.ndarray, stream: Stream, values: np.ndarray, wide: bool, start: int,
+                 chunk: int) -> None:
+        self.out, self.stream, self.wide, self.start, self.chunk = out, stream, wide, start, chunk
         self.raw_values = values.view(np.uint32) if wide else _raw(values)
         self.raw_out = None if out.dtype == np.float64 and wide else _raw(out)
 
-    def run(self, starts: list[int]) -> None:
-        per = self.chunk if self.wide else self.chunk // 2      # hashes per chunk
+    def run(self, offsets: list[int]) -> None:
+        per = self.chunk if self.wide else self.chunk // 2 + 1      # most hashes one chunk needs
         x, t = np.empty(per, dtype=np.uint32), np.empty(per, dtype=np.uint32)
-        index = np.empty(self.chunk, dtype=np.intp)
+        index = np.empty(2 * per, dtype=np.intp)
         steps = np.multiply(np.arange(per, dtype=np.uint32), np.uint32(self.stream.gamma))
-        for s in starts:
-            e = min(self.out.size, s + self.chunk)
+        for p in offsets:
+            q = min(self.out.size, p + self.chunk)
             if self.wide:
-                self._wide(s, e, x, t, index, steps)
+                self._wide(p, q, x, t, index, steps)
             else:
-                self._narrow(s, e, x, t, index, steps)
+                self._narrow(p, q, x, t, index, steps)
 
-    def _hash(self, start: int, count: int, x: np.ndarray, t: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    def _hash(self, first: int, count: int, x: np.ndarray, t: np.ndarray, steps: np.ndarray) -> np.ndarray:
         done = 0
-        for s, n in _segments(start, count):
+        for s, n in _segments(first, count):
             _hash_segment(self.stream, s, x[done:done + n], t[done:done + n], steps if done == 0 else None)
             done += n
         return x[:count]
 
-    def _narrow(self, s: int, e: int, x: np.ndarray, t: np.ndarray, index: np.ndarray, steps: np.ndarray) -> None:
-        n = e - s
-        h = self._hash(s // 2, (n + 1) // 2, x, t, steps)
-        idx = index[:2 * h.size]
+    def _narrow(self, p: int, q: int, x: np.ndarray, t: np.ndarray, index: np.ndarray, steps: np.ndarray) -> None:
+        a, b = self.start + p, self.start + q                     # elements a .. b - 1: words a .. b - 1
+        h = self._hash(a // 2, (b - 1) // 2 - a // 2 + 1, x, t, steps)
+        words = index[:2 * h.size]
         if np.little_endian:        # word 2k is hash k's low half: one widening copy
-            idx[...] = h.view(np.uint16)
+            words[...] = h.view(np.uint16)
         else:
-            idx[0::2] = h & 0xFFFF
-            idx[1::2] = h >> 16
-        np.take(self.raw_values, idx[:n], out=self.raw_out[s:e])   # type: ignore[index]
+            words[0::2] = h & 0xFFFF
+            words[1::2] = h >> 16
+        np.take(self.raw_values, words[a % 2:a % 2 + q - p], out=self.raw_out[p:q])   # type: ignore[index]
 
-    def _wide(self, s: int, e: int, x: np.ndarray, t: np.ndarray, index: np.ndarray, steps: np.ndarray) -> None:
-        n = e - s
-        h = self._hash(s, n, x, t, steps)
+    def _wide(self, p: int, q: int, x: np.ndarray, t: np.ndarray, index: np.ndarray, steps: np.ndarray) -> None:
+        n = q - p
+        h = self._hash(self.start + p, n, x, t, steps)
         idx = index[:n]
         np.bitwise_and(h, np.uint32(0xFFFF), out=t[:n])
         idx[...] = t[:n]
         np.right_shift(h, 16, out=h)                              # the low mantissa bits
         if self.raw_out is not None:                              # float32: straight into out's bits
-            bits = self.raw_out[s:e]
+            bits = self.raw_out[p:q]
             np.take(self.raw_values, idx, out=bits)
             np.bitwise_xor(bits, h, out=bits)
         else:                                                     # double: float32 widened
             np.take(self.raw_values, idx, out=t[:n])
             np.bitwise_xor(t[:n], h, out=t[:n])
-            self.out[s:e] = t[:n].view(np.float32)
+            self.out[p:q] = t[:n].view(np.float32)
 
 
 # ---------------------------------------------------------------- device fill
 
 
-def fill_torch(out: Any, stream: Stream, values: Any, *, wide: bool, chunk: int = DEVICE_CHUNK) -> None:
-    """:func:`fill` on a torch tensor: ``out`` flat raw bits (or float64 when wide double),
+def fill_torch(out: Any, stream: Stream, values: Any, *, wide: bool, start: int = 0,
+               chunk: int = DEVICE_CHUNK) -> None:
+    """:func:`fill` on a flat torch tensor: ``out`` raw bits (float64 for a wide double),
     ``values`` :func:`table`'s bits on out's device (int32 when ``wide``)."""
     import torch
 
     n = out.numel()
-    for s in range(0, n, chunk):
-        e = min(n, s + chunk)
+    for p in range(0, n, chunk):
+        q = min(n, p + chunk)
+        a, b = start + p, start + q
         if wide:
-            h = hashes_torch(stream, s, e - s, out.device)
+            h = hashes_torch(stream, a, b - a, out.device)
             bits = values[h & 0xFFFF] ^ (h >> 16).to(torch.int32)
-            out[s:e] = bits.view(torch.float32).to(torch.float64) if out.dtype == torch.float64 else bits
+            out[p:q] = bits.view(torch.float32).to(torch.float64) if out.dtype == torch.float64 else bits
         else:
-            h = hashes_torch(stream, s // 2, (e - s + 1) // 2, out.device)
-            words = torch.stack((h & 0xFFFF, h >> 16), dim=1).reshape(-1)[: e - s]
-            out[s:e] = values[words]
+            h = hashes_torch(stream, a // 2, (b - 1) // 2 - a // 2 + 1, out.device)
+            words = torch.stack((h & 0xFFFF, h >> 16), dim=1).reshape(-1)
+            out[p:q] = values[words[a % 2:a % 2 + q - p]]
