@@ -135,11 +135,9 @@ def _hash_segment(stream: Stream, start: int, x: np.ndarray, t: np.ndarray, step
     """Hashes of one segment (no 2^32 crossing) into ``x``; ``steps``: arange * gamma, if cached."""
     n = x.size
     if steps is None:
-        np.multiply(np.arange(n, dtype=np.uint32), np.uint32(stream.gamma), out=x)
-    else:
-        x[...] = steps[:n]
+        steps = np.multiply(np.arange(n, dtype=np.uint32), np.uint32(stream.gamma), out=x)
     first = ((start & _M32) * stream.gamma + stream.offset(start >> 32)) & _M32
-    np.add(x, np.uint32(first), out=x)
+    np.add(steps[:n], np.uint32(first), out=x)                 # lo(j) * gamma + offset, mod 2^32
     _mix_numpy(x, t)
 
 
