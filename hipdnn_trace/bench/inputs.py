@@ -102,12 +102,20 @@ def make_input(graph: Graph, tensor: Tensor, seed: int, *, device: Any = None) -
     domain = _domain(graph, tensor.uid)
     host = _meaningful(graph, tensor, seed, domain)
     stream = counter_rng.Stream.of(seed, graph.graph_id, tensor.uid)
-    on_device = device is not None and device_arrays.torch_dtype(tensor.data_type) is not None
-    if host is None and on_device:
+    if host is None and _on_device(tensor, device):
         return device_arrays.drawn(tensor, stream, _table_domain(domain), device)
     if host is None:
         host = drawn(tensor.dims, tensor.data_type, domain, stream)
-    return device_arrays.upload(host, tensor, device) if on_device else host
+    return _placed(host, tensor, device)
+
+
+def _on_device(tensor: Tensor, device: Any) -> bool:
+    return device is not None and device_arrays.torch_dtype(tensor.data_type) is not None
+
+
+def _placed(host: np.ndarray, tensor: Tensor, device: Any) -> Any:
+    """A host-made value where the caller wants it: uploaded to ``device`` when torch has its type."""
+    return device_arrays.upload(host, tensor, device) if _on_device(tensor, device) else host
 
 
 def make_inputs(graph: Graph, seed: int, *, device: Any = None) -> dict[int, Any]:
@@ -121,10 +129,7 @@ def make_inputs(graph: Graph, seed: int, *, device: Any = None) -> dict[int, Any
     if attention_inputs.attention_nodes(graph):
         inputs.update(attention_inputs.forward_results(graph, inputs, device=device))
     derived = {**_saved_norm_statistics(graph, inputs), **_pooling_indices(graph, seed)}
-    for uid, value in derived.items():
-        t = graph.by_uid[uid]
-        on_device = device is not None and device_arrays.torch_dtype(t.data_type) is not None
-        inputs[uid] = device_arrays.upload(value, t, device) if on_device else value
+    inputs.update({uid: _placed(value, graph.by_uid[uid], device) for uid, value in derived.items()})
     return inputs
 
 
