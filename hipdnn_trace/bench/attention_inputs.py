@@ -20,10 +20,13 @@ Everything is drawn from the same per-(seed, graph, tensor) streams as other inp
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
+from hipdnn_trace.bench import device_arrays
+from hipdnn_trace.bench.device_arrays import host_array
 from hipdnn_trace.graph import attention
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 
@@ -78,16 +81,31 @@ def _page_table(rng: np.random.Generator, cfg: attention.AttentionConfig) -> np.
     return table
 
 
-def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+def _lengths_on_host(node: Node, graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:
+    """The node's sequence-length inputs as host arrays (a few integers, even when the
+    inputs live on a device), for :func:`attention.seq_lengths`."""
+    out = {}
+    for port in ("seq_len_q", "seq_len_kv"):
+        uid = node.inputs.get(port)
+        if isinstance(uid, int) and uid in inputs:
+            out[uid] = host_array(inputs[uid], graph.by_uid[uid])
+    return out
+
+
+def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = None) -> dict[int, Any]:
     """For each backward node: its ``o`` and ``stats`` inputs from the float64 forward.
 
     Values are returned rounded to the tensors' types, keyed by uid; ``inputs`` must
-    already hold q, k, v, dO and the metadata.
+    already hold q, k, v, dO and the metadata. With ``device`` the inputs are torch tensors
+    there: the same reference op runs on float64 copies on the device (LLM shapes would take
+    minutes on the host), its results are rounded on the host with ``round_to`` as every
+    stored value is, and go back to the device.
     """
+    from hipdnn_trace.backends.reference import xp as shim
     from hipdnn_trace.backends.reference.executor import attention_masking
     from hipdnn_trace.backends.reference.ops import round_to, sdpa_forward
 
-    out: dict[int, np.ndarray] = {}
+    out: dict[int, Any] = {}
     for node in attention_nodes(graph):
         if node.type != attention.SDPA_BACKWARD:
             continue
@@ -95,12 +113,14 @@ def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np
         if not any(isinstance(u, int) and u in inputs for u in wanted.values()):
             continue
         cfg = attention.config(node, graph)
-        values = {u: inputs[u] for u in node.input_uids() if u in inputs}
-        lq, lkv = attention.seq_lengths(node, graph, values)
+        lq, lkv = attention.seq_lengths(node, graph, _lengths_on_host(node, graph, inputs))
         mask_uid = node.inputs.get("attn_mask")
         mask = inputs.get(mask_uid) if isinstance(mask_uid, int) else None
         sink_uid = node.inputs.get("sink_token")
-        scale = cfg.scale if cfg.scale is not None else float(np.asarray(inputs[node.inputs["scale"]]).reshape(-1)[0])
+        scale = cfg.scale
+        if scale is None:
+            uid = node.inputs["scale"]
+            scale = float(np.asarray(host_array(inputs[uid], graph.by_uid[uid]), dtype=np.float64).reshape(-1)[0])
         fwd = sdpa_forward(
             inputs[node.inputs["q"]], inputs[node.inputs["k"]], inputs[node.inputs["v"]], scale=scale,
             masking=attention_masking(cfg, lq, lkv),
@@ -112,11 +132,12 @@ def forward_results(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np
             uid = wanted[port]
             if isinstance(uid, int) and uid in inputs:
                 t = graph.by_uid[uid]
-                out[uid] = round_to(fwd[key].reshape(t.dims), t.data_type)
+                stored = round_to(np.asarray(shim.to_numpy(fwd[key]), dtype=np.float64).reshape(t.dims), t.data_type)
+                out[uid] = stored if device is None else device_arrays.upload(stored, t, device)
     return out
 
 
-def undefined_elements(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+def undefined_elements(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:
     """Per output uid, a boolean mask of elements outside every sequence's real length.
 
     With per-sequence lengths an attention output has no defined value in rows past
@@ -129,8 +150,7 @@ def undefined_elements(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int,
         cfg = attention.config(node, graph)
         if not cfg.padded:
             continue
-        values = {u: inputs[u] for u in node.input_uids() if u in inputs}
-        lq, lkv = attention.seq_lengths(node, graph, values)
+        lq, lkv = attention.seq_lengths(node, graph, _lengths_on_host(node, graph, inputs))
         rows_q = np.arange(cfg.seq_q)[None, :] >= np.asarray(lq)[:, None]        # [B, Sq]
         rows_kv = np.arange(cfg.seq_kv)[None, :] >= np.asarray(lkv)[:, None]    # [B, Skv]
         for port, rows in (("o", rows_q), ("stats", rows_q), ("max", rows_q), ("sum_exp", rows_q),

@@ -2,21 +2,32 @@
 
 Values exercise signs and magnitudes (a normal spread over four binary orders),
 not only [0, 1), so sign bugs and scale bugs show up in validation. Ports whose
-meaning needs a domain (variances, log/sqrt arguments, divisors) get one. Every
-array is generated in float64 and rounded once to the tensor's type: the
-reference and the device see the same bits.
+meaning needs a domain (variances, log/sqrt arguments, divisors) get one. Drawn
+values come from the counter-based generator (``counter_rng``, :data:`GENERATOR`):
+element i of a tensor depends only on (seed, graph, uid, i), is made on the host in
+parallel chunks or on a GPU with the same bits, and is already in the tensor's type.
+Inputs with meaning (lengths, page tables, routing, constants, saved statistics,
+pooling indices) are made on the host and uploaded; an attention backward's O and
+stats are computed where the inputs live.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.bench import attention_inputs, moe_inputs
+from hipdnn_trace.bench import attention_inputs, counter_rng, device_arrays, moe_inputs
+from hipdnn_trace.bench.counter_rng import GENERATOR
+from hipdnn_trace.bench.device_arrays import host_array
 from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.graph.model import Graph, Node, Tensor
+
+__all__ = ["GENERATOR", "drawn", "host_array", "make_input", "make_inputs", "node_scalar"]
 
 #: Domains: "any" (both signs), "positive" (> 0, e.g. variances), "nonzero" (|x| >= 0.25).
 POSITIVE_PORTS = {
@@ -52,28 +63,26 @@ def _domain(graph: Graph, uid: int) -> str:
 
 
 def _seed_for(seed: int, graph_id: str, uid: int) -> np.random.Generator:
-    """Independent stream per (seed, graph, tensor): adding a tensor changes no other."""
+    """PCG64 stream per (seed, graph, tensor) for inputs with meaning (lengths, page tables,
+    routing): small, made on the host, uploaded; adding a tensor changes no other."""
     digest = hashlib.sha256(f"{seed}:{graph_id}:{uid}".encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
-def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, domain: str) -> np.ndarray:
-    info = dtypes.lookup(dtype)
-    if not info.is_float:
-        lo, hi = {"uint8": (0, 16), "boolean": (0, 2)}.get(dtype, (-8, 9))
-        return rng.integers(lo, hi, size=shape).astype(np.float64)
-    base = rng.standard_normal(shape) * np.exp2(rng.uniform(-2.0, 2.0, size=shape))
-    if domain == "positive":
-        return np.abs(base) + 0.5
-    if domain in CONSTANT_PORTS:
-        return np.full(shape, CONSTANT_PORTS[domain])
-    if domain == "nonzero":
-        return np.copysign(np.abs(base) + 0.25, base)
-    return base
+def _table_domain(domain: str) -> str:
+    return domain if domain in counter_rng.DOMAINS else "any"
 
 
-def make_input(graph: Graph, tensor: Tensor, seed: int) -> np.ndarray:
-    """One input tensor: logical dims, in the tensor's own dtype."""
+def drawn(dims: Sequence[int], dtype: str, domain: str, stream: counter_rng.Stream) -> np.ndarray:
+    """Counter-generated values (host): element i depends only on (stream, i); ``dtype``'s numpy type."""
+    values = counter_rng.table(_table_domain(domain), dtype)
+    out = np.empty(math.prod(dims), dtype=np.float64 if dtype == "double" else values.dtype)
+    counter_rng.fill(out, stream, values, wide=dtype in counter_rng.WIDE)
+    return out.reshape(tuple(dims))
+
+
+def _meaningful(graph: Graph, tensor: Tensor, seed: int, domain: str) -> np.ndarray | None:
+    """The host value of an input with meaning (metadata, a constant), else None (drawn)."""
     from hipdnn_trace.backends.reference.ops.rounding import round_to
 
     def rng_for(uid: int) -> np.random.Generator:
@@ -82,22 +91,45 @@ def make_input(graph: Graph, tensor: Tensor, seed: int) -> np.ndarray:
     values = attention_inputs.metadata_value(graph, tensor, rng_for)
     if values is None:
         values = moe_inputs.metadata_value(graph, tensor, rng_for)
-    if values is None:
-        values = _values(rng_for(tensor.uid), tuple(tensor.dims), tensor.data_type, _domain(graph, tensor.uid))
-    return round_to(values, tensor.data_type)
+    if values is None and domain in CONSTANT_PORTS and dtypes.lookup(tensor.data_type).is_float:
+        values = np.full(tuple(tensor.dims), CONSTANT_PORTS[domain])
+    return None if values is None else round_to(values, tensor.data_type)
 
 
-def make_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
-    """Every tensor the caller must supply, keyed by uid.
+def make_input(graph: Graph, tensor: Tensor, seed: int, *, device: Any = None) -> Any:
+    """One input tensor: logical dims, in the tensor's own dtype; on ``device`` (a torch device)
+    as a torch tensor when given, bitwise the host's. Types torch has no dtype for stay host arrays."""
+    domain = _domain(graph, tensor.uid)
+    host = _meaningful(graph, tensor, seed, domain)
+    stream = counter_rng.Stream.of(seed, graph.graph_id, tensor.uid)
+    if host is None and _on_device(tensor, device):
+        return device_arrays.drawn(tensor, stream, _table_domain(domain), device)
+    if host is None:
+        host = drawn(tensor.dims, tensor.data_type, domain, stream)
+    return _placed(host, tensor, device)
+
+
+def _on_device(tensor: Tensor, device: Any) -> bool:
+    return device is not None and device_arrays.torch_dtype(tensor.data_type) is not None
+
+
+def _placed(host: np.ndarray, tensor: Tensor, device: Any) -> Any:
+    """A host-made value where the caller wants it: uploaded to ``device`` when torch has its type."""
+    return device_arrays.upload(host, tensor, device) if _on_device(tensor, device) else host
+
+
+def make_inputs(graph: Graph, seed: int, *, device: Any = None) -> dict[int, Any]:
+    """Every tensor the caller must supply, keyed by uid: host numpy arrays, or with ``device``
+    torch tensors there (``host_array`` brings one back).
 
     Inputs that are another op's results in real use (an attention backward's O and
-    stats) are computed from the generated ones rather than drawn.
+    stats) are computed from the generated ones rather than drawn; with a device, on it.
     """
-    inputs = {t.uid: make_input(graph, t, seed) for t in graph.input_tensors}
+    inputs = {t.uid: make_input(graph, t, seed, device=device) for t in graph.input_tensors}
     if attention_inputs.attention_nodes(graph):
-        inputs.update(attention_inputs.forward_results(graph, inputs))
-    inputs.update(_saved_norm_statistics(graph, inputs))
-    inputs.update(_pooling_indices(graph, seed))
+        inputs.update(attention_inputs.forward_results(graph, inputs, device=device))
+    derived = {**_saved_norm_statistics(graph, inputs), **_pooling_indices(graph, seed)}
+    inputs.update({uid: _placed(value, graph.by_uid[uid], device) for uid, value in derived.items()})
     return inputs
 
 
@@ -114,8 +146,8 @@ def _pooling_indices(graph: Graph, seed: int) -> dict[int, np.ndarray]:
         if node.type != resample.RESAMPLE_BWD or not isinstance(uid, int):
             continue
         dx = graph.by_uid[node.outputs["dx"]]
-        x = _values(_seed_for(seed, graph.graph_id, dx.uid), tuple(dx.dims), "float", "any")
-        _, index = pool_forward(x, resample.pooling(node), with_index=True)
+        x = drawn(dx.dims, "float", "any", counter_rng.Stream.of(seed, graph.graph_id, dx.uid))
+        _, index = pool_forward(x.astype(np.float64), resample.pooling(node), with_index=True)
         out[uid] = round_to(index.astype(np.float64), graph.by_uid[uid].data_type)
     return out
 
@@ -124,7 +156,7 @@ def _pooling_indices(graph: Graph, seed: int) -> dict[int, np.ndarray]:
 SAVED_STATS_EPSILON = 1e-5
 
 
-def _saved_norm_statistics(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+def _saved_norm_statistics(graph: Graph, inputs: dict[int, Any]) -> dict[int, np.ndarray]:
     """A layernorm/RMSNorm backward's saved mean, inv_variance or inv_rms, computed from its x
     (as the forward would have saved them), rounded to their types; never random."""
     from hipdnn_trace.backends.reference.ops.rounding import round_to
@@ -138,7 +170,7 @@ def _saved_norm_statistics(graph: Graph, inputs: dict[int, np.ndarray]) -> dict[
         x_uid = node.inputs.get("x")
         if start is None or not isinstance(x_uid, int) or x_uid not in inputs:
             continue
-        x = np.asarray(inputs[x_uid], dtype=np.float64)
+        x = np.asarray(host_array(inputs[x_uid], graph.by_uid[x_uid]), dtype=np.float64)
         axes = tuple(range(start, x.ndim))
         mean = x.mean(axis=axes, keepdims=True)
         values = {

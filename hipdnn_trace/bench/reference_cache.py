@@ -6,7 +6,8 @@ An entry is one folder per key holding ``<uid>.npy`` per output (float64) and ``
 a hit maps the files (``np.load(mmap_mode="r")``): no copy, and pages the OS can drop.
 
 The key is SHA-256 over the graph_id (its canonical JSON), the seed, the input recipe's version
-(the source of the modules that make seeded inputs), the reference's version (the source of
+(the source of the modules that make seeded inputs, and the generator's name and the digest of its
+value tables, ``bench/counter_rng.py``), the reference's version (the source of
 ``backends/reference/**/*.py``) and numpy's version: a change to any of them misses. Inputs
 from a golden bundle are not seeded and never use the cache.
 
@@ -35,6 +36,7 @@ import numpy as np
 
 import hipdnn_trace
 from hipdnn_trace.backends.reference.memory import cached_reference_bytes
+from hipdnn_trace.bench.counter_rng import GENERATOR, tables_digest
 from hipdnn_trace.graph.model import Graph
 
 #: ``--reference-cache-max`` default: the folder is trimmed to this many bytes after each store
@@ -47,7 +49,8 @@ _MANIFEST = "entry.json"
 _FORMAT = 1
 _PACKAGE = Path(hipdnn_trace.__file__).resolve().parent
 #: modules whose source decides the seeded inputs (bench/inputs.py and what it draws with)
-_INPUT_RECIPE = ("bench/inputs.py", "bench/attention_inputs.py", "bench/moe_inputs.py", "graph/dtypes.py")
+_INPUT_RECIPE = ("bench/inputs.py", "bench/counter_rng.py", "bench/attention_inputs.py", "bench/moe_inputs.py",
+                 "graph/dtypes.py")
 
 
 def auto_folder() -> Path:
@@ -78,6 +81,7 @@ def input_recipe_version() -> str:
 
 def entry_key(graph: Graph, seed: int) -> str:
     parts = {"format": _FORMAT, "graph_id": graph.graph_id, "seed": seed, "inputs": input_recipe_version(),
+             "generator": GENERATOR, "tables": tables_digest(),   # the tables' quantiles come from libm
              "reference": reference_version(), "numpy": np.__version__}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -129,7 +133,7 @@ class ReferenceCache:
                 _write_npy(Path(tmp) / f"{t.uid}.npy", outputs[t.uid])
             _write_json(Path(tmp) / _MANIFEST, {
                 "format": _FORMAT, "graph_id": graph.graph_id, "graph": graph.name, "seed": seed,
-                "input_recipe": input_recipe_version(), "reference": reference_version(),
+                "input_recipe": input_recipe_version(), "generator": GENERATOR, "reference": reference_version(),
                 "numpy": np.__version__, "outputs": [t.uid for t in graph.output_tensors], "bytes": size})
             tmp = None if _publish(Path(tmp), self.folder / key) else tmp
         except OSError as exc:

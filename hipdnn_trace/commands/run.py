@@ -23,6 +23,7 @@ from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench import cpu_share
 from hipdnn_trace.bench import gpus as gpu_pool
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
+from hipdnn_trace.bench.counter_rng import GENERATOR
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
@@ -579,7 +580,8 @@ def main(args: argparse.Namespace) -> int:
                                "reference_cache": None if settings.reference_cache is None else {
                                    "folder": str(settings.reference_cache.folder),
                                    "max_bytes": settings.reference_cache.max_bytes, "graphs": {}},
-                               "reference_device": {"asked": args.reference_device, "used": reference_device}})
+                               "reference_device": {"asked": args.reference_device, "used": reference_device},
+                               "inputs": {"generator": GENERATOR}})   # --resume refuses another generator
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())

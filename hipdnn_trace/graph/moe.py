@@ -153,7 +153,7 @@ def routed_rows(node: Node, graph: Graph, values: dict[int, Any] | None = None) 
     total = rows_total(node, graph)
     uid = node.inputs.get("first_token_offset")
     if values and isinstance(uid, int) and uid in values:
-        first = int(np.asarray(values[uid]).reshape(-1)[0])
+        first = int(values[uid].reshape(-1)[0])   # numpy or a device tensor: one element read
         return max(0, total - first)
     return total
 

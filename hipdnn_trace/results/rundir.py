@@ -305,11 +305,22 @@ def _first_difference(old: Any, new: Any, where: str) -> str | None:
     return None
 
 
+def _check_same_inputs(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """Rows validated against inputs of two generators never share a run (run.json ``inputs``;
+    a run written before it existed used the old stream generator)."""
+    then, now = ((m.get("inputs") or {}).get("generator") for m in (old, new))
+    if then != now:
+        raise UserError(f"--resume: the interrupted run's inputs came from "
+                        f"{then or 'an older input generator'}, this version makes them with {now}; "
+                        f"start a new run")
+
+
 def check_resumable(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """run.json for resuming the run ``old`` with settings ``new``; UserError when they differ.
 
     Keeps the run's identity (run_id, created, argv) and adds a ``resumed`` entry.
     """
+    _check_same_inputs(old, new)
     for key in RESUME_MUST_MATCH:
         if key == "graphs" and old.get("shard") != new.get("shard"):
             continue   # reported as the shard difference

@@ -82,6 +82,24 @@ def test_reference_source_change_misses(tmp_path: Path, monkeypatch: pytest.Monk
     assert _run(cache).reference_origin == "reference backend, cached"
 
 
+@pytest.mark.parametrize("what", ["GENERATOR", "tables_digest"])
+def test_another_input_generator_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """An entry made from other input values (another generator version, or value tables another
+    machine's libm rounded differently) is never reused."""
+    cache = ReferenceCache(tmp_path / "cache")
+    _run(cache)
+    if what == "GENERATOR":
+        monkeypatch.setattr(reference_cache, "GENERATOR", "counter-fmix32-v0")
+    else:
+        monkeypatch.setattr(reference_cache, "tables_digest", lambda: "0" * 16)
+    assert _run(cache).reference_origin == "computed, cached"
+
+
+def test_input_recipe_covers_the_generator_module() -> None:
+    assert "bench/counter_rng.py" in reference_cache._INPUT_RECIPE
+    assert all((reference_cache._PACKAGE / p).is_file() for p in reference_cache._INPUT_RECIPE)
+
+
 def test_reference_version_hashes_the_reference_package_source() -> None:
     version = reference_cache.reference_version()
     assert len(version) == 16 and version == reference_cache._source_hash(

@@ -161,6 +161,33 @@ def test_resume_refusals_are_one_line_errors(faulty, tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("recorded", [None, "counter-fmix32-v0"])
+def test_resume_refuses_a_run_of_another_input_generator(faulty, tmp_path, capsys, recorded):
+    """A run written by the old stream generator (no ``inputs`` in run.json) or another
+    generator version is never continued: its rows saw other input values."""
+    from hipdnn_trace.bench.counter_rng import GENERATOR
+
+    graphs = tmp_path / "g"
+    write_graphs(graphs, ["ok__a", "ok__b"])
+    base = ["run", str(graphs), "--backend", "faulty", "--no-isolate", "-w", "1", "-i", "2", "-q"]
+    assert cli_main([*base, "--out", str(tmp_path), "--run-id", "r"]) == 0
+    folder = tmp_path / "r"
+    meta = json.loads((folder / "run.json").read_text())
+    assert meta["inputs"] == {"generator": GENERATOR}
+    if recorded is None:
+        del meta["inputs"]
+    else:
+        meta["inputs"] = {"generator": recorded}
+    (folder / "run.json").write_text(json.dumps({**meta, "status": "running"}))
+    capsys.readouterr()
+    assert cli_main([*base, "--resume", str(folder)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"hipdnn-trace run: error: --resume: the interrupted run's inputs came from "
+                   f"{recorded or 'an older input generator'}, this version makes them with {GENERATOR}; "
+                   f"start a new run")
+    assert "\n" not in err
+
+
 def test_resume_reruns_a_graph_whose_summary_never_landed(faulty, tmp_path):
     """A kill between renames: the last graph is in every table but summary.csv.
     Resume drops its stray rows, runs it again, and repairs a torn trace tail.
