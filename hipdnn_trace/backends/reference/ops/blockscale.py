@@ -77,9 +77,10 @@ def round_up_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
 
 def _round_up_float(xp: Any, v: Array) -> Array:
     """float32: the nearest value, one ``nextafter`` up when it fell below, the max above it."""
-    capped = xp.minimum(v, float(np.finfo(np.float32).max))
+    top = float(np.finfo(np.float32).max)
+    capped = xp.minimum(v, top)
     near = xp.astype(capped, xp.float32)
-    up = xp.nextafter(near, xp.full_like(near, np.inf))
+    up = xp.nextafter(near, xp.full_like(near, top))   # only used below the max
     return xp.where(xp.astype(near, xp.float64) < capped, xp.astype(up, xp.float64), xp.astype(near, xp.float64))
 
 
