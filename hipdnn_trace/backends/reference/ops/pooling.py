@@ -115,13 +115,16 @@ def _running_max(padded: Array, spatial: tuple[int, ...], out_spatial: tuple[int
     xp = shim.namespace(padded)
     device = shim.device_of(padded)
     best = index = None
+    nan = bool(xp.any(xp.isnan(padded)))   # only then does np.argmax's NaN rule cost a pass
     for tap in _taps(p):
         value = padded[_tap_slice(tap, out_spatial, p)]
         where = _tap_index(xp, tap, spatial, out_spatial, p, device) if with_index else None
         if best is None:
             best, index = value, where
             continue
-        better = (value > best) | (xp.isnan(value) & ~xp.isnan(best))
+        better = value > best
+        if nan:
+            better = better | (xp.isnan(value) & ~xp.isnan(best))
         best = xp.where(better, value, best)
         if with_index:
             index = xp.where(better, where, index)
