@@ -5,11 +5,12 @@ implementation would see them), computes in float64, and its outputs are rounded
 to their tensors' types before the next node reads them. The unrounded float64
 results are kept too: they are the oracle that validation compares against.
 
-``device="cuda"`` runs the same op code on torch float64 tensors on the GPU (the ops are written
-against the Array API; ``xp.py`` holds what the standard lacks). Inputs move to the device once,
-each result comes back to the host as float64 (the exact oracle) and is rounded there to its
-tensor's type with the same numpy code as on the CPU, so stored values are bit-identical to a
-host rounding of the device's float64. Ops not in :data:`DEVICE_OPS` run on the host per node.
+``device="cuda"`` runs the same op code on torch float64 tensors on the GPU for every node (the
+ops are written against the Array API; ``xp.py`` holds what the standard lacks). Inputs move to
+the device once; by default each result comes back to the host as float64 (the exact oracle) and
+is rounded there to its tensor's type with the same numpy code as on the CPU. With
+``keep_on_device`` results stay on the device, rounded there with the same bits
+(``rounding.round_in``), and only the graph's outputs are returned, as device tensors.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ Handler = Callable[[Node, Graph, Inputs], dict[str, np.ndarray | None]]
 
 @dataclass
 class Evaluation:
-    """Every produced tensor: ``exact`` in float64, ``stored`` in its own dtype."""
+    """Every produced tensor: ``exact`` in float64, ``stored`` in its own dtype (numpy arrays); with
+    ``keep_on_device``, the graph's outputs only, as device tensors (stored in
+    ``xp.torch_storage_dtype``), so a validator on the device needs no host copy."""
 
-    exact: dict[int, np.ndarray]
-    stored: dict[int, np.ndarray]
+    exact: dict[int, Any]
+    stored: dict[int, Any]
     #: where each node ran, by node name: "cpu" or the device (e.g. "cuda:0")
     placement: dict[str, str] = field(default_factory=dict)
 
