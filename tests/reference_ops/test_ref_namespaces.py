@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 needs_strict = pytest.mark.skipif(xs is None, reason="array-api-strict is not installed (pip install -e '.[dev]')")
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
-#: one or two graphs of every op family the device runs, small enough for a unit test
+#: graphs of every op the reference computes (all run on the device), small enough for a unit test
 FAMILY_GRAPHS = [
     "attention/sdpa_gqa_causal_bf16.json",
     "attention/sdpa_backward_gqa_causal_bf16.json",
@@ -48,6 +48,8 @@ FAMILY_GRAPHS = [
     "norm/batchnorm_training_nhwc_bf16.json",
     "norm/batchnorm_backward_nhwc_fp16.json",
     "norm/batchnorm_inference_variance_nhwc_fp32.json",
+    "norm/batchnorm_inference_nchw_bf16.json",
+    "norm/layernorm_bf16.json",
     "norm/layernorm_backward_bf16.json",
     "norm/rmsnorm_backward_fp16.json",
     "norm/rmsnorm_bf16.json",
@@ -57,6 +59,24 @@ FAMILY_GRAPHS = [
     "pointwise/bias_add_broadcast_nhwc_bf16.json",
     "reduction/reduce_max_rows_bf16.json",
     "reduction/reduce_sum_spatial_fp32.json",
+    "pool/maxpool_2d_index_bf16.json",
+    "pool/maxpool_2d_zero_pad_nhwc_fp32.json",
+    "pool/maxpool_3d_index_fp16.json",
+    "pool/maxpool_backward_2d_fp16.json",
+    "pool/avgpool_exclude_padding_3d_fp32.json",
+    "pool/avgpool_exclude_padding_backward_3d_bf16.json",
+    "pool/avgpool_include_padding_backward_2d_bf16.json",
+    "moe/moe_grouped_matmul_none_fp32.json",
+    "moe/moe_grouped_matmul_gather_top2_bf16.json",
+    "moe/moe_grouped_matmul_scatter_top2_fp16.json",
+    "moe/moe_grouped_matmul_backward_bf16.json",
+    "moe/moe_mxfp4_experts_fp16.json",
+    "blockscale/mxfp4_quantize_bf16.json",
+    "blockscale/mxfp8_e4m3_quantize_fp16.json",
+    "blockscale/mxfp8_e5m2_quantize_axis0_fp32.json",
+    "blockscale/nvfp4_quantize_fp16.json",
+    "blockscale/mxfp4_dequantize_fp32.json",
+    "blockscale/nvfp4_dequantize_global_scale_bf16.json",
 ]
 
 
@@ -104,22 +124,14 @@ def test_bundled_graph_under_array_api_strict_equals_numpy(rel):
     assert set(on_numpy.placement.values()) == {"cpu"}
 
 
-@needs_strict
-def test_ops_without_a_device_form_run_on_the_host_per_node():
-    candidates = sorted(p for d in ("moe", "blockscale") for p in (GRAPHS / d).glob("*.json"))
-    graphs = [g for g in (load_bytes(p.read_bytes(), str(p)) for p in candidates)
-              if executor.check(g) is None and memory_refusal(g) is None and graph_flops(g) < 1e8]
-    if not graphs:
-        pytest.skip("no small MoE or block-scale graph is bundled")
-    graph = graphs[0]
-    inputs = make_inputs(graph, 0)
-    on_strict = executor.evaluate(graph, inputs, xp=xs)
-    on_numpy = executor.evaluate(graph, inputs)
-    host_only = {n.name for n in graph.nodes if n.type not in executor.DEVICE_OPS}
-    assert host_only and all(on_strict.placement[name] == "cpu" for name in host_only)
-    _assert_close(on_numpy.exact, on_strict.exact, 1e-12)
-    for uid, want in on_numpy.stored.items():   # rounded on the host from the same float64: same bits
-        assert on_strict.stored[uid].tobytes() == want.tobytes()
+def test_every_op_family_runs_on_the_device() -> None:
+    assert executor.DEVICE_OPS == frozenset(executor.HANDLERS)
+
+
+def test_bundled_families_cover_every_handler() -> None:
+    """FAMILY_GRAPHS holds a graph of every op the reference computes, so each is proven generic."""
+    covered = {node.type for rel in FAMILY_GRAPHS if (GRAPHS / rel).exists() for node in _graph(rel).nodes}
+    assert covered == set(executor.HANDLERS)
 
 
 @needs_strict

@@ -5,11 +5,12 @@ implementation would see them), computes in float64, and its outputs are rounded
 to their tensors' types before the next node reads them. The unrounded float64
 results are kept too: they are the oracle that validation compares against.
 
-``device="cuda"`` runs the same op code on torch float64 tensors on the GPU (the ops are written
-against the Array API; ``xp.py`` holds what the standard lacks). Inputs move to the device once,
-each result comes back to the host as float64 (the exact oracle) and is rounded there to its
-tensor's type with the same numpy code as on the CPU, so stored values are bit-identical to a
-host rounding of the device's float64. Ops not in :data:`DEVICE_OPS` run on the host per node.
+``device="cuda"`` runs the same op code on torch float64 tensors on the GPU for every node (the
+ops are written against the Array API; ``xp.py`` holds what the standard lacks). Inputs move to
+the device once; by default each result comes back to the host as float64 (the exact oracle) and
+is rounded there to its tensor's type with the same numpy code as on the CPU. With
+``keep_on_device`` results stay on the device, rounded there with the same bits
+(``rounding.round_in``), and only the graph's outputs are returned, as device tensors.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ Handler = Callable[[Node, Graph, Inputs], dict[str, np.ndarray | None]]
 
 @dataclass
 class Evaluation:
-    """Every produced tensor: ``exact`` in float64, ``stored`` in its own dtype."""
+    """Every produced tensor: ``exact`` in float64, ``stored`` in its own dtype (numpy arrays); with
+    ``keep_on_device``, the graph's outputs only, as device tensors (stored in
+    ``xp.torch_storage_dtype``), so a validator on the device needs no host copy."""
 
-    exact: dict[int, np.ndarray]
-    stored: dict[int, np.ndarray]
+    exact: dict[int, Any]
+    stored: dict[int, Any]
     #: where each node ran, by node name: "cpu" or the device (e.g. "cuda:0")
     placement: dict[str, str] = field(default_factory=dict)
 
@@ -263,7 +266,7 @@ def _block_quantize(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray
                                   y_type, scale_type, _compute_type(node, graph))
     # the stored codes are the result: a device is compared with the values hipDNN stores, not with
     # x / scale before rounding (which no format can hold)
-    return {"y": ref.round_to(y, y_type).astype(np.float64), "scale": scale}
+    return {"y": ref.stored_values(y, y_type), "scale": scale}
 
 
 def _block_dequantize(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
@@ -334,29 +337,37 @@ def check(graph: Graph) -> str | None:
     return None
 
 
-#: ops whose float64 math runs in the device namespace; the others (MoE routing, pooling's
-#: scatter, block scaling's bit tricks) run on the host with numpy, per node
-DEVICE_OPS: frozenset[str] = frozenset({
-    "ConvolutionFwdAttributes", "ConvolutionBwdAttributes", "ConvolutionWrwAttributes", "MatmulAttributes",
-    "PointwiseAttributes", "BatchnormInferenceAttributes", "BatchnormInferenceAttributesVarianceExt",
-    "BatchnormAttributes", "BatchnormBackwardAttributes", "LayernormAttributes", "RMSNormAttributes",
-    "LayernormBackwardAttributes", "RMSNormBackwardAttributes", "ReductionAttributes",
-    attention.SDPA, attention.SDPA_BACKWARD,
-})
+#: ops whose float64 math runs in the device namespace: every family (each op module is
+#: namespace-generic), so a graph never falls back to the host when a device is there
+DEVICE_OPS: frozenset[str] = frozenset(HANDLERS)
 
 
-def evaluate(graph: Graph, inputs: Mapping[int, np.ndarray], *, device: str = "cpu",
-             xp: Any = None) -> Evaluation:
+def evaluate(graph: Graph, inputs: Mapping[int, Any], *, device: str = "cpu", xp: Any = None,
+             keep_on_device: bool = False) -> Evaluation:
     """Run every node; inputs are logical arrays keyed by uid, in their tensors' dtypes.
 
     ``device``: "cpu" (numpy) or "cuda" (torch float64 on the GPU); ``xp``, an Array API
-    namespace to run the device ops in instead (the tests pass array-api-strict). Results are
-    numpy arrays either way.
+    namespace to run the ops in instead (the tests pass array-api-strict, or torch for its CPU).
+    Results are numpy arrays of every produced tensor, unless ``keep_on_device`` (a torch target):
+    then inputs may be torch tensors on the device in their storage dtypes (numpy ones are uploaded
+    once), stored values are rounded there, and ``exact`` (float64) and ``stored`` (the storage dtype,
+    ``xp.torch_storage_dtype``) hold device tensors of the graph's outputs only. On the CPU
+    (numpy), ``keep_on_device`` changes nothing: the host is where the arrays are.
     """
     if xp is None and device == "cpu":
-        return _evaluate_host(graph, inputs)
+        return _evaluate_host(graph, _on_host(graph, inputs))
     target = shim.Target.of(device) if xp is None else shim.Target(xp, None, getattr(xp, "__name__", "xp"))
-    return _evaluate_on(graph, inputs, target)
+    if keep_on_device:
+        if not shim.is_torch(target.xp):
+            raise ValueError(f"keep_on_device needs a torch device, not {target.label}")
+        return _evaluate_resident(graph, inputs, target)
+    return _evaluate_on(graph, _on_host(graph, inputs), target)
+
+
+def _on_host(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:
+    """Inputs as host arrays: torch tensors come back in their tensors' numpy dtypes, bit for bit."""
+    return {u: a if isinstance(a, np.ndarray) or not shim.is_torch(shim.namespace(a))
+            else shim.storage_to_numpy(a, graph.by_uid[u].data_type) for u, a in inputs.items()}
 
 
 def _handler(node: Node) -> Handler:
@@ -380,10 +391,25 @@ def _result(node: Node, graph: Graph, results: Mapping[str, Any], port: str, uid
     return value
 
 
+def _values(graph: Graph) -> dict[int, np.ndarray]:
+    """The pass-by-value scalars (epsilon, momentum...) as float64 host arrays."""
+    return {t.uid: np.full(t.dims, scalar_value(t), dtype=np.float64) for t in graph.value_tensors}
+
+
+def _last_reads(graph: Graph, order: list[int]) -> dict[int, int]:
+    """The step of each tensor's last reader (tensors nobody reads are absent)."""
+    return {uid: step for step, index in enumerate(order)
+            for uid in graph.nodes[index].inputs.values() if isinstance(uid, int)}
+
+
+def _drop_read(held: dict[int, Any], last_read: Mapping[int, int], step: int) -> None:
+    """Forget the device copies no node after ``step`` reads."""
+    for uid in [u for u in held if last_read.get(u, -1) <= step]:
+        del held[uid]
+
+
 def _evaluate_host(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation:
-    stored: dict[int, np.ndarray] = dict(inputs)
-    for t in graph.value_tensors:
-        stored[t.uid] = np.full(t.dims, scalar_value(t), dtype=np.float64)
+    stored: dict[int, np.ndarray] = {**inputs, **_values(graph)}
     exact: dict[int, np.ndarray] = {}
     placement: dict[str, str] = {}
     for index in execution_order(graph):
@@ -410,41 +436,111 @@ def _evaluate_host(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation
 
 
 def _evaluate_on(graph: Graph, inputs: Mapping[int, np.ndarray], target: shim.Target) -> Evaluation:
-    """Device ops in ``target``'s namespace, the rest on the host; every result comes back to the
-    host (exact float64), is rounded there, and goes to the device again only when a later device
-    op reads it. A device copy is dropped after its last reader."""
+    """Every node in ``target``'s namespace; every result comes back to the host (exact float64), is
+    rounded there, and goes to the device again (as float64) only when a later node reads it. A
+    device copy is dropped after its last reader."""
     order = execution_order(graph)
-    host: dict[int, np.ndarray] = dict(inputs)
-    for t in graph.value_tensors:
-        host[t.uid] = np.full(t.dims, scalar_value(t), dtype=np.float64)
-    last_read = {uid: step for step, index in enumerate(order)
-                 for uid in graph.nodes[index].inputs.values() if isinstance(uid, int)}
+    host: dict[int, np.ndarray] = {**inputs, **_values(graph)}
+    last_read = _last_reads(graph, order)
     on_device: dict[int, Any] = {}
     exact: dict[int, np.ndarray] = {}
     placement: dict[str, str] = {}
     for step, index in enumerate(order):
         node = graph.nodes[index]
-        handler = _handler(node)
-        remote = node.type in DEVICE_OPS
-        args: dict[str, Any] = {}
-        for port, uid in node.inputs.items():
-            if isinstance(uid, int):
-                if uid not in host:
-                    raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
-                if remote and uid not in on_device:
-                    on_device[uid] = shim.from_numpy(target.xp, host[uid], target.device)
-                args[port] = on_device[uid] if remote else host[uid]
-        results = handler(node, graph, args)
-        for port, uid in node.outputs.items():
-            if uid is None:
-                continue
-            value = _result(node, graph, results, port, uid)
-            tensor = graph.by_uid[uid]
-            exact[uid] = np.asarray(shim.to_numpy(value), dtype=np.float64)
-            host[uid] = ref.round_to(exact[uid], tensor.data_type)
-            if remote and tensor.data_type == "double":   # stored == exact: no upload needed
-                on_device[uid] = value
-        placement[node.name] = target.label if remote else "cpu"
-        for uid in [u for u in on_device if last_read.get(u, -1) <= step]:
-            del on_device[uid]
+        for uid in _bound(node, host):
+            if uid not in on_device:
+                on_device[uid] = shim.from_numpy(target.xp, host[uid], target.device)
+        _bring_back(graph, _run(node, graph, on_device), exact, host, on_device)
+        placement[node.name] = target.label
+        _drop_read(on_device, last_read, step)
     return Evaluation(exact, {u: a for u, a in host.items() if u in exact}, placement)
+
+
+def _bring_back(graph: Graph, results: Mapping[int, Any], exact: dict[int, np.ndarray],
+                host: dict[int, np.ndarray], on_device: dict[int, Any]) -> None:
+    """Device results to the host (exact), rounded there; float64 ones also stay on the device
+    (stored == exact: no upload needed). Nothing else of them outlives this call."""
+    for uid, value in results.items():
+        tensor = graph.by_uid[uid]
+        exact[uid] = np.asarray(shim.to_numpy(value), dtype=np.float64)
+        host[uid] = ref.round_to(exact[uid], tensor.data_type)
+        if tensor.data_type == "double":
+            on_device[uid] = value
+
+
+def _bound(node: Node, have: Mapping[int, Any]) -> list[int]:
+    """The uids ``node`` reads, each checked to be bound."""
+    uids = []
+    for port, uid in node.inputs.items():
+        if isinstance(uid, int):
+            if uid not in have:
+                raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
+            uids.append(uid)
+    return uids
+
+
+def _run(node: Node, graph: Graph, values: Mapping[int, Any]) -> dict[int, Any]:
+    """``node``'s outputs by uid, shaped like their tensors, from float64 ``values`` by uid (in a
+    function of its own, so its arguments and temporaries are freed when it returns)."""
+    args = {port: values[uid] for port, uid in node.inputs.items() if isinstance(uid, int)}
+    results = _handler(node)(node, graph, args)
+    return {uid: _result(node, graph, results, port, uid) for port, uid in node.outputs.items() if uid is not None}
+
+
+def _evaluate_resident(graph: Graph, inputs: Mapping[int, Any], target: shim.Target) -> Evaluation:
+    """Every node on a torch device, every result stays there: each is rounded to its type on the
+    device (``rounding.round_in``), kept in its storage dtype while a later node reads it (read as
+    float64 by each reader) and, for the graph's outputs only, returned as exact and stored tensors."""
+    order = execution_order(graph)
+    state = _Resident(graph, target, _last_reads(graph, order), {**inputs, **_values(graph)})
+    placement: dict[str, str] = {}
+    for step, index in enumerate(order):
+        node = graph.nodes[index]
+        state.keep(step, _run(node, graph, state.read(node)))
+        placement[node.name] = target.label
+        _drop_read(state.live, state.last_read, step)
+    return Evaluation(state.exact, state.stored, placement)
+
+
+@dataclass
+class _Resident:
+    """What a device-resident evaluation holds: inputs not uploaded yet, stored values later nodes
+    read, and the graph outputs' exact and stored tensors. Nothing else outlives its node."""
+
+    graph: Graph
+    target: shim.Target
+    last_read: dict[int, int]
+    waiting: dict[int, Any]
+    live: dict[int, Any] = field(default_factory=dict)
+    exact: dict[int, Any] = field(default_factory=dict)
+    stored: dict[int, Any] = field(default_factory=dict)
+
+    def read(self, node: Node) -> dict[int, Any]:
+        """The float64 values ``node`` reads (one conversion per tensor, freed after the node);
+        an input is uploaded at its first reader."""
+        for uid in _bound(node, {**self.waiting, **self.live}):
+            if uid not in self.live:
+                self.live[uid] = _upload(self.graph, uid, self.waiting.pop(uid), self.target)
+        return {uid: f64(self.live[uid]) for uid in set(node.inputs.values()) if isinstance(uid, int)}
+
+    def keep(self, step: int, results: Mapping[int, Any]) -> None:
+        """Round each result on the device; keep it where an output or a later reader needs it."""
+        outputs = {t.uid for t in self.graph.output_tensors}
+        for uid, value in results.items():
+            exact = f64(value)
+            stored = ref.round_in(exact, self.graph.by_uid[uid].data_type)
+            if uid in outputs:
+                self.exact[uid], self.stored[uid] = exact, stored
+            if self.last_read.get(uid, -1) > step:
+                self.live[uid] = stored
+
+
+def _upload(graph: Graph, uid: int, value: Any, target: shim.Target) -> Any:
+    """An input on the device: a torch tensor as it is (moved if elsewhere), a host array in its
+    tensor's storage dtype when it has that dtype, else as its float64 values."""
+    if not isinstance(value, np.ndarray):
+        return value.to(target.device if target.device is not None else "cpu")
+    name = graph.by_uid[uid].data_type
+    if dtypes.lookup(name).numpy == value.dtype:
+        return shim.to_storage(value, name, target.device)
+    return shim.from_numpy(target.xp, value, target.device)

@@ -3,7 +3,8 @@
 The ops are written against the Array API (``xp = namespace(x)``: numpy's or torch's namespace
 through array-api-compat), so the same code runs on numpy float64 arrays on the CPU and on torch
 float64 tensors on a GPU. The standard (2024.12) has no BLAS call bounded for signals, no strided
-window view (im2col), no einsum, no erf and no error-state switch; each is here, once, with a numpy
+window view (im2col), no einsum, no erf, no exp2, no row scatter, no error-state switch and no
+element types below float32 but integers; each is here, once, with a numpy
 implementation (exactly the calls the reference made before it was namespace-generic, so CPU
 results stay bit-identical), a torch implementation, and a plain Array API fallback (what
 array-api-strict, the tests' stand-in for "any other namespace", runs).
@@ -22,9 +23,11 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
+from hipdnn_trace.graph.dtypes import numpy_dtype
 
-__all__ = ["DEVICES", "Target", "contiguous", "contract_leading", "device_of", "erf", "from_numpy", "is_numpy", "is_torch", "matmul",
-           "matmul_into", "namespace", "quiet", "resolve_device", "size", "to_numpy", "windows"]
+__all__ = ["DEVICES", "Target", "bits", "contiguous", "contract_leading", "device_of", "erf", "exp2", "from_numpy", "index_array",
+           "is_numpy", "is_torch", "matmul", "matmul_into", "namespace", "quiet", "resolve_device", "set_rows", "size",
+           "storage_to_numpy", "to_numpy", "to_storage", "torch_storage_dtype", "windows"]
 
 Array = Any
 Namespace = Any
@@ -117,6 +120,101 @@ def from_numpy(xp: Namespace, a: np.ndarray, device: Any = None) -> Array:
 
         return torch.from_numpy(host).to(device if device is not None else "cpu")
     return xp.asarray(host) if device is None else xp.asarray(host, device=device)
+
+
+def index_array(xp: Namespace, a: np.ndarray, device: Any = None) -> Array:
+    """Host integers ``a`` as an int64 array of ``xp`` on ``device`` (row indices for ``take``)."""
+    host = np.ascontiguousarray(np.asarray(a, dtype=np.int64))
+    if is_numpy(xp):
+        return host
+    if is_torch(xp):
+        import torch
+
+        return torch.from_numpy(host).to(device if device is not None else "cpu")
+    return xp.asarray(host) if device is None else xp.asarray(host, device=device)
+
+
+#: the torch dtype that holds each hipDNN type's values bit for bit; a type torch lacks (fp4, fp6)
+#: is held as float32 values, which every such value is exactly
+_TORCH_STORAGE = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64",
+                  "uint8": "uint8", "int8": "int8", "int32": "int32", "int64": "int64", "boolean": "bool",
+                  "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "fp8_e4m3_fnuz": "float8_e4m3fnuz",
+                  "fp8_e5m2_fnuz": "float8_e5m2fnuz", "fp8_e8m0": "float8_e8m0fnu"}
+#: same-sized integer types, for moving bits between numpy (ml_dtypes) and torch
+_BITS = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def torch_storage_dtype(hipdnn_dtype: str) -> Any:
+    """The torch dtype a tensor of ``hipdnn_dtype`` is stored in on a torch device (float32 for a
+    type torch has no dtype for: its values are exact there)."""
+    import torch
+
+    return getattr(torch, _TORCH_STORAGE.get(hipdnn_dtype, "float32"), torch.float32)
+
+
+def to_storage(a: np.ndarray, hipdnn_dtype: str, device: Any = None) -> Array:
+    """Host array ``a`` (in ``hipdnn_dtype``'s numpy dtype) as a torch tensor of its storage dtype on
+    ``device``, bit for bit (float32 values for fp4 / fp6)."""
+    import torch
+
+    host = np.ascontiguousarray(np.asarray(a, dtype=numpy_dtype(hipdnn_dtype)))
+    target = torch_storage_dtype(hipdnn_dtype)
+    if target.itemsize == host.itemsize and (target.is_floating_point or host.dtype.kind not in "iub"):
+        tensor = torch.from_numpy(host.view(_BITS[host.itemsize])).view(target)
+    elif target.itemsize == host.itemsize:
+        tensor = torch.from_numpy(host)
+    else:
+        tensor = torch.from_numpy(host.astype(np.float32))
+    return tensor.to(device if device is not None else "cpu")
+
+
+def bits(t: Array) -> Array:
+    """A torch tensor's bits: a view as the integer type of its element size (to copy or compare
+    values bit for bit, NaN payloads included)."""
+    import torch
+
+    return t.view(getattr(torch, np.dtype(_BITS[t.element_size()]).name))
+
+
+def storage_to_numpy(t: Array, hipdnn_dtype: str) -> np.ndarray:
+    """A torch tensor made by :func:`to_storage` (or a device rounding) back as a host array of
+    ``hipdnn_dtype``'s numpy dtype, bit for bit."""
+    import torch
+
+    target = numpy_dtype(hipdnn_dtype)
+    host = t.detach().cpu()
+    if host.dtype == torch.float32 and target.itemsize != 4:   # a type torch lacks, held as values
+        return host.numpy().astype(target)
+    if host.is_floating_point() and host.dtype not in (torch.float16, torch.float32, torch.float64):
+        return bits(host).numpy().view(target)
+    return host.numpy().view(target) if host.dtype != torch.bool else host.numpy()
+
+
+def set_rows(xp: Namespace, out: Array, rows: np.ndarray, values: Array) -> Array:
+    """``out[rows] = values`` for distinct host row indices ``rows`` (in place for numpy and torch;
+    the standard has no integer-array assignment, so elsewhere it is a gather of ``out`` and
+    ``values`` by the inverse map, a new array)."""
+    if is_numpy(xp):
+        out[rows] = values
+        return out
+    if is_torch(xp):
+        out[index_array(xp, rows, out.device)] = values
+        return out
+    source = np.arange(out.shape[0], dtype=np.int64)
+    source[rows] = out.shape[0] + np.arange(len(rows))
+    both = xp.concat([out, values], axis=0)
+    return xp.take(both, index_array(xp, source, device_of(out)), axis=0)
+
+
+def exp2(xp: Namespace, x: Array) -> Array:
+    """2 ** x, elementwise (the standard has no exp2; numpy's and torch's are exact at integers)."""
+    if is_numpy(xp):
+        return np.exp2(x)
+    if is_torch(xp):
+        import torch
+
+        return torch.exp2(x)
+    return xp.pow(2.0, x)
 
 
 def quiet(xp: Namespace) -> contextlib.AbstractContextManager[Any]:

@@ -2,7 +2,7 @@
 
 Arrays are numpy's or any Array API namespace's (torch float64 on a GPU for
 ``--reference-device cuda``); an op computes in its inputs' namespace and returns arrays of it.
-Pooling, MoE and block scaling are numpy-only (the executor runs them on the host).
+Every family is namespace-generic (the executor runs each node on the device when there is one).
 
 Each op takes arrays in hipDNN's logical dim order (N, C, spatial... for conv and
 norm tensors; strides and memory layout are the caller's business), computes in
@@ -34,7 +34,7 @@ from hipdnn_trace.backends.reference.ops.pointwise import (
 from hipdnn_trace.backends.reference.ops.pooling import pool_backward, pool_forward
 from hipdnn_trace.backends.reference.ops.reduction import REDUCTION_MODES, reduce
 from hipdnn_trace.backends.reference.ops.rmsnorm import rmsnorm, rmsnorm_backward
-from hipdnn_trace.backends.reference.ops.rounding import round_to
+from hipdnn_trace.backends.reference.ops.rounding import round_in, round_to, stored_values
 from hipdnn_trace.backends.reference.ops.sdpa import Masking, gather_pages, sdpa_backward, sdpa_forward
 
 __all__ = [
@@ -64,7 +64,9 @@ __all__ = [
     "reduce",
     "rmsnorm",
     "rmsnorm_backward",
+    "round_in",
     "round_to",
     "sdpa_backward",
     "sdpa_forward",
+    "stored_values",
 ]

@@ -7,92 +7,154 @@ index is the flat spatial index in x's plane; AVGPOOL divides the window sum by 
 size (INCLUDE_PADDING) or by the real elements in it (EXCLUDE_PADDING, at least 1). The
 backward routes dy to the recorded argmax (MAXPOOL; an index outside its output's window
 reaches no dx element, as hipDNN's loop over dx finds it in no window) or spreads dy / divisor over the window.
+
+Namespace-generic and memory-bounded: every step is one pass over the window's taps in row-major
+order, each tap a strided slice of the padded input of the output's shape, so nothing larger than
+the padded input and a few output-sized arrays exists (no window view is copied). The forward keeps
+the running maximum with its tap's flat index (np.argmax's rule: the first maximum, the first NaN)
+or the running sum in hipDNN's order; the backward adds each tap's share (MAXPOOL: where the
+recorded index is that tap's element) into its slice of a padded dx, so no scatter is needed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import product
 from math import prod
+from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
-from hipdnn_trace.backends.reference.ops._arrays import f64
+from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.ops._arrays import as_array, f64
 from hipdnn_trace.graph.resample import Pooling
 
 __all__ = ["pool_backward", "pool_forward"]
 
-
-def _windows(a: np.ndarray, p: Pooling) -> np.ndarray:
-    """[N, C, *out, window elements] views of a padded [N, C, *padded] array."""
-    nsp = len(p.window)
-    view = sliding_window_view(a, p.window, axis=tuple(range(2, 2 + nsp)))
-    view = view[(slice(None), slice(None), *(slice(None, None, s) for s in p.stride))]
-    return view.reshape(*view.shape[: 2 + nsp], prod(p.window))
+Array = Any
+#: hipDNN's MAXPOOL starts from float's lowest value, which a window of -inf pads therefore keeps
+_LOWEST = float(np.finfo(np.float32).min)
 
 
-def _pad(a: np.ndarray, p: Pooling, value: float) -> np.ndarray:
-    return np.pad(a, [(0, 0), (0, 0), *zip(p.pre, p.post)], constant_values=value)
+def _taps(p: Pooling) -> Iterator[tuple[int, ...]]:
+    """Window offsets in row-major order (hipDNN's loop order)."""
+    return product(*(range(w) for w in p.window))
 
 
-def _real_counts(spatial: tuple[int, ...], p: Pooling) -> np.ndarray:
-    """How many real (unpadded) elements each output window covers: [*out]."""
-    mask = _pad(np.ones((1, 1, *spatial)), p, 0.0)
-    return _windows(mask, p).sum(axis=-1)[0, 0]
+def _out_spatial(spatial: tuple[int, ...], p: Pooling) -> tuple[int, ...]:
+    return tuple((i + a + b - w) // s + 1 for i, a, b, w, s in zip(spatial, p.pre, p.post, p.window, p.stride))
 
 
-def _crop(out_spatial: tuple[int, ...], p: Pooling) -> tuple[int, ...]:
-    """Spatial extent the windows reach inside the padded input (the output formula floors)."""
-    return tuple((o - 1) * s + w for o, s, w in zip(out_spatial, p.stride, p.window))
+def _tap_slice(tap: tuple[int, ...], out_spatial: tuple[int, ...], p: Pooling) -> tuple[slice, ...]:
+    """Where tap ``tap`` reads in the padded [N, C, *padded] array, for every output at once."""
+    return (slice(None), slice(None),
+            *(slice(r, r + (o - 1) * s + 1, s) for r, o, s in zip(tap, out_spatial, p.stride)))
+
+
+def _padded(x: Array, p: Pooling, value: float, extent: tuple[int, ...] | None = None) -> Array:
+    """x inside a [N, C, *extent] array filled with ``value`` (extent: padded by pre and post)."""
+    xp = shim.namespace(x)
+    n, c, *spatial = x.shape
+    if extent is None and not any(p.pre) and not any(p.post):
+        return x
+    extent = extent or tuple(i + a + b for i, a, b in zip(spatial, p.pre, p.post))
+    padded = xp.full((n, c, *extent), value, dtype=xp.float64, device=shim.device_of(x))
+    padded[(slice(None), slice(None), *(slice(a, a + i) for a, i in zip(p.pre, spatial)))] = x
+    return padded
+
+
+def _tap_positions(tap: tuple[int, ...], spatial: tuple[int, ...], out_spatial: tuple[int, ...],
+                   p: Pooling) -> tuple[np.ndarray, np.ndarray]:
+    """(flat index in x's plane, inside x) of the element tap ``tap`` reads for every output: [*out]."""
+    flat = np.zeros(out_spatial, dtype=np.int64)
+    inside = np.ones(out_spatial, dtype=bool)
+    for axis, (r, o, s, a, d) in enumerate(zip(tap, out_spatial, p.stride, p.pre, spatial)):
+        pos = np.arange(o) * s + r - a
+        shape = [1] * len(out_spatial)
+        shape[axis] = o
+        flat = flat * d + pos.reshape(shape)
+        inside = inside & ((pos >= 0) & (pos < d)).reshape(shape)
+    return np.where(inside, flat, -1), inside
+
+
+def _tap_index(xp: Any, tap: tuple[int, ...], spatial: tuple[int, ...], out_spatial: tuple[int, ...],
+               p: Pooling, device: Any) -> Array:
+    """The flat index tap ``tap`` reads for every output ([*out], -1 for a pad), in ``xp``."""
+    return shim.index_array(xp, _tap_positions(tap, spatial, out_spatial, p)[0], device)
+
+
+def _divisor(xp: Any, spatial: tuple[int, ...], out_spatial: tuple[int, ...], p: Pooling, device: Any) -> Any:
+    """The window size (INCLUDE_PADDING) or the real elements each window covers, at least 1 ([*out])."""
+    if p.mode == "AVGPOOL_INCLUDE_PADDING":
+        return float(prod(p.window))
+    counts = sum(_tap_positions(tap, spatial, out_spatial, p)[1].astype(np.float64) for tap in _taps(p))
+    return shim.from_numpy(xp, np.maximum(counts, 1.0), device)
 
 
 def pool_forward(x: np.ndarray, p: Pooling, *, with_index: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """y [N, C, *out] and, for MAXPOOL with ``with_index``, the int64 argmax index."""
     x = f64(x)
+    xp = shim.namespace(x)
     spatial = tuple(x.shape[2:])
+    out_spatial = _out_spatial(spatial, p)
     if p.mode != "MAXPOOL":
-        sums = _windows(_pad(x, p, 0.0), p).sum(axis=-1)
-        divisor = float(prod(p.window)) if p.mode == "AVGPOOL_INCLUDE_PADDING" else \
-            np.maximum(_real_counts(spatial, p), 1.0)
-        return sums / divisor, None
-    fill = -np.inf if p.padding_mode == "NEG_INF_PAD" else 0.0
-    windows = _windows(_pad(x, p, fill), p)
-    first = np.argmax(windows, axis=-1)[..., None]
-    y = np.take_along_axis(windows, first, axis=-1)[..., 0]
-    if np.isneginf(y).any():   # every element of a window was a -inf pad or -inf: hipDNN keeps float's lowest
-        y = np.where(np.isneginf(y), np.finfo(np.float32).min, y)
+        padded = _padded(x, p, 0.0)
+        total = None
+        for tap in _taps(p):
+            window = padded[_tap_slice(tap, out_spatial, p)]
+            total = window if total is None else total + window
+        return total / _divisor(xp, spatial, out_spatial, p, shim.device_of(x)), None
+    padded = _padded(x, p, -np.inf if p.padding_mode == "NEG_INF_PAD" else 0.0)
+    return _running_max(padded, spatial, out_spatial, p, with_index)
+
+
+def _running_max(padded: Array, spatial: tuple[int, ...], out_spatial: tuple[int, ...], p: Pooling,
+                 with_index: bool) -> tuple[Array, Array | None]:
+    """The first maximum of each window and its flat index, tap by tap (np.argmax's rule: a NaN
+    wins and keeps its place)."""
+    xp = shim.namespace(padded)
+    device = shim.device_of(padded)
+    best = index = None
+    nan = bool(xp.any(xp.isnan(padded)))   # only then does np.argmax's NaN rule cost a pass
+    for tap in _taps(p):
+        value = padded[_tap_slice(tap, out_spatial, p)]
+        where = _tap_index(xp, tap, spatial, out_spatial, p, device) if with_index else None
+        if best is None:
+            best, index = value, where
+            continue
+        better = value > best
+        if nan:
+            better = better | (xp.isnan(value) & ~xp.isnan(best))
+        best = xp.where(better, value, best)
+        if with_index:
+            index = xp.where(better, where, index)
+    y = xp.where(xp.isinf(best) & (best < 0), _LOWEST, best)   # all -inf: hipDNN keeps float's lowest
     if not with_index:
         return y, None
-    flat = _pad(np.arange(prod(spatial), dtype=np.float64).reshape(1, 1, *spatial), p, -1.0)
-    index_windows = np.broadcast_to(_windows(flat, p), windows.shape)
-    return y, np.take_along_axis(index_windows, first, axis=-1)[..., 0].astype(np.int64)
+    return y, xp.astype(xp.broadcast_to(index, y.shape), xp.int64, copy=True)
 
 
 def pool_backward(dy: np.ndarray, p: Pooling, dx_shape: tuple[int, ...],
                   index: np.ndarray | None = None) -> np.ndarray:
     """dx [N, C, *spatial]: dy back to the argmax (MAXPOOL) or spread over each window (AVGPOOL)."""
     dy = f64(dy)
-    n, c, *spatial = dx_shape
-    if p.mode == "MAXPOOL":
-        if index is None:
-            raise ValueError("MAXPOOL backward needs the forward's index")
-        idx = np.asarray(index).astype(np.int64)
-        plane = prod(spatial)
-        flat = _pad(np.arange(plane, dtype=np.float64).reshape(1, 1, *spatial), p, -1.0)
-        inside = (_windows(flat, p)[0, 0] == idx[..., None]).any(axis=-1) & (idx >= 0)
-        idx = np.where(inside, idx, plane).reshape(n * c, -1)   # pads and indices outside the window: nowhere
-        dx = np.zeros((n * c, plane + 1))
-        rows = np.repeat(np.arange(n * c), idx.shape[1]).reshape(idx.shape)
-        np.add.at(dx, (rows, idx), dy.reshape(n * c, -1))
-        return dx[:, :-1].reshape(dx_shape)
+    xp = shim.namespace(dy)
+    device = shim.device_of(dy)
+    n, c, *spatial = (int(d) for d in dx_shape)
     out_spatial = tuple(dy.shape[2:])
-    divisor = float(prod(p.window)) if p.mode == "AVGPOOL_INCLUDE_PADDING" else \
-        np.maximum(_real_counts(tuple(spatial), p), 1.0)
-    share = dy / divisor
-    padded = np.zeros((n, c, *(max(i + a + b, r) for i, a, b, r in
-                               zip(spatial, p.pre, p.post, _crop(out_spatial, p)))))
-    for offset in product(*(range(w) for w in p.window)):
-        where = tuple(slice(o, o + (m - 1) * s + 1, s) for o, m, s in zip(offset, out_spatial, p.stride))
-        padded[(slice(None), slice(None), *where)] += share
-    inner = tuple(slice(a, a + i) for a, i in zip(p.pre, spatial))
-    return padded[(slice(None), slice(None), *inner)]
+    if p.mode == "MAXPOOL" and index is None:
+        raise ValueError("MAXPOOL backward needs the forward's index")
+    extent = tuple(max(i + a + b, (o - 1) * s + w) for i, a, b, o, s, w in
+                   zip(spatial, p.pre, p.post, out_spatial, p.stride, p.window))
+    padded = xp.zeros((n, c, *extent), dtype=xp.float64, device=device)
+    if p.mode == "MAXPOOL":
+        idx = xp.astype(as_array(index), xp.int64)
+        valid = idx >= 0   # a pad's -1 reaches nothing; an index outside its window matches no tap
+        for tap in _taps(p):
+            hit = valid & (idx == _tap_index(xp, tap, tuple(spatial), out_spatial, p, device))
+            padded[_tap_slice(tap, out_spatial, p)] += xp.where(hit, dy, 0.0)
+    else:
+        share = dy / _divisor(xp, tuple(spatial), out_spatial, p, device)
+        for tap in _taps(p):
+            padded[_tap_slice(tap, out_spatial, p)] += share
+    return padded[(slice(None), slice(None), *(slice(a, a + i) for a, i in zip(p.pre, spatial)))]

@@ -17,6 +17,13 @@ are rounded the way hipDNN's CPU reference stores them (``safeConvert`` in
   and NaN has no integer value, so it raises UnsupportedError.
 
 Block-scaled types (mxfp8, mxfp4, ...) have no element-wise host form: UnsupportedError.
+
+On a torch device (``round_in``), the types of :data:`TORCH_EXACT` are rounded there with torch's
+conversions, which give the same bits as ``round_to`` (RNE through float32, the same clamps, the
+same integer rule; tests/reference_ops/test_ref_device_rounding.py checks every one over ties,
+subnormals, overflow and the limits); NaN elements, whose payload and sign rules differ between
+libraries, are rounded on the host and written back. The other types (fp4, fp6, e8m0, fnuz fp8)
+are rounded on the host and uploaded.
 """
 
 from __future__ import annotations
@@ -24,11 +31,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from typing import Any
+
+from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.dtypes import DTYPES, numpy_dtype
 
-__all__ = ["round_to"]
+__all__ = ["TORCH_EXACT", "round_in", "round_to", "stored_values"]
 
 _VIA_FLOAT = {"half", "bfloat16", "fp8_e4m3", "fp8_e5m2"}
 _SATURATING = {"fp8_e4m3", "fp8_e5m2"}
@@ -63,3 +73,78 @@ def _to_integer(arr: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
         return dtypes.to_integer(arr, name, "truncate")   # one definition, shared with validation
     except ValueError as exc:
         raise UnsupportedError(str(exc)) from None
+
+
+#: types whose rounding on a torch device gives ``round_to``'s bits (the others round on the host)
+TORCH_EXACT = frozenset({"float", "double", "half", "bfloat16", "fp8_e4m3", "fp8_e5m2", "uint8", "int8", "int32",
+                         "int64", "boolean"})
+
+
+def round_in(values: Any, hipdnn_dtype: str) -> Any:
+    """float64 ``values`` stored as ``hipdnn_dtype`` in their own namespace: numpy gives
+    :func:`round_to`'s array, torch a tensor of the type's storage dtype on the same device
+    (``xp.torch_storage_dtype``) holding the same bits."""
+    xp = shim.namespace(values)
+    if shim.is_numpy(xp):
+        return round_to(values, hipdnn_dtype)
+    if not shim.is_torch(xp):
+        raise TypeError(f"no stored form of {hipdnn_dtype} in {getattr(xp, '__name__', xp)} (numpy or torch only)")
+    if hipdnn_dtype not in TORCH_EXACT:   # also raises round_to's errors for types without a host form
+        return shim.to_storage(round_to(shim.to_numpy(values), hipdnn_dtype), hipdnn_dtype, values.device)
+    return _torch_round(values, hipdnn_dtype)
+
+
+def stored_values(values: Any, hipdnn_dtype: str) -> Any:
+    """float64 ``values`` rounded to ``hipdnn_dtype`` and read back as float64, in their own namespace
+    (what a later op reads; numpy: exactly ``round_to(values).astype(float64)``)."""
+    xp = shim.namespace(values)
+    if shim.is_numpy(xp):
+        return round_to(values, hipdnn_dtype).astype(np.float64)
+    if shim.is_torch(xp):
+        import torch
+
+        return round_in(values, hipdnn_dtype).to(torch.float64)
+    host = round_to(np.asarray(shim.to_numpy(values), dtype=np.float64), hipdnn_dtype).astype(np.float64)
+    return xp.asarray(host, device=shim.device_of(values))
+
+
+def _torch_round(values: Any, name: str) -> Any:
+    import torch
+
+    v = values.to(torch.float64)
+    if name == "double":
+        return v
+    if name == "boolean" or dtypes.is_integer(name):
+        if bool(torch.isnan(v).any()):
+            raise UnsupportedError(f"NaN cannot be stored in a {name} tensor")
+        return v != 0 if name == "boolean" else _torch_integer(v, name)
+    out = v.to(torch.float32)
+    if name in _SATURATING:
+        limit = float(ml_dtypes.finfo(numpy_dtype(name)).max)
+        out = torch.clamp(out, -limit, limit)
+    if name != "float":
+        out = out.to(shim.torch_storage_dtype(name))
+    return _host_nans(v, out, name)
+
+
+def _torch_integer(v: Any, name: str) -> Any:
+    """``dtypes.to_integer``'s rule (truncate, then saturate; int64's limits set explicitly)."""
+    info = np.iinfo(numpy_dtype(name))
+    whole = v.trunc()
+    out = whole.clamp(float(info.min), float(info.max)).to(shim.torch_storage_dtype(name))
+    out.masked_fill_(whole >= float(info.max), int(info.max))
+    out.masked_fill_(whole <= float(info.min), int(info.min))
+    return out
+
+
+def _host_nans(v: Any, out: Any, name: str) -> Any:
+    """``out`` with its NaN elements replaced by the host rounding of theirs (payload and sign rules
+    differ between torch, numpy and ml_dtypes, and between a CPU and a GPU)."""
+    import torch
+
+    nan = torch.isnan(v)
+    if not bool(nan.any()):
+        return out
+    fixed = shim.to_storage(round_to(v[nan].cpu().numpy(), name), name, out.device)
+    shim.bits(out)[nan] = shim.bits(fixed)
+    return out

@@ -1,0 +1,145 @@
+"""Rounding on a torch device gives ``round_to``'s bits for every data type with a host form.
+
+``round_in`` rounds in torch where torch's conversion is the same rule (float, half, bfloat16, fp8
+e4m3/e5m2, the integers, boolean) and on the host otherwise; either way a validator reading the
+device's stored values sees exactly what the host would store. The values cover every tie between
+neighbours of the small types, the values one float64 / float32 step either side of a tie (double
+rounding through float32), subnormals of every type, overflow and saturation, the integer limits,
+infinities and NaNs with both signs and odd payloads. Runs on torch's CPU (skipped without torch);
+the GPU is checked by the ``cuda`` test at the end.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference.ops.rounding import TORCH_EXACT, round_in, round_to, stored_values
+from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph.dtypes import DTYPES, is_integer
+
+torch = pytest.importorskip("torch")
+
+HOST_TYPES = sorted(n for n, d in DTYPES.items() if d.numpy is not None)
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _nans() -> np.ndarray:
+    """Quiet and signalling NaNs of both signs, with small and large payloads."""
+    patterns = [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0xFFF4000000000ABC,
+                0x7FFFFFFFFFFFFFFF, 0x7FF8000020000000]
+    return np.array(patterns, dtype=np.uint64).view(np.float64)
+
+
+@np.errstate(over="ignore")
+def _neighbours(values: np.ndarray) -> np.ndarray:
+    """Each value, one float64 step and one float32 step either side of it."""
+    v = values[np.isfinite(values)]
+    v32 = v.astype(np.float32)
+    return np.concatenate([v, np.nextafter(v, np.inf), np.nextafter(v, -np.inf),
+                           np.nextafter(v32, np.float32(np.inf)).astype(np.float64),
+                           np.nextafter(v32, np.float32(-np.inf)).astype(np.float64)])
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def _float_cases(name: str, rng: np.random.Generator) -> np.ndarray:
+    """Every value of a small float type (a sample for float32 and double), the midpoints between
+    neighbours (ties), their neighbours, values past the largest finite one, infinities and NaNs."""
+    dtype = np.dtype(DTYPES[name].numpy)
+    if dtype.itemsize <= 2:
+        codes = np.arange(1 << (8 * dtype.itemsize), dtype=_UINT[dtype.itemsize])
+    else:
+        uint = _UINT[dtype.itemsize]
+        codes = rng.integers(0, np.iinfo(uint).max, 50_000, dtype=uint, endpoint=True)
+        codes[:64] = np.arange(64)          # the smallest subnormals
+    values = codes.view(dtype).astype(np.float64)
+    finite = np.unique(values[np.isfinite(values)])
+    ties = (finite[:-1] + finite[1:]) / 2
+    top = float(finite.max())
+    beyond = np.array([top * 1.0001, top * 1.5, top * 2, 1e300, np.finfo(np.float64).max, 5e-324, 1e-310])
+    base = np.concatenate([finite, ties, beyond])
+    return np.concatenate([_neighbours(np.concatenate([base, -base])), [np.inf, -np.inf, 0.0, -0.0], _nans()])
+
+
+def _integer_cases(name: str, rng: np.random.Generator) -> np.ndarray:
+    info = np.iinfo(DTYPES[name].numpy)
+    lo, hi = float(info.min), float(info.max)
+    around = np.array([lo, hi, 0.0, 1.0, -1.0, 2.0 ** 31, -(2.0 ** 31), 2.0 ** 63, -(2.0 ** 63), 2.0 ** 53])
+    halves = np.arange(-300, 300) + 0.5
+    spread = rng.standard_normal(20_000) * np.exp2(rng.integers(-4, 70, 20_000))
+    base = np.concatenate([around, around + 0.5, around - 0.5, halves, spread, [1e300, -1e300, 5e-324]])
+    return np.concatenate([_neighbours(base), [np.inf, -np.inf, -0.0]])
+
+
+def _cases(name: str) -> np.ndarray:
+    rng = np.random.default_rng(sum(map(ord, name)))
+    if name == "boolean":
+        return np.concatenate([_neighbours(np.array([0.0, 1.0, -1.0, 5e-324, 1e300])), [np.inf, -np.inf, -0.0]])
+    return _float_cases(name, rng) if DTYPES[name].is_float else _integer_cases(name, rng)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(_UINT[a.itemsize]) if a.dtype != np.bool_ else a
+
+
+@pytest.mark.parametrize("name", HOST_TYPES)
+def test_device_rounding_equals_round_to_bit_for_bit(name: str) -> None:
+    values = _cases(name)
+    want = round_to(values, name)
+    got = round_in(torch.from_numpy(values), name)
+    assert got.dtype == shim.torch_storage_dtype(name)
+    host = shim.storage_to_numpy(got, name)
+    assert host.dtype == want.dtype
+    differ = np.flatnonzero(_bits(host) != _bits(want))
+    assert differ.size == 0, f"{name}: {values[differ[:5]]} -> {host[differ[:5]]}, round_to {want[differ[:5]]}"
+
+
+@pytest.mark.parametrize("name", [n for n in HOST_TYPES if n in TORCH_EXACT and (is_integer(n) or n == "boolean")])
+def test_nan_into_an_integer_or_boolean_is_the_same_refusal(name: str) -> None:
+    values = np.array([1.0, np.nan])
+    with pytest.raises(UnsupportedError) as host:
+        round_to(values, name)
+    with pytest.raises(UnsupportedError) as device:
+        round_in(torch.from_numpy(values), name)
+    assert str(device.value) == str(host.value)
+
+
+def test_stored_values_read_back_as_float64_in_the_same_namespace() -> None:
+    values = np.array([1.0 + 2.0 ** -9, 65520.0, -3.0e-8, np.nan])
+    got = stored_values(torch.from_numpy(values), "half")
+    assert got.dtype == torch.float64
+    np.testing.assert_array_equal(got.numpy(), round_to(values, "half").astype(np.float64))
+    np.testing.assert_array_equal(stored_values(values, "half"), round_to(values, "half").astype(np.float64))
+
+
+def test_storage_round_trips_every_type_bit_for_bit() -> None:
+    rng = np.random.default_rng(5)
+    for name in HOST_TYPES:
+        dtype = np.dtype(DTYPES[name].numpy)
+        raw = rng.integers(0, 256, 64 * dtype.itemsize, dtype=np.uint8)
+        host = (raw % 2).astype(bool) if name == "boolean" else raw.view(dtype)
+        if dtype.itemsize == 1 and DTYPES[name].bits < 8:   # fp4 / fp6 codes use the low bits only
+            host = (raw % (1 << DTYPES[name].bits)).view(dtype)
+        back = shim.storage_to_numpy(shim.to_storage(host, name), name)
+        assert back.dtype == host.dtype and back.tobytes() == host.tobytes(), name
+
+
+def test_types_torch_lacks_are_held_as_exact_float32_values() -> None:
+    codes = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn)
+    t = shim.to_storage(codes, "fp4_e2m1")
+    assert t.dtype == torch.float32
+    np.testing.assert_array_equal(t.numpy(), codes.astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+def test_cuda_rounding_equals_round_to_bit_for_bit() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    for name in HOST_TYPES:
+        values = _cases(name)
+        want = round_to(values, name)
+        got = shim.storage_to_numpy(round_in(torch.from_numpy(values).cuda(), name), name)
+        assert got.tobytes() == want.tobytes(), name
