@@ -54,6 +54,13 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:.4f}"
 
 
+def fmt_share(value: float | None) -> str:
+    """A fraction as a percentage with one decimal (cv 3.2%): the unit a reader compares by eye."""
+    if value is None or value != value:
+        return "-"
+    return f"{value:.1%}"
+
+
 def si_rate(per_second: float, unit: str) -> str:
     """A rate with an SI prefix that keeps 3 significant digits (1.23 TFLOPS, 45.6 GB/s, 812 MFLOPS)."""
     if per_second <= 0:
@@ -192,7 +199,7 @@ class Reporter:
                            f"mean {fmt_ms(st['mean'])} +- {fmt_ms(st['std'])}  n {st['n']}")
                 self.print(f"                 min {fmt_ms(st['min'])}  p5 {fmt_ms(st['p5'])}  "
                            f"p95 {fmt_ms(st['p95'])}  p99 {fmt_ms(st['p99'])}  max {fmt_ms(st['max'])}  "
-                           f"cv {st['cv'] or 0:.1%}")
+                           f"cv {fmt_share(st['cv'] or 0)}")
                 self.print(f"      {_throughput(g, st['median'])}")
             for v in g.validation:
                 if v.config == c.config.name:

@@ -5,6 +5,12 @@ names with ``_`` for ``-`` (``iters``, ``backend``, ``torch_sdpa_backend``), plu
 of paths) and ``version`` (1 when present). Relative paths are relative to the file's folder, so a
 recipe works from any directory. An unknown key, a wrong type or a value outside an option's
 choices is one error naming the file and the key (dnn-benchmarking docs/usage.md "Config files").
+
+dnn-benchmarking renamed its keys (ROCm/dnn-benchmarking @ 03382e30 ``docs/usage.md``): ``runtime``
+(was ``backend``) is read as ``backend`` (its ``pytorch`` is our ``torch``); ``trace`` already names our
+``--trace/--no-trace``; ``metrics = true`` is what this tool always does (``false`` has no
+equivalent); ``hipdnn_cache_dir`` and ``oracle`` have none here and are refused with the reason,
+as are the older names ``cache_dir``, ``metrics_tier`` and ``emit_trace``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,20 @@ from hipdnn_trace.errors import UserError
 PATH_KEYS = ("graphs", "out", "golden", "save_tensors", "resume", "a_path", "b_path")
 #: dnn-benchmarking keys with no one-to-one flag here, with what to write instead
 FOREIGN = {"engines": "use engine = \"...\" (one engine) or a = \"...\" / b = \"...\" (A/B)",
-           "graph": "the key is graphs (a list of paths)", "cache_mode": "the key is cache (warm | cold)"}
+           "graph": "the key is graphs (a list of paths)", "cache_mode": "the key is cache (warm | cold)",
+           "hipdnn_cache_dir": "no equivalent here: hipdnn-trace does not manage hipDNN's kernel cache "
+                               "(set HIPDNN_CACHE_DIR in the environment instead)",
+           "cache_dir": "no equivalent here (dnn-benchmarking's older name of hipdnn_cache_dir)",
+           "oracle": "no equivalent here: no tuned-plan oracle (autotune = true times every engine "
+                     "and keeps the fastest)",
+           "metrics_tier": "dnn-benchmarking's older name of metrics; FLOPs, bytes and rates are always "
+                           "computed here, so leave it out",
+           "emit_trace": "dnn-benchmarking's older name: the key is trace (true | false)"}
+#: dnn-benchmarking's key -> (our key, its values that we spell differently)
+ALIASES: dict[str, tuple[str, dict[Any, Any]]] = {"runtime": ("backend", {"pytorch": "torch"})}
+#: dnn-benchmarking's keys for what this tool always does: accepted with that value, else refused
+ALWAYS: dict[str, tuple[Any, str]] = {
+    "metrics": (True, "FLOPs, bytes and rates are always computed here; metrics = false has no equivalent")}
 
 
 def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -54,6 +73,27 @@ def _one(where: str, value: Any, action: argparse.Action) -> Any:
     return converted
 
 
+def _translated(path: Path, data: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Our key -> (the key as written, its value): dnn-benchmarking's newest keys as ours
+    (``runtime`` -> ``backend``), so errors still name what the file says; the keys for what this
+    tool always does dropped when they ask for it, refused when they do not."""
+    out: dict[str, tuple[str, Any]] = {}
+    for key, value in data.items():
+        written = key
+        if key in ALWAYS:
+            wanted, reason = ALWAYS[key]
+            if value is not wanted:
+                raise UserError(f"{path}: {key}: {reason}")
+            continue
+        if key in ALIASES:
+            ours, spelled = ALIASES[key]
+            if ours in data:
+                raise UserError(f"{path}: {key}: give {key} or {ours}, not both (the same option)")
+            key, value = ours, spelled.get(value, value) if isinstance(value, str) else value
+        out[key] = (written, value)
+    return out
+
+
 def recipe_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The file's values as parser defaults (explicit flags still win), paths made absolute."""
     try:
@@ -66,13 +106,13 @@ def recipe_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[str, An
         raise UserError(f"{path}: version: only version 1 recipes exist")
     actions = _actions(parser)
     out: dict[str, Any] = {}
-    for key, value in data.items():
+    for key, (written, value) in _translated(path, data).items():
         if key in FOREIGN:
             raise UserError(f"{path}: {key}: {FOREIGN[key]}")
         if key not in actions:
             guess = difflib.get_close_matches(key, sorted(actions), n=1)
-            raise UserError(f"{path}: {key}: unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
-        converted = _convert(path, key, value, actions[key])
+            raise UserError(f"{path}: {written}: unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
+        converted = _convert(path, written, value, actions[key])
         if key in PATH_KEYS:
             base = path.resolve().parent
             converted = [str(base / v) for v in converted] if isinstance(converted, list) else base / Path(converted)

@@ -209,7 +209,7 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--format", type=argtypes.formats, default=["parquet"],
                    help="formats of the big frames (iterations, kernels, counters): csv,json,parquet "
                         "(default parquet; summary and validation are always CSV); dnnbench also writes "
-                        "results.dnnbench.json in ROCm dnn-benchmarking's schema v2")
+                        "results.dnnbench.json/.csv in ROCm dnn-benchmarking's schema v2 (its newest layout)")
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
     o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
     o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")

@@ -9,6 +9,11 @@ interval lies above ``1 + t``, FASTER below ``1 / (1 + t)``, SAME inside the ban
 otherwise or with fewer than 5 samples a side. Our side's statistics come from its timed samples
 with dnn-benchmarking's definitions (upper median, numpy percentiles). Rows pair by graph name when
 each side has one row for it, else by graph name and config/engine name.
+
+Both schema-v2 layouts are read: the older one (``provider``, the plan's ``kernel``/``timing`` at the
+row's top level) and the newest (ROCm/dnn-benchmarking @ 03382e30 ``reporting/suite_results.py``:
+``runtime``, the plan in ``ootb``, ``timing.samples``). A malformed field is one error naming the file
+and the field's path.
 """
 
 from __future__ import annotations
@@ -40,21 +45,70 @@ def is_dnnbench(source: Any) -> bool:
     return isinstance(data, dict) and data.get("schema_version") == 2 and "graphs" in data and "tool" in data
 
 
-def dnnbench_rows(path: Path) -> tuple[str, pl.DataFrame]:
-    """(label, one row per engine row: graph, config, status, n, median, p25, p75)."""
-    data = json.loads(Path(path).read_text())
+STATS_SCHEMA = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64,
+                "median": pl.Float64, "p25": pl.Float64, "p75": pl.Float64}
+
+
+def _field(path: Path, where: str, value: Any, kinds: tuple[type, ...], what: str) -> Any:
+    """``value`` when it is one of ``kinds`` or null, else one line naming the file and the field."""
+    if value is None or (isinstance(value, kinds) and not isinstance(value, bool)):
+        return value
+    raise UserError(f"{path}: {where}: expected {what}, got {value!r}")
+
+
+def _plan(path: Path, where: str, row: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(where the plan sits, its kernel stats, its timing) in either layout: the newest
+    (dnn-benchmarking @ 03382e30) keeps the plan in ``ootb`` (null unless the row ran), the older
+    one at the row's top level."""
+    plan, where = (row.get("ootb"), f"{where}.ootb") if "ootb" in row else (row, where)
+    plan = _field(path, where, plan, (dict,), "an object") or {}
+    kernel = _field(path, f"{where}.kernel", plan.get("kernel"), (dict,), "an object") or {}
+    timing = _field(path, f"{where}.timing", plan.get("timing"), (dict,), "an object") or {}
+    return where, kernel, timing
+
+
+def _stats_row(path: Path, where: str, name: Any, row: dict[str, Any]) -> dict[str, Any]:
+    at, kernel, timing = _plan(path, where, row)
+    number = lambda key: _field(path, f"{at}.kernel.{key}", kernel.get(key), (int, float), "a number")  # noqa: E731
+    n = kernel.get("n", timing.get("samples"))   # the newest layout also counts them in timing.samples
+    engine = row.get("engine") if isinstance(row.get("engine"), dict) else {}
+    return {"graph": name,
+            "config": engine.get("name") or row.get("runtime") or row.get("provider"),
+            "status": row.get("verdict"), "n": _field(path, f"{at}.kernel.n", n, (int,), "an integer"),
+            "median": number("median_ms"), "p25": number("p25_ms"), "p75": number("p75_ms")}
+
+
+def _engine_rows(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
+    graphs = _field(path, "graphs", data.get("graphs"), (list,), "a list")
     rows = []
-    for g in data.get("graphs") or []:
-        for r in g.get("results") or []:
-            if r.get("role") != "engine":
-                continue
-            k = r.get("kernel") or {}
-            rows.append({"graph": g.get("graph_name"), "config": (r.get("engine") or {}).get("name") or r.get("provider"),
-                         "status": r.get("verdict"), "n": k.get("n"), "median": k.get("median_ms"),
-                         "p25": k.get("p25_ms"), "p75": k.get("p75_ms")})
-    schema = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64, "median": pl.Float64,
-              "p25": pl.Float64, "p75": pl.Float64}
-    return Path(path).stem, pl.DataFrame(rows, schema=schema)
+    for i, graph in enumerate(graphs or []):
+        graph = _field(path, f"graphs[{i}]", graph, (dict,), "an object") or {}
+        name = _field(path, f"graphs[{i}].graph_name", graph.get("graph_name"), (str,), "a string")
+        results = _field(path, f"graphs[{i}].results", graph.get("results"), (list,), "a list")
+        for j, row in enumerate(results or []):
+            where = f"graphs[{i}].results[{j}]"
+            row = _field(path, where, row, (dict,), "an object") or {}
+            if row.get("role", "engine") == "engine":   # reference rows are not pass/fail combinations
+                rows.append(_stats_row(path, where, name, row))
+    return rows
+
+
+def dnnbench_label(path: Path) -> str:
+    """A file's name in tables: the run id of the run directory it was written into (ours), else
+    the file's stem (what its owner named it)."""
+    run_json = Path(path).with_name("run.json")
+    try:
+        run_id = json.loads(run_json.read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        run_id = None
+    return str(run_id) if run_id else Path(path).stem
+
+
+def dnnbench_rows(path: Path) -> tuple[str, pl.DataFrame]:
+    """(label, one row per engine row: graph, config, status, n, median, p25, p75), from either the
+    older or the newest schema-v2 layout."""
+    data = json.loads(Path(path).read_text())
+    return dnnbench_label(Path(path)), pl.DataFrame(_engine_rows(Path(path), data), schema=STATS_SCHEMA)
 
 
 def run_rows(run: Any) -> pl.DataFrame:
@@ -66,9 +120,7 @@ def run_rows(run: Any) -> pl.DataFrame:
         st = kernel_stats(group["kernel_ms"].to_list())   # the writer's own definitions
         rows.append({"graph": graph, "config": config, "status": status.get((graph, config)), "n": st["n"],
                      "median": st["median_ms"], "p25": st["p25_ms"], "p75": st["p75_ms"]})
-    schema = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64, "median": pl.Float64,
-              "p25": pl.Float64, "p75": pl.Float64}
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=STATS_SCHEMA)
 
 
 def _pairs(a: pl.DataFrame, b: pl.DataFrame) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:

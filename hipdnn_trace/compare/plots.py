@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,8 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from hipdnn_trace.console import si_rate
 
 COLOR_A = "#7f8c8d"
 COLOR_B = "#2e86c1"
@@ -96,12 +98,12 @@ def distributions(items: Sequence[Distribution], labels: tuple[str, str | None])
     return _png(fig)
 
 
-def _plain_log_ticks(axis: object) -> None:
+def _plain_log_ticks(axis: object, label: Callable[[float], str] = lambda v: f"{v:g}") -> None:
     """Log axis ticks at 1-2-5 steps written as plain numbers (0.5, 1, 2), not 10^x."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # type: ignore[attr-defined]
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # type: ignore[attr-defined]
+    axis.set_major_formatter(FuncFormatter(lambda v, _: label(v)))  # type: ignore[attr-defined]
     axis.set_minor_formatter(NullFormatter())  # type: ignore[attr-defined]
 
 
@@ -256,10 +258,10 @@ def roofline(points: Sequence[tuple[Any, ...]], peak_tflops: float | None,
         grid = np.logspace(np.log10(xs.min() / 4), np.log10(xs.max() * 4), 200)
         ax.plot(grid, np.minimum(peak_tflops, peak_gbps * grid / 1e3), color="black",
                 linewidth=1, label="roofline")
-    for axis in (ax.xaxis, ax.yaxis):
-        _plain_log_ticks(axis)
+    _plain_log_ticks(ax.xaxis)
+    _plain_log_ticks(ax.yaxis, lambda tflops: si_rate(tflops * 1e12, "FLOPS"))  # as the tables say it
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("TFLOPS")
+    ax.set_ylabel("achieved compute")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return _png(fig)

@@ -8,6 +8,7 @@ in an A/B report) so a suite of hundreds stays readable.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,15 +20,27 @@ from hipdnn_trace.compare.comparison import SLOWER, Comparison
 from hipdnn_trace.compare.loading import run_label
 from hipdnn_trace.compare.matching import units
 from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
+from hipdnn_trace.console import fmt_share, si_rate
 
 
 @dataclass
 class Table:
+    """Rows of text cells. A column empty in every row is dropped on construction: an empty
+    ``engine`` or ``note`` column only takes width from the columns that say something."""
+
     columns: list[str]
     rows: list[list[str]]
     caption: str = ""
     #: per row, a CSS class for the whole row (e.g. the verdict), or "".
     row_classes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            return   # no rows: keep the header, it says what would be there
+        keep = [i for i in range(len(self.columns)) if any(row[i] for row in self.rows)]
+        if len(keep) < len(self.columns):
+            self.columns = [self.columns[i] for i in keep]
+            self.rows = [[row[i] for i in keep] for row in self.rows]
 
 
 @dataclass
@@ -159,7 +172,7 @@ def verdict_section(c: Comparison, top: int) -> Section:
                             f"Largest {changed.height} changes, with the suite geomean"))
     rows = [
         [r["graph"] or "", r["config"] or "",
-         r["engine_a"] if r["engine_a"] == r["engine_b"] else f"{r['engine_a']} -> {r['engine_b']}",
+         (r["engine_a"] or "") if r["engine_a"] == r["engine_b"] else f"{r['engine_a']} -> {r['engine_b']}",
          f"{r['n_a']} / {r['n_b']}", fmt_ms(r["median_a"]), fmt_ms(r["median_b"]),
          fmt_ratio(r["ratio"]), fmt_ci(r["ci_low"], r["ci_high"]), fmt_p(r["p_holm"]),
          r["verdict"], r["note"] or ""]
@@ -180,26 +193,44 @@ def verdict_section(c: Comparison, top: int) -> Section:
 
 # -- per-run summary ----------------------------------------------------------------------
 
-SUMMARY_COLUMNS = [("graph", "graph"), ("config", "config"), ("engine", "engine"), ("n", "n"),
-                   ("median ms", "median"), ("p5", "p5"), ("p95", "p95"), ("cv", "cv"),
-                   ("init ms", "init_ms"), ("TFLOPS", "tflops"), ("GB/s", "gbps"),
-                   ("bottleneck", "bottleneck"), ("status", "status"),
-                   ("validation", "validation"), ("error", "error")]
+def _tflops(value: float) -> str:
+    return si_rate(value * 1e12, "FLOPS")
+
+
+def _gbps(value: float) -> str:
+    return si_rate(value * 1e9, "B/s")
+
+
+#: (header, summary column, formatter of a present value): rates in SI units and cv in percent,
+#: through the console's own formatters, so the report reads like ``run``'s final table.
+SUMMARY_COLUMNS: list[tuple[str, str, Callable[[Any], str] | None]] = [
+    ("graph", "graph", None), ("config", "config", None), ("engine", "engine", None), ("n", "n", None),
+    ("median ms", "median", None), ("p5", "p5", None), ("p95", "p95", None), ("cv", "cv", fmt_share),
+    ("init ms", "init_ms", None), ("compute", "tflops", _tflops), ("memory", "gbps", _gbps),
+    ("bottleneck", "bottleneck", None), ("status", "status", None),
+    ("validation", "validation", None), ("error", "error", None)]
+
+
+def _summary_cell(value: Any, formatter: Callable[[Any], str] | None) -> str:
+    """Empty for a missing value (so a column missing everywhere is dropped), "-" for NaN."""
+    if value is None:
+        return ""
+    if formatter is not None and not (isinstance(value, float) and not math.isfinite(value)):
+        return formatter(value)
+    return _num(value) if isinstance(value, float) else _short(value)
 
 
 def summary_section(runs: list[Any]) -> Section:
     blocks: list[Table | Image] = []
     for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
         frame = run.summary.sort(["graph", "config", "engine"], nulls_last=True)
-        present = [(h, c) for h, c in SUMMARY_COLUMNS if c in frame.columns
-                   and frame[c].cast(pl.String).fill_null("").ne("").any()]
-        rows = [[_num(r[c]) if isinstance(r[c], float) else _short(r[c])
-                 for _, c in present] for r in frame.iter_rows(named=True)]
+        present = [(h, c, f) for h, c, f in SUMMARY_COLUMNS if c in frame.columns]
+        rows = [[_summary_cell(r[c], f) for _, c, f in present] for r in frame.iter_rows(named=True)]
         classes = ["failed" if r["status"] not in (None, "ok") else ""
                    for r in frame.iter_rows(named=True)]
         title = f"{tag + ': ' if tag else ''}{run_label(run)}"
         if rows:
-            blocks.append(Table([h for h, _ in present], rows, title, classes))
+            blocks.append(Table([h for h, _, _ in present], rows, title, classes))
     paragraphs = [] if blocks else ["No summary rows (the run has no summary.csv)."]
     return Section("summary", "Summary per graph", paragraphs, blocks)
 
@@ -303,7 +334,7 @@ def throughput_section(runs: list[Any]) -> Section | None:
     if scatter:
         blocks.append(Image(scatter, "TFLOPS against arithmetic intensity",
                             "Roofline" if peak_tflops and peak_gbps else
-                            "Achieved TFLOPS (no roof: the GPU's peaks are not in run.json)"))
+                            "Achieved compute (no roof: the GPU's peaks are not in run.json)"))
     for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
         if not run.counters.height:
             continue

@@ -441,6 +441,13 @@ def node_flops(node: Node, graph: Graph, values: Mapping[int, Any] | None = None
     return float(s.flops(node, graph))
 
 
+def has_flop_formula(node_type: str) -> bool:
+    """Whether FLOPs of this node type are counted (a CustomOp's are not: they count as 0 in
+    ``graph_flops``, which is then a lower bound)."""
+    s = SPECS.get(node_type)
+    return bool(s and s.flops)
+
+
 def node_notes(node: Node, graph: Graph) -> list[str]:
     """Facts about a node a reader should know (defaults applied, how FLOPs were counted)."""
     s = SPECS.get(node.type)

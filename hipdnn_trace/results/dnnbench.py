@@ -1,19 +1,24 @@
 """A run as ROCm dnn-benchmarking's result file (schema version 2), so dashboards and CI gates built on
 that tool keep working.
 
-Schema: ROCm/dnn-benchmarking ``docs/results-schema.md`` (every key present, ``null`` when it does not
-apply; strict JSON; times in ms; ``median_ms`` the upper median ``sorted(samples)[n // 2]``; ``graph_id``
-the first 12 hex digits of SHA-256 over the graph JSON with sorted keys and no spaces). What this tool
-does not measure is ``null``, never invented: ``host`` percentiles, VRAM, clocks
-objects, oracle, engine plugin versions. Rows map as: provider = our backend name, role ``engine``,
-status ok/failed -> ``success``, unsupported -> ``skipped``, error -> ``error``; verdict from the
-validation (passed, failed, or ``unchecked`` when none ran). ``first_call_ms`` is the summary's
-(host wall time of the first execute + synchronize, as dnn-benchmarking's priming call).
+Layout: ROCm/dnn-benchmarking @ 03382e30, ``src/dnn_benchmarking/reporting/suite_results.py`` (its key
+tuples ``RUN_CONFIG_KEYS``, ``PROFILING_KEYS``, ``ENVIRONMENT_KEYS``, ``ROW_COLUMNS`` and the row's
+``to_dict``) and ``docs/usage.md``. Every key present, ``null`` when it does not apply; strict JSON; every
+float rounded to 6 significant digits (its ``FLOAT_DIGITS``); times in ms; ``median_ms`` the upper median
+``sorted(samples)[n // 2]``; ``graph_id`` the first 12 hex digits of SHA-256 over the graph JSON with
+sorted keys and no spaces. A row has ``runtime`` (our backend), ``role`` ``engine``, ``verdict``,
+``warnings``, ``metrics`` (``flops`` null when any node has no FLOP formula, so a partial count is never
+reported) and the plan in ``ootb`` (``build_ms``, ``timing``, ``kernel``, ``host``, ``tflops``, ``gbps``,
+``correctness``; null unless the row ran), with ``oracle`` and ``oracle_error`` beside it (null: no tuned
+plan here). What this tool does not measure is ``null``, never invented: clocks, VRAM, engine ids and
+plugin versions. ``results.dnnbench.csv`` holds one line per row with upstream's ``ROW_COLUMNS``.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import math
 import os
@@ -26,57 +31,92 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace.graph import ops
+from hipdnn_trace.results.metadata import cpu_model
+
 SCHEMA_VERSION = 2
 FILE_NAME = "results.dnnbench.json"
+CSV_NAME = "results.dnnbench.csv"
+#: significant digits of every float in the file (upstream FLOAT_DIGITS)
+FLOAT_DIGITS = 6
+
+RUN_CONFIG_KEYS = ("runtime", "engine_filter", "plugin_paths", "warmup_iters", "iters", "min_time_ms",
+                   "cache_mode", "timing_block", "seed", "validate", "rtol", "atol", "oracle", "autotune",
+                   "hipdnn_cache_dir", "pytorch_sdpa_backend", "pytorch_rocm_fa_library", "metrics", "profiling")
+ENVIRONMENT_KEYS = ("hostname", "cpu_model", "cpu_count", "numa_nodes", "total_ram_gb", "kernel_version",
+                    "gpu_model", "gpu_arch", "gpu_compute_units", "gpu_hbm_gb", "gpu_pcie_link",
+                    "amdgpu_driver_version", "gpu_power_cap_w", "gpu_max_sclk_mhz", "gpu_compute_partition",
+                    "rocm_version", "cuda_version", "cudnn_version", "hipdnn_version", "python_version",
+                    "torch_version", "amdsmi_available", "selection_env")
+ROW_COLUMNS = ("gpu_arch", "graph_name", "graph_id", "runtime", "role", "engine_id", "engine_name", "status",
+               "verdict", "kernel_median_ms", "kernel_iqr_pct", "host_median_ms", "samples", "timing_mode",
+               "cache_mode", "timing_block", "seed", "tflops", "gbps", "workspace_bytes", "max_abs_diff",
+               "message")
 
 _STATUS = {"ok": "success", "failed": "success", "unsupported": "skipped", "error": "error"}
 
 
+def _graph_json(source: str) -> Any:
+    try:
+        return json.loads(Path(source).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
 def dnnbench_graph_id(source: str) -> str | None:
     """dnn-benchmarking's join key for a graph file (None when it cannot be read as JSON)."""
-    try:
-        graph = json.loads(Path(source).read_bytes())
-    except (OSError, ValueError):
+    graph = _graph_json(source)
+    if graph is None:
         return None
     canonical = json.dumps(graph, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def _f(value: Any) -> Any:
-    """Strict JSON: NaN and infinities become null; numpy scalars plain Python."""
-    if value is None:
-        return None
-    if isinstance(value, (np.floating, float)):
-        return None if not math.isfinite(float(value)) else float(value)
+def every_node_counted(source: str) -> bool:
+    """Whether each node of the graph file has a FLOP formula: upstream reports no FLOP count
+    rather than a partial one. A file that cannot be read counts as not known."""
+    graph = _graph_json(source)
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    if not isinstance(nodes, list) or not nodes:
+        return False
+    return all(isinstance(n, dict) and ops.has_flop_formula(str(n.get("type"))) for n in nodes)
+
+
+def rounded(value: Any) -> Any:
+    """Strict JSON with upstream's precision: floats to 6 significant digits, NaN and infinities
+    null, numpy scalars plain Python, recursively through dicts and lists."""
+    if isinstance(value, (float, np.floating)):
+        return float(f"{float(value):.{FLOAT_DIGITS}g}") if math.isfinite(float(value)) else None
     if isinstance(value, np.integer):
         return int(value)
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
     return value
 
 
 def kernel_stats(samples: list[float]) -> dict[str, Any] | None:
-    """The ``stats`` object of dnn-benchmarking from timed samples (ms)."""
+    """The ``kernel``/``host`` stats object of dnn-benchmarking from timed samples (ms)."""
     if not samples:
         return None
     arr = np.sort(np.asarray(samples, dtype=np.float64))
     n = len(arr)
-    mean = float(arr.mean())
-    std = float(arr.std(ddof=1)) if n > 1 else 0.0
-    p25, p75 = (float(np.percentile(arr, q)) for q in (25, 75))
-    return {"n": n, "mean_ms": mean, "std_ms": std, "cv": _f(std / mean) if mean else None,
+    p25, p75, p95 = (float(v) for v in np.percentile(arr, [25, 75, 95]))
+    return {"n": n, "mean_ms": float(arr.mean()), "std_ms": float(arr.std(ddof=1)) if n > 1 else 0.0,
             "min_ms": float(arr[0]), "p25_ms": p25, "median_ms": float(arr[n // 2]), "p75_ms": p75,
-            "p95_ms": float(np.percentile(arr, 95)) if n >= 20 else None, "max_ms": float(arr[-1]),
-            "iqr_ms": p75 - p25}
+            "p95_ms": p95 if n >= 20 else None, "max_ms": float(arr[-1])}
 
 
 def _correctness(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not rows:
         return None
     worst = max(rows, key=lambda r: r["max_rel"] if r["max_rel"] is not None else -1.0)
-    return {"match": all(bool(r["passed"]) for r in rows), "rtol": _f(worst["rtol"]), "atol": _f(worst["atol"]),
-            "max_abs_diff": _f(max((r["max_abs"] or 0.0) for r in rows)),
-            "max_rel_diff": _f(max((r["max_rel"] or 0.0) for r in rows)),
+    return {"match": all(bool(r["passed"]) for r in rows), "rtol": worst["rtol"], "atol": worst["atol"],
+            "max_abs_diff": max((r["max_abs"] or 0.0) for r in rows),
+            "max_rel_diff": max((r["max_rel"] or 0.0) for r in rows),
             "n_mismatch": int(sum(r["mismatches"] or 0 for r in rows)),
-            "n_total": int(sum(r["total"] or 0 for r in rows)), "worst_output_uid": _f(worst["output_uid"]),
+            "n_total": int(sum(r["total"] or 0 for r in rows)), "worst_output_uid": worst["output_uid"],
             "message": next((r["message"] for r in rows if not r["passed"] and r["message"]), None)}
 
 
@@ -88,72 +128,112 @@ def _verdict(status: str, validation: str | None) -> str:
     return {"passed": "passed", "failed": "failed"}.get(validation or "", "unchecked")
 
 
-def _row(s: dict[str, Any], samples: list[float], checks: list[dict[str, Any]], meta: dict[str, Any]) -> dict:
+def _session(meta: dict[str, Any], config: str | None, graph: str | None) -> dict[str, Any]:
+    """What run.json's "sessions" recorded for this configuration on this graph (timer, workspace)."""
+    entry = (meta.get("sessions") or {}).get(config) or {}
+    return {**(entry.get("method") or {}), **((entry.get("graphs") or {}).get(graph) or {})}
+
+
+def _timing(s: dict[str, Any], meta: dict[str, Any], kernel: dict[str, Any]) -> dict[str, Any]:
     timing = meta.get("timing") or {}
-    kernel = kernel_stats(samples)
+    session = _session(meta, s.get("config"), s.get("graph"))
+    timer = session.get("timer") or timing.get("timer")
+    mode = "host" if timer == "host" else ("staged" if timing.get("staged") else "events")
+    return {"mode": mode, "timer": timer, "warmup_iters": timing.get("warmup"),
+            "first_call_ms": s.get("first_call_ms"), "capped": False,
+            "fallback_reason": session.get("timing_fallback"), "samples": kernel["n"]}
+
+
+def _plan(s: dict[str, Any], flops: float | None, samples: dict[str, list[float]],
+          checks: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    """The ``ootb`` object: how the row's one plan was built, timed and checked."""
+    kernel = kernel_stats(samples.get("kernel_ms", []))
     median = kernel["median_ms"] if kernel else None
-    flops, nbytes = s.get("flops"), s.get("bytes")
+    nbytes = s.get("bytes")
+    return {"build_ms": s.get("init_ms"),
+            "timing": None if kernel is None else _timing(s, meta, kernel),
+            "kernel": kernel, "host": kernel_stats(samples.get("host_ms", [])),
+            "workspace_bytes": _session(meta, s.get("config"), s.get("graph")).get("workspace_bytes"),
+            "tflops": flops / median / 1e9 if flops and median else None,
+            "gbps": nbytes / median / 1e6 if nbytes and median else None,
+            "correctness": _correctness(checks)}
+
+
+def _row(s: dict[str, Any], flops: float | None, samples: dict[str, list[float]],
+         checks: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    """One row; ``flops`` is None when the graph has a node without a FLOP formula."""
+    status = _STATUS.get(s.get("status") or "", "error")
     return {
-        "provider": s.get("backend"), "role": "engine",
-        "engine": {"id": None, "name": s.get("engine") or s.get("config"), "version": "unavailable",
-                   "plugin_path": None},
-        "status": _STATUS.get(s.get("status") or "", "error"),
-        "verdict": _verdict(s.get("status") or "", s.get("validation")),
+        "runtime": s.get("backend"), "role": "engine",
+        "engine": {"id": None, "name": s.get("engine") or s.get("config"), "version": "unavailable"},
+        "status": status, "verdict": _verdict(s.get("status") or "", s.get("validation")),
         "message": s.get("error"), "started_at": None,
-        "elapsed_s": _f((s.get("e2e_ms") or 0.0) / 1e3) if s.get("e2e_ms") is not None else None,
-        "build_ms": _f(s.get("init_ms")),
-        "timing": None if kernel is None else {
-            "mode": "staged" if timing.get("staged") else ("host" if timing.get("timer") == "host" else "events"),
-            "backend": s.get("backend"), "cache_mode": timing.get("cache"),
-            "warmup_iters": timing.get("warmup"), "first_call_ms": _f(s.get("first_call_ms")), "capped": False,
-            "fallback_reason": None, "timing_block": 1},
-        "kernel": kernel,
-        "host": None if s.get("host_median") is None else {
-            "n": kernel["n"] if kernel else None, "mean_ms": None, "std_ms": None, "cv": None, "min_ms": None,
-            "p25_ms": None, "median_ms": _f(s.get("host_median")), "p75_ms": None, "p95_ms": None,
-            "max_ms": None, "iqr_ms": None},
-        "metrics": {"flops": int(flops) if flops else None, "flops_partial": False,
-                    "io_bytes": int(nbytes) if nbytes else None,
-                    "tflops": _f(flops / median / 1e9) if flops and median else None,
-                    "gbps": _f(nbytes / median / 1e6) if nbytes and median else None,
-                    "workspace_bytes": None, "vram_mb": None, "clocks_before": None, "clocks_after": None},
-        "correctness": _correctness(checks),
-        "warnings": [], "oracle": None, "extra_metrics": None,
+        "elapsed_s": s["e2e_ms"] / 1e3 if s.get("e2e_ms") is not None else None,
+        "metrics": {"flops": int(flops) if flops else None,
+                    "io_bytes": int(s["bytes"]) if s.get("bytes") else None, "clocks_after": None},
+        "ootb": _plan(s, flops, samples, checks, meta) if status == "success" else None,
+        "oracle": None, "oracle_error": None, "warnings": [], "extra_metrics": None,
     }
 
 
 def _environment(meta: dict[str, Any]) -> dict[str, Any]:
     versions = meta.get("versions") or {}
-    gpu = meta.get("gpu") or {}
-    return {"hostname": socket.gethostname(), "cpu_model": platform.processor() or None,
-            "cpu_count": os.cpu_count(), "numa_nodes": None, "total_ram_gb": None,
-            "kernel_version": platform.release(), "gpu_model": gpu.get("name") if isinstance(gpu, dict) else None,
-            "gpu_arch": "unknown", "gpu_compute_units": None, "gpu_hbm_gb": None, "gpu_pcie_link": None,
-            "amdgpu_driver_version": None, "gpu_power_cap_w": None, "gpu_max_sclk_mhz": None,
-            "gpu_compute_partition": None, "rocm_version": versions.get("torch_hip"),
-            "cuda_version": versions.get("torch_cuda"), "cudnn_version": versions.get("cudnn"),
-            "hipdnn_version": versions.get("hipdnn_frontend"), "python_version": platform.python_version(),
-            "torch_version": versions.get("torch"), "amdsmi_available": False, "selection_env": None,
-            "end_of_run": {"host_rss_mb": None, "host_ram_available_mb": None, "vram_used_mb": None,
-                           "vram_total_mb": None}}
+    gpu = meta.get("gpu") if isinstance(meta.get("gpu"), dict) else {}
+    machine = meta.get("machine") or {}
+    found = {"hostname": machine.get("host") or socket.gethostname(),
+             "cpu_model": machine.get("cpu") or cpu_model(),   # /proc/cpuinfo "model name", as upstream
+             "cpu_count": machine.get("cpus") or os.cpu_count(), "kernel_version": platform.release(),
+             "gpu_model": gpu.get("name"), "gpu_arch": "unknown", "rocm_version": versions.get("torch_hip"),
+             "cuda_version": versions.get("torch_cuda"), "cudnn_version": versions.get("cudnn"),
+             "hipdnn_version": versions.get("hipdnn_frontend"),
+             "python_version": versions.get("python") or platform.python_version(),
+             "torch_version": versions.get("torch"), "amdsmi_available": False}
+    return {**dict.fromkeys(ENVIRONMENT_KEYS), **found}
 
 
-def to_dnnbench(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFrame,
-                validation: pl.DataFrame) -> dict[str, Any]:
-    """The schema-v2 result object of a run directory's frames and run.json."""
-    from hipdnn_trace import __version__
+def _run_config(meta: dict[str, Any]) -> dict[str, Any]:
+    timing = meta.get("timing") or {}
+    validation = meta.get("validation") or {}
+    found = {"runtime": ",".join(sorted({c.get("backend", "") for c in meta.get("configs") or []})) or None,
+             "warmup_iters": timing.get("warmup"), "iters": timing.get("iters"),
+             "min_time_ms": timing.get("min_time_ms"), "cache_mode": timing.get("cache"), "timing_block": 1,
+             "seed": meta.get("seed"),
+             "validate": "float64" if validation.get("against") == "reference" else None,
+             "rtol": validation.get("rtol"), "atol": validation.get("atol"), "oracle": False, "autotune": False,
+             "metrics": True,   # FLOPs, bytes and rates are always computed here
+             "profiling": {"pmc": None, "trace": False, "perf": False, "roofline": False}}
+    return {**dict.fromkeys(RUN_CONFIG_KEYS), **found}
 
-    timed = iterations.filter(pl.col("phase") == "timed") if iterations.height else iterations
-    samples: dict[tuple, list[float]] = {}
-    for r in timed.select("graph_id", "config", "kernel_ms").iter_rows():
-        if r[2] is not None:
-            samples.setdefault((r[0], r[1]), []).append(float(r[2]))
-    checks: dict[tuple, list[dict]] = {}
+
+def _samples(iterations: pl.DataFrame) -> dict[tuple[Any, Any], dict[str, list[float]]]:
+    """Timed kernel and host samples per (graph_id, config)."""
+    out: dict[tuple[Any, Any], dict[str, list[float]]] = {}
+    if not iterations.height:
+        return out
+    timed = iterations.filter(pl.col("phase") == "timed")
+    for graph_id, config, kernel, host in timed.select("graph_id", "config", "kernel_ms", "host_ms").iter_rows():
+        entry = out.setdefault((graph_id, config), {"kernel_ms": [], "host_ms": []})
+        if kernel is not None:
+            entry["kernel_ms"].append(float(kernel))
+        if host is not None:
+            entry["host_ms"].append(float(host))
+    return out
+
+
+def _checks(validation: pl.DataFrame) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
+    out: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for r in validation.iter_rows(named=True):
-        if r["against"] == "reference" or r["against"] == "golden":
-            checks.setdefault((r["graph_id"], r["config"]), []).append(r)
+        if r["against"] in ("reference", "golden"):
+            out.setdefault((r["graph_id"], r["config"]), []).append(r)
+    return out
+
+
+def _graphs(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFrame,
+            validation: pl.DataFrame) -> list[dict[str, Any]]:
+    samples, checks = _samples(iterations), _checks(validation)
     graphs: list[dict[str, Any]] = []
     by_graph: dict[str, dict[str, Any]] = {}
+    counted: dict[str, bool] = {}
     for s in summary.iter_rows(named=True):
         key = s["graph_id"] or s["source"]
         if key not in by_graph:
@@ -161,34 +241,75 @@ def to_dnnbench(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.Data
             by_graph[key] = {"graph_id": dnnbench_graph_id(s["source"]) if s["source"] else None,
                              "graph_name": s["graph"], "graph_path": s["source"], "status": status,
                              "error": s["error"] if status == "error" else None, "message": None, "results": []}
+            counted[key] = bool(s["source"]) and every_node_counted(s["source"])
             graphs.append(by_graph[key])
         if s["config"]:
-            by_graph[key]["results"].append(_row(s, samples.get((s["graph_id"], s["config"]), []),
+            flops = s.get("flops") if counted[key] else None
+            by_graph[key]["results"].append(_row(s, flops, samples.get((s["graph_id"], s["config"]), {}),
                                                  checks.get((s["graph_id"], s["config"]), []), meta))
+    return graphs
+
+
+def to_dnnbench(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFrame,
+                validation: pl.DataFrame) -> dict[str, Any]:
+    """The schema-v2 result object of a run directory's frames and run.json, rounded as upstream."""
+    from hipdnn_trace import __version__
+
+    graphs = _graphs(meta, summary, iterations, validation)
     rows = [r for g in graphs for r in g["results"]]
     count = lambda v: sum(r["verdict"] == v for r in rows)   # noqa: E731
     complete = meta.get("status") == "complete"
-    timing = meta.get("timing") or {}
-    validation_cfg = meta.get("validation") or {}
-    return {
+    return rounded({
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "hipdnn-trace", "version": __version__},
         "run": {"started_at": meta.get("created"),
                 "finished_at": datetime.now(UTC).isoformat(timespec="seconds") if complete else None,
-                "complete": complete, "argv": meta.get("argv") or [],
-                "config": {"backend": ",".join(c.get("backend", "") for c in meta.get("configs") or []),
-                           "engine_filter": None, "plugin_paths": None, "warmup_iters": timing.get("warmup"),
-                           "iters": timing.get("iters"), "min_time_ms": timing.get("min_time_ms"),
-                           "cache_mode": timing.get("cache"), "timing_block": 1, "seed": meta.get("seed"),
-                           "validate": "float64" if validation_cfg.get("against") == "reference" else None,
-                           "rtol": validation_cfg.get("rtol"), "atol": validation_cfg.get("atol"),
-                           "oracle_mode": "off", "autotune": False, "cache_dir": None,
-                           "pytorch_sdpa_backend": None, "pytorch_rocm_fa_library": None, "metrics_tier": "basic",
-                           "profiling": {"pmc": None, "emit_trace": None, "perf": False, "roofline": False}}},
+                "complete": complete, "argv": meta.get("argv") or [], "config": _run_config(meta)},
         "environment": _environment(meta),
         "summary": {"graphs": len(graphs), "rows": len(rows), "passed": count("passed"),
                     "unchecked": count("unchecked"), "failed": count("failed"), "skipped": count("skipped"),
                     "errors": count("error"), "graph_errors": sum(g["status"] == "error" for g in graphs),
                     "no_engine_graphs": 0},
         "graphs": graphs,
-    }
+    })
+
+
+def _iqr_pct(kernel: dict[str, Any]) -> float | None:
+    """CSV ``kernel_iqr_pct``: the IQR as a percentage of the median."""
+    p25, median, p75 = kernel.get("p25_ms"), kernel.get("median_ms"), kernel.get("p75_ms")
+    if p25 is None or p75 is None or not median:
+        return None
+    return rounded((p75 - p25) / median * 100.0)
+
+
+def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One dict per row with upstream's ``ROW_COLUMNS``; a graph without rows gives one line."""
+    config = doc["run"]["config"]
+    rows: list[dict[str, Any]] = []
+    for g in doc["graphs"]:
+        base = {**dict.fromkeys(ROW_COLUMNS), "gpu_arch": doc["environment"]["gpu_arch"],
+                "graph_name": g["graph_name"], "graph_id": g["graph_id"], "seed": config["seed"],
+                "cache_mode": config["cache_mode"], "timing_block": config["timing_block"]}
+        if not g["results"]:
+            rows.append({**base, "status": g["status"], "message": g["error"] or g["message"]})
+        for r in g["results"]:
+            ootb = r["ootb"] or {}
+            kernel, host, timing = ootb.get("kernel") or {}, ootb.get("host") or {}, ootb.get("timing") or {}
+            rows.append({**base, "runtime": r["runtime"], "role": r["role"], "engine_id": r["engine"]["id"],
+                         "engine_name": r["engine"]["name"], "status": r["status"], "verdict": r["verdict"],
+                         "kernel_median_ms": kernel.get("median_ms"), "kernel_iqr_pct": _iqr_pct(kernel),
+                         "host_median_ms": host.get("median_ms"), "samples": timing.get("samples"),
+                         "timing_mode": timing.get("mode"), "tflops": ootb.get("tflops"), "gbps": ootb.get("gbps"),
+                         "workspace_bytes": ootb.get("workspace_bytes"),
+                         "max_abs_diff": (ootb.get("correctness") or {}).get("max_abs_diff"),
+                         "message": r["message"]})
+    return rows
+
+
+def to_csv(doc: dict[str, Any]) -> str:
+    """The CSV twin of the JSON file (upstream ``-o results.csv``): empty cells for null."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=ROW_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_rows(doc))
+    return buffer.getvalue()

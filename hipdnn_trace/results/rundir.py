@@ -250,10 +250,11 @@ class RunWriter:
         summary = self.frame("summary")
         _write_frame(self.folder / "summary.json", summary, "json")
         if self.dnnbench:
-            from hipdnn_trace.results.dnnbench import FILE_NAME, to_dnnbench
+            from hipdnn_trace.results.dnnbench import CSV_NAME, FILE_NAME, to_csv, to_dnnbench
 
             result = to_dnnbench(self.meta, summary, self.frame("iterations"), self.frame("validation"))
-            write_text_atomic(self.folder / FILE_NAME, json.dumps(result, indent=2) + "\n")
+            write_text_atomic(self.folder / FILE_NAME, json.dumps(result, indent=1, allow_nan=False) + "\n")
+            write_text_atomic(self.folder / CSV_NAME, to_csv(result))
         _write_frame(self.folder / "summary.csv", summary, "csv")   # last: the commit point
 
     def finish(self, status: str, **extra: Any) -> None:

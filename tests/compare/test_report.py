@@ -99,7 +99,7 @@ def test_roofline_caption_says_whether_peaks_are_known(make_run, timings) -> Non
     run = load_input(make_run("roof", {"g": timings(1.0, 0.05, 10)}))
     captions = lambda r: [b.caption for s in build_report([r], None).sections  # noqa: E731
                           if s.id == "throughput" for b in s.blocks if isinstance(b, Image)]
-    assert captions(run) == ["Achieved TFLOPS (no roof: the GPU's peaks are not in run.json)"]
+    assert captions(run) == ["Achieved compute (no roof: the GPU's peaks are not in run.json)"]
     run.meta["gpu"] = {"peak_tflops": 50.0, "peak_gbps": 1000.0}
     assert captions(run) == ["Roofline"]
 
@@ -167,3 +167,55 @@ def test_roofline_names_the_extreme_points() -> None:
     finally:
         plots.Figure.add_subplot = original
     assert sorted(drawn) == [f"graph_{i:02d}" for i in (0, 1, 2, 3, 16, 17, 18, 19)]
+
+
+def test_columns_empty_in_every_row_are_dropped() -> None:
+    table = Table(["graph", "engine", "n", "note"], [["g", "", "5", ""], ["h", "", "6", ""]])
+    assert table.columns == ["graph", "n"] and table.rows == [["g", "5"], ["h", "6"]]
+    kept = Table(["graph", "note"], [["g", ""], ["h", "slow"]])
+    assert kept.columns == ["graph", "note"]
+    assert Table(["graph", "note"], []).columns == ["graph", "note"]   # no rows: the header stays
+
+
+def test_ab_verdict_table_has_no_empty_engine_or_note_column(make_run, timings) -> None:
+    a = make_run("base", {("g", "cpu", ""): timings(1.0, 0.03, 20)})
+    b = make_run("head", {("g", "cpu", ""): timings(1.0, 0.03, 20)})
+    runs = [load_input(a), load_input(b)]
+    from hipdnn_trace.compare.comparison import compare_runs
+
+    report = build_report(runs, compare_runs(runs[0], runs[1]))
+    verdicts = next(s for s in report.sections if s.id == "verdicts")
+    table = next(b for b in verdicts.blocks if isinstance(b, Table))
+    assert "engine" not in table.columns and "note" not in table.columns
+    assert table.columns[:3] == ["graph", "config", "n A / B"]
+
+
+def test_summary_numbers_read_as_the_console_writes_them(make_run) -> None:
+    """Rates in SI units and cv in percent, by the console's own formatters."""
+    from hipdnn_trace.console import fmt_share, si_rate
+
+    run = load_input(make_run("units", {"g": [0.1, 0.1, 0.1, 0.2]}, flops=3.9e6, bytes_moved=1.2e6))
+    summary = next(s for s in build_report([run], None).sections if s.id == "summary").blocks[0]
+    row = dict(zip(summary.columns, summary.rows[0]))
+    assert row["compute"] == "39 GFLOPS" == si_rate(3.9e6 / 1e-4, "FLOPS")
+    assert row["memory"] == "12 GB/s"
+    assert row["cv"] == fmt_share(run.summary["cv"][0]) and row["cv"].endswith("%")
+    assert "TFLOPS" not in summary.columns and "e-0" not in " ".join(summary.rows[0])
+
+
+def test_long_messages_wrap_only_at_spaces_in_html() -> None:
+    """A message column wraps (class prose); its punctuated tokens (1e-05, a/b) are kept whole,
+    since a browser may break a line after - or /; short cells are plain (nowrap by CSS)."""
+    from hipdnn_trace.compare.html_report import CSS, _table
+
+    message = "max abs 2.38e-07, max rel 5.89e-08 within atol 1.18779e-05 rtol 1e-05 (a/b)"
+    html = _table(Table(["graph", "message"], [["gelu_bf16", message], ["relu", "ok"]]))
+    assert "<td>gelu_bf16</td>" in html
+    assert ('<td class="prose">max abs <span class="nw">2.38e-07,</span> max rel '
+            '<span class="nw">5.89e-08</span> within') in html
+    assert '<span class="nw">1e-05</span> <span class="nw">(a/b)</span></td>' in html
+    assert '<td class="prose">ok</td>' in html
+    assert "overflow-wrap: anywhere" not in CSS and "word-break: keep-all" in CSS
+    escaped = _table(Table(["m"], [["<b> & " + "x " * 30 + "1-2"]]))
+    assert ('<span class="nw">&lt;b&gt;</span> <span class="nw">&amp;</span> x' in escaped
+            and '<span class="nw">1-2</span>' in escaped)

@@ -9,6 +9,7 @@ Skips when no Chromium is installed (Debian: ``apt-get install chromium``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import io
 import json
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +128,10 @@ class DevTools:
         self._log.close()
 
 
-def open_in_chromium(html: Path, tmp: Path, width: int = 1280, height: int = 900
-                     ) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
-    """Load ``html``; return page facts (from JS after load), a full-page PNG, all events."""
+@contextlib.contextmanager
+def page_in_chromium(html: Path, tmp: Path, width: int = 1280, height: int = 900
+                     ) -> Iterator[tuple[DevTools, str]]:
+    """``html`` loaded in a fresh headless Chromium of the given viewport: (client, session)."""
     browser = DevTools(tmp / "chromium-profile")
     try:
         target = next(t for t in browser.send("Target.getTargets")["targetInfos"]
@@ -141,7 +144,29 @@ def open_in_chromium(html: Path, tmp: Path, width: int = 1280, height: int = 900
                      deviceScaleFactor=1, mobile=False)
         browser.send("Page.navigate", session, url=html.resolve().as_uri())
         browser.wait_for("Page.loadEventFired")
-        facts = browser.send("Runtime.evaluate", session, returnByValue=True, expression="""
+        yield browser, session
+    finally:
+        browser.close()
+
+
+def evaluate(browser: DevTools, session: str, expression: str) -> Any:
+    """The JSON value an expression returns in the page (it must return JSON.stringify(...))."""
+    reply = browser.send("Runtime.evaluate", session, returnByValue=True, expression=expression)
+    if "exceptionDetails" in reply:
+        raise RuntimeError(f"script failed: {reply['exceptionDetails']}")
+    return json.loads(reply["result"]["value"])
+
+
+def screenshot(browser: DevTools, session: str) -> bytes:
+    shot = browser.send("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
+    return base64.b64decode(shot["data"])
+
+
+def open_in_chromium(html: Path, tmp: Path, width: int = 1280, height: int = 900
+                     ) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
+    """Load ``html``; return page facts (from JS after load), a full-page PNG, all events."""
+    with page_in_chromium(html, tmp, width, height) as (browser, session):
+        facts = evaluate(browser, session, """
             JSON.stringify({
               title: document.title,
               sections: [...document.querySelectorAll('section')].map(s => s.id),
@@ -153,12 +178,40 @@ def open_in_chromium(html: Path, tmp: Path, width: int = 1280, height: int = 900
                                  if (!h) return null;
                                  const r = h.getBoundingClientRect();
                                  return {top: r.top, bottom: r.bottom, text: h.innerText}; })(),
-            })""")["result"]["value"]
-        shot = browser.send("Page.captureScreenshot", session, format="png",
-                            captureBeyondViewport=True)["data"]
-        return json.loads(facts), base64.b64decode(shot), browser.events
-    finally:
-        browser.close()
+            })""")
+        return facts, screenshot(browser, session), browser.events
+
+
+#: Every word (run of non-space characters) of every table cell, measured as laid out: a Range over
+#: the word whose client rects sit on more than one line was broken inside the word. Folded
+#: <details> are opened first so their tables are laid out too.
+SPLIT_WORDS_JS = """
+JSON.stringify((() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const split = [];
+  let words = 0;
+  for (const cell of document.querySelectorAll('td, th')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                             .map(r => Math.round(r.top)));
+        words += 1;
+        if (tops.size > 1) split.push(m[0]);
+      }
+    }
+  }
+  return {words, split};
+})())"""
+
+
+def split_words(browser: DevTools, session: str) -> tuple[int, list[str]]:
+    """(words measured, words a line break cut) over every table cell of the page."""
+    found = evaluate(browser, session, SPLIT_WORDS_JS)
+    return found["words"], found["split"]
 
 
 def _errors(events: list[dict[str, Any]]) -> list[str]:
@@ -243,3 +296,43 @@ def test_headline_is_visible_without_scrolling_at_1400x900(ab_report: Path, tmp_
     assert "8 graph rows" in text and "head vs base" in text and "Largest regressions: graph_02" in text
     assert "Newly failing validation (1): graph_05 (cpu)" in text
     (tmp_path / "report" / "first-screen.png").write_bytes(png)
+
+
+POINTWISE = Path(__file__).resolve().parents[2] / "graphs" / "pointwise"
+
+
+@pytest.fixture(scope="module")
+def real_ab_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of two real runs of the pointwise graphs: long graph names, "reference",
+    "bfloat16", INCONCLUSIVE verdicts, empty engine/note columns and long validation messages,
+    everything that was squeezed into broken words at 1400 px."""
+    root = tmp_path_factory.mktemp("real")
+    runs = []
+    for name in ("a", "b"):
+        assert main(["run", str(POINTWISE), "-i", "5", "-w", "1", "--quiet",
+                     "--out", str(root / name)]) == 0
+        runs += [str(p) for p in (root / name).iterdir() if p.is_dir()]
+    out = root / "ab.html"
+    assert main(["report", *runs, "-o", str(out)]) == 0
+    return out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_no_table_cell_breaks_inside_a_word_at_1400px(real_ab_report: Path, tmp_path: Path) -> None:
+    with page_in_chromium(real_ab_report, tmp_path, width=1400, height=900) as (browser, session):
+        words, split = split_words(browser, session)
+        (tmp_path / "real-1400.png").write_bytes(screenshot(browser, session))
+    assert words > 1000   # every table was measured: 18 graphs x (verdicts, 2 summaries, checks)
+    assert split == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_word_split_check_catches_a_squeezed_table(real_ab_report: Path, tmp_path: Path) -> None:
+    """The check above can fail: the old rule (break anywhere) in narrow cells splits names."""
+    html = real_ab_report.read_text()
+    squeezed = real_ab_report.with_name("squeezed.html")
+    squeezed.write_text(html.replace("</style>", "td { white-space: normal; overflow-wrap: anywhere;"
+                                                 " max-width: 4em; }</style>", 1))
+    with page_in_chromium(squeezed, tmp_path, width=1400, height=900) as (browser, session):
+        _, split = split_words(browser, session)
+    assert "bias_add_broadcast_nhwc_bf16" in split and "INCONCLUSIVE" in split

@@ -104,4 +104,5 @@ def test_dnnbench_export_carries_first_call_ms(in_process: Path) -> None:
     by_name = dict(summary.select("graph", "first_call_ms").iter_rows())
     for g in result["graphs"]:
         (row,) = g["results"]
-        assert row["timing"]["first_call_ms"] == pytest.approx(by_name[g["graph_name"]], rel=1e-12)
+        # the plan's timing (in ootb since dnn-benchmarking @ 03382e30), rounded to 6 significant digits
+        assert row["ootb"]["timing"]["first_call_ms"] == float(f"{by_name[g['graph_name']]:.6g}")

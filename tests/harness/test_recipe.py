@@ -49,6 +49,14 @@ def test_graphs_on_the_command_line_replace_the_recipes(tmp_path: Path) -> None:
     ("version = 2\n", "version: only version 1 recipes exist"),
     ("[[engines]]\nid = \"MIOPEN_ENGINE\"\n", "engines: use engine = "),
     ("iters = \n", "not valid TOML"),
+    # dnn-benchmarking's keys (docs/usage.md @ 03382e30) with no equivalent here, and its older names
+    ("hipdnn_cache_dir = \"cache\"\n", "hipdnn_cache_dir: no equivalent here"),
+    ("metrics = false\n", "metrics: FLOPs, bytes and rates are always computed here"),
+    ("oracle = true\n", "oracle: no equivalent here"),
+    ("emit_trace = \"pftrace\"\n", "emit_trace: dnn-benchmarking's older name: the key is trace"),
+    ("cache_dir = \"cache\"\n", "cache_dir: no equivalent here"),
+    ("runtime = \"tensorrt\"\n", "runtime: 'tensorrt' is not one of"),
+    ("runtime = \"hipdnn\"\nbackend = \"hipdnn\"\n", "runtime: give runtime or backend, not both"),
 ])
 def test_bad_recipes_are_one_line_errors_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          text: str, message: str) -> None:
@@ -103,3 +111,24 @@ def test_the_readme_python_example_runs_as_written(tmp_path: Path, monkeypatch) 
     namespace: dict = {}
     exec(compile(block, "README.md", "exec"), namespace)   # noqa: S102 - the README's own code
     assert namespace["cmp"].table.height == 9 and namespace["again"].summary.height == 9
+
+
+def test_dnn_benchmarkings_newest_keys_are_read_as_ours(tmp_path: Path) -> None:
+    """runtime -> backend (its pytorch is our torch), metrics = true is what we always do, trace is ours."""
+    import argparse
+
+    from hipdnn_trace.commands import run as run_command
+    from hipdnn_trace.commands.recipe import recipe_defaults
+
+    parser = argparse.ArgumentParser()
+    run_command.add_parser(parser.add_subparsers(dest="command"))
+    sub = parser._subparsers._group_actions[0].choices["run"]   # noqa: SLF001 - the run subparser
+    torch = _recipe(tmp_path / "t", 'runtime = "pytorch"\nmetrics = true\n')
+    assert recipe_defaults(torch, sub) == {"backend": "torch"}
+    recipe = _recipe(tmp_path / "r", f'graphs = ["{GRAPH}"]\nruntime = "reference"\nmetrics = true\n'
+                                     'trace = false\niters = 2\nwarmup = 0\nout = "o"\n')
+    assert main(["run", "--config", str(recipe), "-q"]) == 0
+    meta = _only_run(tmp_path / "r" / "o")
+    assert [c["backend"] for c in meta["configs"]] == ["reference"]
+    (run,) = list((tmp_path / "r" / "o").iterdir())
+    assert not (run / "trace.pftrace").exists()
