@@ -92,7 +92,7 @@ def test_another_input_generator_misses(tmp_path: Path, monkeypatch: pytest.Monk
         monkeypatch.setattr(reference_cache, "GENERATOR", "counter-fmix32-v0")
     else:
         monkeypatch.setattr(reference_cache, "tables_digest", lambda: "0" * 16)
-    assert _run(cache).reference_origin == "computed, cached"
+    assert _run(cache).reference_origin == "reference backend, cached"
 
 
 def test_input_recipe_covers_the_generator_module() -> None:
