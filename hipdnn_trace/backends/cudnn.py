@@ -260,7 +260,8 @@ class CudnnSession:
     def _nbytes(self, decl: TensorDecl | OutputDecl) -> int:
         if decl.hipdnn_uid is not None and decl.hipdnn_uid in self.graph.by_uid:
             t = self.graph.by_uid[decl.hipdnn_uid]
-            return t.storage_elements * numpy_dtype(t.data_type).itemsize
+            cast = getattr(decl, "cast", None)
+            return t.storage_elements * numpy_dtype(cast or t.data_type).itemsize
         return layout.storage_elements(decl.dims, decl.strides) * 4   # synthesized: float32
 
     def _allocate(self) -> None:
@@ -291,11 +292,16 @@ class CudnnSession:
             if decl.is_scalar:
                 continue
             value = tensors[t.uid]
+            kind = decl.cast or t.data_type     # the type cuDNN reads (a sink token: float)
             if device_tensors.is_device_tensor(value):   # made on the GPU: laid out and copied there
+                if decl.cast is not None:
+                    from hipdnn_trace.backends.torch_ops import TORCH_DTYPES
+
+                    value = value.to(TORCH_DTYPES[decl.cast])
                 flat = device_tensors.pack_on_device(value, t.strides)
                 self._buffers[decl.key].copy_from_device(flat.data_ptr(), flat.numel() * flat.element_size())
                 continue
-            array = np.asarray(value).astype(numpy_dtype(t.data_type), copy=False)
+            array = np.asarray(value).astype(numpy_dtype(kind), copy=False)
             self._buffers[decl.key].upload(layout.pack(array, t.strides))
         for decl in self.plan.outputs:
             if not decl.virtual:

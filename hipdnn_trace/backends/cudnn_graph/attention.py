@@ -82,7 +82,10 @@ def _common(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> tuple[di
         if cfg.left_bound is not None:
             attrs["diagonal_band_left_bound"] = int(cfg.left_bound)
     if cfg.sink:
-        tensors["sink_token"] = b.reshaped(i["sink_token"], [1, cfg.heads_q, 1, 1], "sink_token")   # type: ignore[arg-type]
+        # cuDNN reads the sink as float (frontend docs: [1, H, 1, 1] float); a bf16 sink declared as
+        # BFLOAT16 was accepted at build and then read as float: cudaErrorMisalignedAddress on an H200
+        tensors["sink_token"] = b.reshaped(i["sink_token"], [1, cfg.heads_q, 1, 1], "sink_token",   # type: ignore[arg-type]
+                                           cast="float")
     return tensors, attrs
 
 

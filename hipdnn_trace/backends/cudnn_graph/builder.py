@@ -223,9 +223,12 @@ class _Builder:
             node=node.name, output_kwargs=dict(output_kwargs or {}),
         ))
 
-    def reshaped(self, uid: int, dims: Sequence[int], what: str, *, output: bool = False) -> str:
+    def reshaped(self, uid: int, dims: Sequence[int], what: str, *, output: bool = False,
+                 cast: str | None = None) -> str:
         """Key of hipDNN tensor ``uid`` declared with other dims of the same packed memory
-        (a [B] length vector as cuDNN's [B, 1, 1, 1]); UnsupportedError when the memory differs."""
+        (a [B] length vector as cuDNN's [B, 1, 1, 1]); UnsupportedError when the memory differs.
+        ``cast`` (an input's hipDNN type, e.g. "float"): cuDNN takes the tensor in that type, so the
+        buffer holds the graph's values converted to it (exactly, for a wider type)."""
         from hipdnn_trace.graph.layout import packed_strides
 
         t = self.graph.by_uid[uid]
@@ -241,8 +244,10 @@ class _Builder:
                               _dtype(t.data_type, f"tensor {t.name!r}"), virtual=t.virtual, hipdnn_uid=uid)
             self.plan.outputs.append(decl)
         else:
+            kind = cast if cast is not None and cast != t.data_type else None
             self.plan.inputs.append(TensorDecl(key, self.uid(), t.name, tuple(dims), tuple(strides),
-                                               _dtype(t.data_type, f"tensor {t.name!r}"), hipdnn_uid=uid))
+                                               _dtype(kind or t.data_type, f"tensor {t.name!r}"), hipdnn_uid=uid,
+                                               cast=kind))
         self._keys[uid] = key
         return key
 

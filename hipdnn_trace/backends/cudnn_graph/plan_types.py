@@ -41,6 +41,7 @@ class TensorDecl:
     by_value: float | int | None = None   # pass-by-value host scalar (graph constant)
     by_value_from_input: bool = False     # pass-by-value scalar read from the bound input
     fill: float | None = None        # a device constant the plan synthesizes (zero bias)
+    cast: str | None = None          # hipDNN type the buffer holds when cuDNN takes another than the graph's
 
     @property
     def is_scalar(self) -> bool:
