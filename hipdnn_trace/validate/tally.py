@@ -177,8 +177,8 @@ def best(candidates: list[Candidate], top: int) -> list[Candidate]:
 def _reference_at(reference: Any, index: tuple[int, ...]) -> float | None:
     if reference is None:
         return None
-    if not hasattr(reference, "shape"):
-        reference = np.asarray(reference)
+    if isinstance(reference, np.generic) or not hasattr(reference, "shape"):
+        reference = np.asarray(reference)      # a numpy scalar (a 0-d output's reference) cannot be indexed
     return float(reference[index])
 
 
