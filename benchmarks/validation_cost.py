@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--chunks", default="", help="comma-separated chunk sizes to sweep (default: the default)")
     parser.add_argument("--threads", default="", help="comma-separated thread counts to sweep (default: the default)")
     parser.add_argument("--oracle", action="store_true", help="also time the comparison as it was before")
+    parser.add_argument("--torch", action="store_true",
+                        help="also time the device path on torch CPU tensors (the GPU's code, not its speed)")
     args = parser.parse_args()
     actual, expected, atol, rtol, dtype = outputs(args.source, args.seed)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -115,6 +117,13 @@ def main() -> None:
 
         functions["before (chunked_compare_oracle)"] = lambda: compare_chunked(
             actual, expected, atol=atol, rtol=rtol, reference=expected, dtype=dtype)
+    if args.torch:
+        import torch
+
+        on_torch = torch.from_numpy(actual.copy()), torch.from_numpy(expected)
+        functions["device path on torch CPU tensors"] = lambda: compare_tensor(
+            *on_torch, atol=atol, rtol=rtol, reference=expected, dtype=dtype)
+    functions["scaled_atol (graph_run's other pass, not in the bar)"] = lambda: scaled_atol(1e-3, expected)
     result = compare_tensor(actual, expected, atol=atol, rtol=rtol, reference=expected, dtype=dtype)
     assert result.passed, result.message()
     times = best_of(functions, args.repeat)

@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import array_api_compat
@@ -45,9 +45,11 @@ CHUNK_ELEMENTS = 1 << 20
 HOST_CHUNK_ELEMENTS = 1 << 16
 #: Threads at most: so many chunks in flight stay within ``CHUNK_ELEMENTS``.
 MAX_THREADS = CHUNK_ELEMENTS // HOST_CHUNK_ELEMENTS
-#: Peak temporaries per element of a chunk (float64 a, e, bound, err, rel, masked maxima, booleans;
-#: an integer output's allowed range adds a few): measured 61 bytes for fp16, 94 for int8 outputs in
-#: tests/validate/test_chunked_compare.py, which holds this bound.
+#: Peak temporaries per element in flight: a thread's float64 buffers and mask (33 bytes) and, when every
+#: element fails, the ranking among them; or, for a chunk with NaN/Inf/poison (buffers released), the exact
+#: judge's float64 a, e, bound, err, rel, masked maxima, booleans (an integer output's allowed range adds a
+#: few). Measured with one thread and 2^20-element chunks: fp16 60 bytes (one NaN), 77 (every element
+#: failing), int8 62; tests/validate/test_chunked_compare.py holds this bound.
 CHUNK_BYTES_PER_ELEMENT = 96
 
 
@@ -102,19 +104,22 @@ def compare_tensor(
     return tally.comparison(shape, flat_actual.size, atol, rtol, reference, integer)
 
 
-@dataclass
 class _Buffers:
-    """One thread's float64 and boolean scratch, reused for every chunk it judges (ufunc ``out=``)."""
+    """One thread's float64 and boolean scratch, made on first use and reused for every chunk it judges
+    (ufunc ``out=``); released while the exact judge runs, so the two never hold memory at once."""
 
-    a: np.ndarray
-    e: np.ndarray
-    err: np.ndarray
-    abs_e: np.ndarray
-    mask: np.ndarray
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.arrays: dict[str, np.ndarray] = {}
 
-    @classmethod
-    def of(cls, n: int) -> _Buffers:
-        return cls(*(np.empty(n, dtype=np.float64) for _ in range(4)), np.empty(n, dtype=bool))
+    def get(self, name: str, dtype: type = np.float64) -> np.ndarray:
+        array = self.arrays.get(name)
+        if array is None:
+            array = self.arrays[name] = np.empty(self.n, dtype=dtype)
+        return array
+
+    def release(self) -> None:
+        self.arrays.clear()
 
 
 @dataclass
@@ -130,6 +135,7 @@ class _HostJudge:
     rtol: float
     top: int
     step: int
+    poison_value: float | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.poison_value = _poison_value(self.actual.dtype)
@@ -145,32 +151,37 @@ class _HostJudge:
         return self.integer is None and not self.whole
 
     def buffers(self) -> _Buffers | None:
-        return _Buffers.of(min(self.step, self.actual.size)) if self.quick else None
+        return _Buffers(min(self.step, self.actual.size)) if self.quick else None
 
     def chunk(self, i: int, buffers: _Buffers | None) -> ChunkResult:
         start = i * self.step
         stop = min(start + self.step, self.actual.size)
         raw, expected = self.actual[start:stop], self.expected[start:stop]
         ignore = None if self.ignore is None else self.ignore[start:stop]
-        quick = None if buffers is None else self._passing(raw, expected, ignore, buffers)
+        quick = None if buffers is None else self._finite(raw, expected, ignore, buffers, start)
         if quick is not None:
             return quick
+        if buffers is not None:
+            buffers.release()
         return _judge_chunk(raw, expected, ignore, self.whole, self.integer, self.atol, self.rtol, self.top, start)
 
-    def _passing(self, raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | None,
-                 buf: _Buffers) -> ChunkResult | None:
-        """The chunk's result when no element fails, else None (then :func:`_judge_chunk` decides).
+    def _finite(self, raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | None, buf: _Buffers,
+                offset: int) -> ChunkResult | None:
+        """The chunk's result when every error is finite, else None (then :func:`_judge_chunk` decides).
 
-        Same formulas as :func:`_judge_chunk`, into reused buffers: every element within its bound,
-        every error finite (so no NaN/Inf, and no element holds a NaN or Inf poison pattern) and
-        no element equal to a finite poison value leave only the counts and the two maxima to find.
+        Same formulas as :func:`_judge_chunk`, into reused buffers. Every error finite means no NaN/Inf
+        in a or e, so no element holds a NaN or Inf poison pattern; with no element equal to a finite
+        poison value either, the only failures are values outside their bound. A chunk where all pass
+        (the common case) needs only the counts and the two maxima; the ranking is paid only for the
+        elements that failed.
         """
         n = raw.size
-        a, err, abs_e, mask = buf.a[:n], buf.err[:n], buf.abs_e[:n], buf.mask[:n]
+        a, err, abs_e, bound = (buf.get(name)[:n] for name in ("a", "err", "abs_e", "bound"))
+        mask = buf.get("mask", bool)[:n]
         np.copyto(a, raw, casting="unsafe")
         ignored = 0 if ignore is None else int(np.count_nonzero(ignore))
         if ignored or self.expected.dtype != np.float64:
-            e = buf.e[:n]
+            e = buf.get("e")[:n]
             np.copyto(e, expected, casting="unsafe")
             if ignored:
                 np.copyto(a, 0.0, where=ignore)
@@ -181,19 +192,45 @@ class _HostJudge:
             return None
         np.subtract(a, e, out=err)
         np.abs(err, out=err)
-        np.abs(e, out=abs_e)
-        bound = np.multiply(abs_e, self.rtol, out=a)        # ``a`` is no longer needed
-        np.add(bound, self.atol, out=bound)
-        if np.count_nonzero(np.less_equal(err, bound, out=mask)) != n:
-            return None
         max_abs = err.max()
         if not np.isfinite(max_abs):      # a NaN/Inf in a or e (an Inf expected value may pass)
             return None
-        rel = np.divide(err, abs_e, out=bound)
+        np.abs(e, out=abs_e)
+        np.multiply(abs_e, self.rtol, out=bound)
+        np.add(bound, self.atol, out=bound)
+        failed = n - int(np.count_nonzero(np.less_equal(err, bound, out=mask)))
+        ranked: list[Candidate] = []
+        unranked: list[Candidate] = []
+        if failed:
+            failing = np.flatnonzero(np.logical_not(mask, out=mask))
+            ranked, unranked = self._ranked(failing, offset, a, e, err, abs_e, bound)
+        rel = np.divide(err, abs_e, out=a)        # ``a`` is no longer needed
         max_rel = rel.max()
         if not np.isfinite(max_rel):      # zeros in e: 0/0 and x/0, which count as 0 in the maximum
             max_rel = rel.max(where=np.isfinite(rel, out=mask), initial=0.0)
-        return passing_chunk(ignored, float(max_abs), float(max_rel))
+        if not failed:
+            return passing_chunk(ignored, float(max_abs), float(max_rel))
+        return ChunkResult(failed, 0, 0, ignored, float(max_abs), float(max_rel), ranked, unranked, failed == n)
+
+    def _ranked(self, failing: np.ndarray, offset: int, a: np.ndarray, e: np.ndarray, err: np.ndarray,
+                abs_e: np.ndarray, bound: np.ndarray) -> tuple[list[Candidate], list[Candidate]]:
+        """The chunk's best and NaN-scored candidates among ``failing`` (finite errors), with
+        :func:`_judge_chunk`'s score formula on the failing elements and its relative-error formula on
+        the few candidates only (element-wise formulas: the same bits on any subset)."""
+        scores = bound[failing]
+        np.maximum(scores, 1e-300, out=scores)
+        np.divide(err[failing], scores, out=scores)
+        nan = np.isnan(scores)
+
+        def candidates(where: np.ndarray) -> list[Candidate]:
+            index = failing[where]
+            f_err, f_abs = err[index], abs_e[index]
+            rel = np.where(f_abs > 0, f_err / f_abs, np.where(f_err > 0, np.inf, 0.0))
+            return [Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(x), float(r))
+                    for i, s, x, r in zip(index, scores[where], f_err, rel)]
+
+        return best(candidates(_top_scores(scores, nan, self.top)), self.top), \
+            candidates(np.flatnonzero(nan)[:self.top])
 
 
 def _judge_all(judge: _HostJudge, threads: int | None) -> list[ChunkResult]:
@@ -296,17 +333,20 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
 
 
 def _top_scores(scores: np.ndarray, nan: np.ndarray, top: int) -> np.ndarray:
-    """Positions of the ``top`` highest non-NaN scores (ties: lowest index), unordered; linear time."""
-    ranked = np.flatnonzero(~nan)
+    """Positions of the ``top`` highest non-NaN scores (ties: lowest index), unordered; linear time.
+    Without NaN scores (the usual case) the scores are ranked in place of a gathered copy."""
+    ranked = np.flatnonzero(~nan) if nan.any() else None
+    count = scores.size if ranked is None else ranked.size
     if top <= 0:
-        return ranked[:0]
-    if ranked.size <= top:
-        return ranked
-    keys = -scores[ranked]
+        return np.flatnonzero(nan[:0])
+    if count <= top:
+        return np.arange(count) if ranked is None else ranked
+    keys = np.negative(scores) if ranked is None else np.negative(scores[ranked])
     threshold = np.partition(keys, top - 1)[top - 1]
-    above = ranked[keys < threshold]
-    ties = ranked[keys == threshold][:top - above.size]
-    return np.concatenate([above, ties])
+    above = np.flatnonzero(keys < threshold)
+    ties = np.flatnonzero(keys == threshold)[:top - above.size]
+    positions = np.concatenate([above, ties])
+    return positions if ranked is None else ranked[positions]
 
 
 def _wholly_poisoned(flat: np.ndarray, chunk_elements: int) -> bool:

@@ -33,7 +33,7 @@ ALL_TYPES = {**FLOATS, **INTEGERS, **BOOLEAN}
 EXPECTED_SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 0.5, 2.5, -2.5, 1e308, -1e308, 5e-324,
                      127.5, 128.0, -129.0, 255.7, 2.0**31, 2.0**63, -2.0**63, 2.0**64, 1e-3)
 ACTUAL_KINDS = ("exact", "noise", "far", "nan", "inf", "-inf", "poison", "tie", "zero")
-TOLERANCES = (0.0, 1e-3, 1e-2, 0.5, 1.0, 2.0, 1e300)
+TOLERANCES = (0.0, 1e-3, 1e-2, 0.5, 1.0, 2.0, 1e300, np.inf)
 
 
 @dataclasses.dataclass

@@ -76,8 +76,9 @@ def test_any_thread_count_and_chunk_size_give_one_result() -> None:
                                        chunk_elements=chunk), base)
 
 
-def test_a_passing_float_output_never_needs_the_exact_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only chunks with a failing (or non-finite, or possibly poisoned) element pay for the ranking."""
+def test_an_output_with_finite_values_never_needs_the_exact_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only chunks with a non-finite (or possibly poisoned) element need the whole exact judge; values
+    outside their bound are ranked among the failing elements alone."""
     calls: list[int] = []
     exact = compare._judge_chunk
 
@@ -88,6 +89,8 @@ def test_a_passing_float_output_never_needs_the_exact_judge(monkeypatch: pytest.
     monkeypatch.setattr(compare, "_judge_chunk", counting)
     actual, expected = _rounded((4, HOST_CHUNK_ELEMENTS), np.float16, 1)
     assert compare_tensor(actual, expected, atol=0.05, rtol=1e-2, threads=2).passed
+    actual[1, ::7] += 1
+    assert compare_tensor(actual, expected, atol=0.05, rtol=1e-2, threads=2).mismatches > 1000
     assert calls == []
     actual[2, 5] = np.nan
     assert compare_tensor(actual, expected, atol=0.05, rtol=1e-2, threads=2).nonfinite == 1
