@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder
@@ -161,3 +163,23 @@ def test_int8_conv_reference_exercises_saturation() -> None:
     assert (np.abs(exact) > 127).any()                 # the unrounded sums leave int8's range...
     assert stored.min() >= -128 and stored.max() <= 127 and (np.abs(stored) >= 127).any()   # ...and saturate
     assert compare_tensor(stored, exact, atol=0.0, rtol=0.0, dtype="int8").passed
+
+
+_EDGES = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 127.5, 128.0, -128.5, 255.5, 256.0, 2.0**31, 2.0**31 - 0.5,
+          -2.0**31 - 1, 2.0**53, 2.0**63, -2.0**63, 2.0**63 - 1024, 2.0**64, 1e308, -1e308, np.inf, -np.inf, np.nan]
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(values=st.lists(st.one_of(st.sampled_from(_EDGES), st.floats(allow_nan=True, allow_infinity=True)),
+                       min_size=1, max_size=30),
+       dtype=st.sampled_from(["int8", "uint8", "int32", "int64"]),
+       atol=st.sampled_from([0.0, 0.01, 0.5, 1.0, 3.0, 1e300]), rtol=st.sampled_from([0.0, 0.01, 0.5, 1e300]))
+def test_allowed_range_equals_to_integer_per_rounding(values: list[float], dtype: str, atol: float, rtol: float) -> None:
+    """The Array API formulas give, bit for bit (the sign of zero too), the range the conversions of
+    ``graph.dtypes.to_integer`` gave (the oracle keeps that version)."""
+    from chunked_compare_oracle import allowed_range as by_to_integer
+
+    e = np.array(values, dtype=np.float64)
+    for got, want in zip(allowed_range(e, dtype, atol=atol, rtol=rtol), by_to_integer(e, dtype, atol=atol, rtol=rtol)):
+        assert got.dtype == np.float64
+        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want)), (got, want)
