@@ -57,7 +57,7 @@ examples:
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
-  hipdnn-trace run suite/ --backend hipdnn --resume runs/20260101-120000-ab12cd
+  hipdnn-trace run --resume runs/20260101-120000-ab12cd   # graphs and flags from its run.json
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
   hipdnn-trace run suite/ --shard auto --run-id shard-$SLURM_ARRAY_TASK_ID  # in a Slurm array task
   hipdnn-trace run --config nightly.toml --iters 500   # recipe (graphs = [...], iters = 200, ...); flags win
@@ -170,7 +170,8 @@ def add_parser(sub: Any) -> None:
                         "sees a GPU, else cpu")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish an interrupted run: skip graphs already recorded in RUN_DIR, append the "
-                        "rest (same graphs and flags as the interrupted run)")
+                        "rest (same graphs and flags as the interrupted run; without GRAPH paths both come "
+                        "from RUN_DIR/run.json, flags given here win where a resume allows)")
     r.add_argument("--shard", type=_shard, metavar="I/N|auto",
                    help="run only slice I of N of the suite (1/N .. N/N, like split -n l/I/N; the slice "
                         "depends on the graphs, not on file order); auto: I and N of this Slurm array task "
