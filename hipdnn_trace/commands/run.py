@@ -283,18 +283,20 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
 
 
 def _ab_line(g: GraphRun) -> str | None:
+    """B's median time over A's with its CI: the ratio, direction and name ``compare`` and ``report``
+    use (compare/result.py), so one number never reads two ways."""
     ran = [c for c in g.configs if c.status in (OK, FAILED) and c.samples is not None]
     if len(ran) != 2:
         return None
+    from hipdnn_trace.compare.result import RATIO_LABEL, fmt_change
     from hipdnn_trace.compare.stats import median_ratio
 
     a, b = (c.samples.timed_kernel_ms() for c in ran)
     if not len(a) or not len(b) or min(a.min(), b.min()) <= 0:
         return None
     est = median_ratio(a, b, n_boot=2000, rng=np.random.default_rng(0))
-    speed, lo, hi = 1 / est.ratio, 1 / est.ci_high, 1 / est.ci_low
-    return (f"   A/B {g.name}: B ({ran[1].config.name}) is {speed:.3f}x A ({ran[0].config.name}) "
-            f"[95% CI {lo:.3f}, {hi:.3f}] (>1: B faster)")
+    return (f"   A/B {g.name}: {RATIO_LABEL} {est.ratio:.3f} [95% CI {est.ci_low:.3f}, {est.ci_high:.3f}], "
+            f"{fmt_change(est.ratio)}; A = {ran[0].config.name}, B = {ran[1].config.name}")
 
 
 def _isolation(args: argparse.Namespace, configs: list, suite_size: int, profiling: bool) -> float | None:

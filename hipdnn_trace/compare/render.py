@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.compare.comparison import Comparison, fmt_change
+from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
 from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
 from hipdnn_trace.console import escape
 
@@ -75,7 +76,7 @@ def console(comparison: Comparison, top: int = 5) -> str:
         "",
     ]
     header = ["graph", "config", "engine", "n_a", "n_b", "median A ms", "median B ms",
-              "B/A", "95% CI", "p(Holm)", "verdict"]
+              RATIO_LABEL, "95% CI", "p(Holm)", "verdict"]
     rows = []
     for r in display_order(c.table).iter_rows(named=True):
         engine = r["engine_a"] if r["engine_a"] == r["engine_b"] else f"{r['engine_a']}->{r['engine_b']}"
@@ -95,13 +96,13 @@ def console(comparison: Comparison, top: int = 5) -> str:
                    f"--min-coverage {c.settings.get('min_coverage', 0):.0%}); the per-row verdicts above stand")
     elif not math.isnan(c.geomean):
         out.append(
-            f"geomean B/A over {matched} of {total} graph rows: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}]  "
+            f"geomean {RATIO_NAME} over {matched} of {total} graph rows: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}]  "
             f"({fmt_change(c.geomean)} overall)"
         )
     for verdict, title in ((SLOWER, "top regressions"), (FASTER, "top improvements")):
         best = c.top(verdict, top)
         if best.height:
-            out.append(f"{title}:")
+            out.append(f"{title} ({RATIO_NAME}):")
             out += [
                 f"  {_row_name(r)}: {fmt_ratio(r['ratio'])} {fmt_ci(r['ci_low'], r['ci_high'])}"
                 f"  {fmt_change(r['ratio'])}"

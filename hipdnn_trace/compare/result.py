@@ -15,6 +15,14 @@ from hipdnn_trace.compare.verdict import SLOWER, VERDICTS
 from hipdnn_trace.errors import UserError
 
 
+#: The one ratio every output shows (run's A/B line, compare's table, CSV and JSON, the report): B's median
+#: time over A's, so above 1 B is slower. One direction and one name everywhere, so no reader has to
+#: guess whether 1.05 is good news.
+RATIO_NAME = "B/A time"
+RATIO_LABEL = f"{RATIO_NAME} (>1: B slower)"
+RATIO_DEFINITION = "median(B) / median(A) of kernel time; > 1: B slower"
+
+
 def fmt_change(ratio: float) -> str:
     """Ratio B/A in words, e.g. ``B 3.1% slower``."""
     if math.isnan(ratio):
@@ -71,7 +79,7 @@ class Comparison:
     """Everything ``compare`` found; ``table`` has one row per matched pair."""
 
     table: pl.DataFrame
-    geomean: float                        # geometric mean of ratio (B/A) over tested rows
+    geomean: float                        # geometric mean of ratio (B/A time) over tested rows
     geomean_ci: tuple[float, float]
     validation_changes: pl.DataFrame
     unmatched: pl.DataFrame
@@ -85,7 +93,7 @@ class Comparison:
         """One line: what was compared and how it came out (the frames have their own reprs)."""
         verdicts = ", ".join(f"{n} {v}" for v, n in self.counts.items() if n)
         return (f"Comparison({self.label_b} vs {self.label_a}: {self.table.height} matched pair(s)"
-                f"{': ' + verdicts if verdicts else ''}; geomean B/A {self.geomean:.3f}; "
+                f"{': ' + verdicts if verdicts else ''}; geomean {RATIO_NAME} {self.geomean:.3f}; "
                 f"{self.unmatched.height} unmatched; .table .validation_changes .unmatched)")
 
     @property
