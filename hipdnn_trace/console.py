@@ -1,5 +1,6 @@
 """What ``run`` prints: a header, a block per graph (or one line in suites), the
-mismatch report, a final table, and a progress line on stderr.
+mismatch report, a final table of the rows that did not pass, the count line, and a
+progress line on stderr. ``-q`` prints the count line alone.
 
 Results go to stdout, progress to stderr, so ``hipdnn-trace run ... > log`` keeps a
 clean log while a terminal still shows progress. Everything printed passes through
@@ -226,13 +227,12 @@ class Reporter:
         if not self.quiet:
             self.print(line)
 
-    #: above this many rows the final table lists only what did not pass (all rows are in summary.csv)
-    FULL_TABLE_ROWS = 60
     REASON_WIDTH = 240
 
     def final(self, runs: Sequence[GraphRun], folder: str, elapsed_s: float) -> None:
-        """The final table (graph, config, status, median, throughput, the reason for anything not
-        passed), then one count line. Shown with -q too: it is where a suite's reasons end up."""
+        """The rows that did not pass (graph, config, status, median, throughput, the reason), then one
+        count line; -q: the count line alone. Passed rows were each printed as they finished and are
+        all in summary.csv: repeating them would bury the reasons, at any suite size."""
         counts: Counter[str] = Counter()
         rows: list[tuple[str, ...]] = []
         for g in runs:
@@ -242,14 +242,14 @@ class Reporter:
             for c in g.configs:
                 counts[c.status] += 1
                 rows.append(_final_row(g, c, self.REASON_WIDTH))
-        shown = rows if len(rows) <= self.FULL_TABLE_ROWS else [r for r in rows if r[2] != "ok"]
-        if shown and len(runs) > 1 or any(r[2] != "ok" for r in shown):
+        shown = [r for r in rows if r[2] != "ok"]
+        if shown and not self.quiet:
             self.print()
             for line in table(shown, ("graph", "config", "status", "median ms", "compute", "memory",
                                       "reason")):
                 self.print(line)
             if len(shown) < len(rows):
-                self.print(f"({len(rows) - len(shown)} passed rows not repeated here: see summary.csv)")
+                self.print(f"({len(rows) - len(shown)} passed row(s) not repeated here: see summary.csv)")
         self.print(f"done in {elapsed_s:.1f}s: {counts[OK]} passed, {counts[FAILED]} failed validation, "
                    f"{counts[UNSUPPORTED]} unsupported, {counts[ERROR]} errored -> {folder}")
 

@@ -212,9 +212,12 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
     o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
     o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")
-    o.add_argument("--quiet", "-q", action="store_true", help="only the final line")
+    o.add_argument("--quiet", "-q", action="store_true",
+                   help="only the final count line (no per-graph lines, table or progress line; errors and "
+                        "warnings still go to stderr)")
     o.add_argument("--verbose", "-v", action="store_true", help="a full block per graph, also in suites")
-    o.add_argument("--progress", choices=("auto", "on", "off"), default="auto", help="progress line on stderr")
+    o.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress line on stderr (auto: on a terminal, not with -q)")
     p.set_defaults(main=main)
 
 
@@ -631,7 +634,9 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1,
                         name_width=max((len(Path(s.name).stem) for s in sources), default=0),
                         config_width=max((len(c.name) for c in configs), default=0))
-    progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress))
+    # -q: the final line only, so no progress line either unless asked for by name
+    progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress,
+                                                                              False if args.quiet else None))
     reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=args.warmup,
                     iters=args.iters, folder=str(folder), notes=notes)
 

@@ -9,12 +9,9 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.compare.comparison import Comparison, fmt_change
-from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
-from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
+from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME, SEVERITY, display_order  # noqa: F401 - re-exported
+from hipdnn_trace.compare.verdict import FASTER, SLOWER
 from hipdnn_trace.console import escape
-
-#: Console order: what needs attention first.
-SEVERITY = {SLOWER: 0, FASTER: 1, INCONCLUSIVE: 2, SAME: 3}
 
 
 def fmt_ms(value: float | None) -> str:
@@ -35,19 +32,6 @@ def fmt_p(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
     return "<1e-4" if value < 1e-4 else f"{value:.2g}"
-
-
-def display_order(table: pl.DataFrame) -> pl.DataFrame:
-    """Rows needing attention first: SLOWER by ratio desc, FASTER asc, then the rest."""
-    return (
-        table.with_columns(
-            pl.col("verdict").replace_strict(SEVERITY, default=9).alias("_sev"),
-            pl.when(pl.col("verdict") == SLOWER).then(-pl.col("ratio")).otherwise(pl.col("ratio"))
-            .alias("_key"),
-        )
-        .sort(["_sev", "_key", "graph", "config"], nulls_last=True)
-        .drop("_sev", "_key")
-    )
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -78,7 +62,7 @@ def console(comparison: Comparison, top: int = 5) -> str:
     header = ["graph", "config", "engine", "n_a", "n_b", "median A ms", "median B ms",
               RATIO_LABEL, "95% CI", "p(Holm)", "verdict"]
     rows = []
-    for r in display_order(c.table).iter_rows(named=True):
+    for r in c.table.iter_rows(named=True):   # already in display order (compare/result.py)
         engine = r["engine_a"] if r["engine_a"] == r["engine_b"] else f"{r['engine_a']}->{r['engine_b']}"
         rows.append([
             r["graph"] or "", r["config"] or "", engine or "", str(r["n_a"]), str(r["n_b"]),
@@ -126,6 +110,7 @@ def console(comparison: Comparison, top: int = 5) -> str:
 
 
 def to_csv(comparison: Comparison) -> str:
+    """The table in the console's order (regressions first), every column."""
     return comparison.table.write_csv()
 
 

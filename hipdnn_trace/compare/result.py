@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from hipdnn_trace.compare.verdict import SLOWER, VERDICTS
+from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER, VERDICTS
 from hipdnn_trace.errors import UserError
 
 
@@ -29,6 +29,24 @@ def fmt_change(ratio: float) -> str:
         return "no rows tested"
     pct = (ratio - 1.0) * 100.0
     return f"B {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}"
+
+
+#: Row order of every comparison output: what needs attention first.
+SEVERITY = {SLOWER: 0, FASTER: 1, INCONCLUSIVE: 2, SAME: 3}
+
+
+def display_order(table: pl.DataFrame) -> pl.DataFrame:
+    """Rows needing attention first: SLOWER by ratio desc, FASTER asc, then the rest (by ratio, graph,
+    config). The one order of the console, the report, the CSV, the JSON and ``Comparison.table``."""
+    return (
+        table.with_columns(
+            pl.col("verdict").replace_strict(SEVERITY, default=9).alias("_sev"),
+            pl.when(pl.col("verdict") == SLOWER).then(-pl.col("ratio")).otherwise(pl.col("ratio"))
+            .alias("_key"),
+        )
+        .sort(["_sev", "_key", "graph", "config"], nulls_last=True, maintain_order=True)
+        .drop("_sev", "_key")
+    )
 
 
 TABLE_SCHEMA: dict[str, pl.DataType] = {
@@ -88,6 +106,10 @@ class Comparison:
     settings: dict[str, Any]
     method_differences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # regressions first in the frame itself, so .table, --format csv/json and the console agree
+        self.table = display_order(self.table)
 
     def __repr__(self) -> str:
         """One line: what was compared and how it came out (the frames have their own reprs)."""
