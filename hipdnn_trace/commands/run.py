@@ -271,7 +271,7 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
     for src in sources:
         graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
         support = backend.check(graph)
-        print(f"== {escape(graph.name)} ({escape(src.name)})")
+        print(f"== {escape(graph.label)} ({escape(src.name)})")
         if not support:
             print(f"   unsupported: {escape(support.reason)}")
             continue
