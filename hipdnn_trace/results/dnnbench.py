@@ -71,10 +71,12 @@ def kernel_stats(samples: list[float]) -> dict[str, Any] | None:
 def _correctness(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not rows:
         return None
-    worst = max(rows, key=lambda r: r["max_rel"] if r["max_rel"] is not None else -1.0)
+    # a maximum is NaN where no element had finite values to measure (validate/compare.py): no number
+    measured = lambda key: [r[key] for r in rows if _f(r[key]) is not None]   # noqa: E731
+    worst = max(rows, key=lambda r: _f(r["max_rel"]) if _f(r["max_rel"]) is not None else -1.0)
     return {"match": all(bool(r["passed"]) for r in rows), "rtol": _f(worst["rtol"]), "atol": _f(worst["atol"]),
-            "max_abs_diff": _f(max((r["max_abs"] or 0.0) for r in rows)),
-            "max_rel_diff": _f(max((r["max_rel"] or 0.0) for r in rows)),
+            "max_abs_diff": _f(max(measured("max_abs"))) if measured("max_abs") else None,
+            "max_rel_diff": _f(max(measured("max_rel"))) if measured("max_rel") else None,
             "n_mismatch": int(sum(r["mismatches"] or 0 for r in rows)),
             "n_total": int(sum(r["total"] or 0 for r in rows)), "worst_output_uid": _f(worst["output_uid"]),
             "message": next((r["message"] for r in rows if not r["passed"] and r["message"]), None)}

@@ -38,6 +38,8 @@ class Element:
     reference: float | None
     abs_err: float
     rel_err: float
+    allowed: float = 0.0      # the error it was allowed (atol + rtol*|expected|; 0 for integer outputs):
+                              # the worst list is ordered by abs_err / allowed, so a report can show that
 
 
 @dataclass
@@ -55,6 +57,8 @@ class TensorComparison:
     shape_problem: str | None = None
     ignored: int = 0          # elements outside the output's defined region (padded attention rows)
     integer: str | None = None   # the integer type the output was judged in (validate/integers.py)
+    finite: int = 0           # compared elements with a finite actual and expected value: those the
+                              # maxima cover (none: the maxima are NaN, not a misleading 0)
 
     @property
     def passed(self) -> bool:
@@ -74,16 +78,21 @@ class TensorComparison:
                     f"rtol {self.rtol:g}{skipped}")
         parts = []
         if self.unwritten:
-            parts.append(f"{self.unwritten} element(s) never written (still poisoned)")
+            parts.append(f"all {self.total} elements never written (still poisoned)" if self.unwritten == self.total
+                         else f"{self.unwritten} element(s) never written (still poisoned)")
         if self.nonfinite:
-            parts.append(f"{self.nonfinite} NaN/Inf element(s)")
+            parts.append(f"all {self.total} elements NaN/Inf" if self.nonfinite == self.total
+                         else f"{self.nonfinite} NaN/Inf element(s)")
         if self.mismatches and self.integer:
             parts.append(f"{self.mismatches}/{self.total} elements that no {self.integer} conversion of the reference "
                          f"gives (atol {self.atol:g} rtol {self.rtol:g} on fractional values)")
         elif self.mismatches:
             parts.append(f"{self.mismatches}/{self.total} elements outside atol {self.atol:g} rtol {self.rtol:g}")
         worst = f"; worst at {list(self.worst_index)}" if self.worst_index is not None else ""
-        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{worst}{skipped})"
+        if not self.finite:   # maxima over nothing: say so instead of "max abs 0"
+            return ", ".join(parts) + f" (no element with finite values to measure an error on{worst}{skipped})"
+        over = f" over the {self.finite} finite element(s)" if self.finite < self.total else ""
+        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{over}{worst}{skipped})"
 
 
 def compare_tensor(
@@ -137,20 +146,22 @@ def compare_tensor(
         index = tuple(int(i) for i in np.unravel_index(c.flat, shape))
         worst.append(Element(index, c.actual, c.expected,
                              None if reference is None else float(np.asarray(reference)[index]),
-                             c.abs_err, c.rel_err))
+                             c.abs_err, c.rel_err, c.allowed))
+    measured = total and tally.finite   # no finite pair: no maximum (NaN), not 0
     return TensorComparison(
         total=total,
         mismatches=tally.mismatches,
         nonfinite=tally.nonfinite,
         unwritten=tally.unwritten,
-        max_abs=float(np.max(tally.max_abs)) if total else 0.0,
-        max_rel=float(np.max(tally.max_rel)) if total else 0.0,
+        max_abs=float(np.max(tally.max_abs)) if measured else (np.nan if total else 0.0),
+        max_rel=float(np.max(tally.max_rel)) if measured else (np.nan if total else 0.0),
         worst_index=worst[0].index if worst else None,
         atol=atol,
         rtol=rtol,
         worst=worst,
         ignored=tally.ignored,
         integer=integer,
+        finite=tally.finite,
     )
 
 
@@ -164,6 +175,7 @@ class _Candidate:
     expected: float
     abs_err: float
     rel_err: float
+    allowed: float
 
 
 @dataclass
@@ -172,6 +184,7 @@ class _ChunkResult:
     nonfinite: int
     unwritten: int
     ignored: int
+    finite: int
     max_abs: float
     max_rel: float
     ranked: list[_Candidate]       # failing elements with a score, at most ``top``
@@ -188,6 +201,7 @@ class _Tally:
     nonfinite: int = 0
     unwritten: int = 0
     ignored: int = 0
+    finite: int = 0
     max_abs: list[float] = field(default_factory=list)
     max_rel: list[float] = field(default_factory=list)
     ranked: list[_Candidate] = field(default_factory=list)
@@ -199,6 +213,7 @@ class _Tally:
         self.nonfinite += chunk.nonfinite
         self.unwritten += chunk.unwritten
         self.ignored += chunk.ignored
+        self.finite += chunk.finite
         self.max_abs.append(chunk.max_abs)     # np.max over these: a NaN propagates as over the whole
         self.max_rel.append(chunk.max_rel)
         self.ranked = _best(self.ranked + chunk.ranked, self.top)
@@ -225,6 +240,7 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
     a = raw.astype(np.float64)
     e = np.asarray(expected, dtype=np.float64)
     ignored = 0
+    keep = None
     if ignore is not None:
         keep = ~ignore
         ignored = int(keep.size - np.count_nonzero(keep))
@@ -246,6 +262,7 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
         rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
     fail = bad_value | nonfinite_mask | poisoned
     both_finite = finite_a & np.isfinite(e)
+    finite = int(np.count_nonzero(both_finite if keep is None else both_finite & keep))
     max_abs = float(np.where(both_finite, err, 0.0).max()) if a.size else 0.0
     max_rel = float(np.where(finite_a & np.isfinite(rel), rel, 0.0).max()) if a.size else 0.0
     failing = np.flatnonzero(fail)
@@ -255,12 +272,12 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
     nan = np.isnan(scores)
 
     def candidates(where: np.ndarray) -> list[_Candidate]:
-        return [_Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(err[i]), float(rel[i]))
-                for i, s in zip(failing[where], scores[where])]
+        return [_Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(err[i]), float(rel[i]),
+                           float(bound[i])) for i, s in zip(failing[where], scores[where])]
 
     return _ChunkResult(
         mismatches=int(np.count_nonzero(bad_value)), nonfinite=int(np.count_nonzero(nonfinite_mask)),
-        unwritten=int(np.count_nonzero(poisoned)), ignored=ignored, max_abs=max_abs, max_rel=max_rel,
+        unwritten=int(np.count_nonzero(poisoned)), ignored=ignored, finite=finite, max_abs=max_abs, max_rel=max_rel,
         ranked=_best(candidates(_top_scores(scores, nan, top)), top),
         unranked=candidates(np.flatnonzero(nan)[:top]),
         all_failed=failing.size == a.size,

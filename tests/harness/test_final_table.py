@@ -95,4 +95,4 @@ def test_mismatch_report_against_the_reference_has_one_reference_column(tmp_path
           "--out", str(tmp_path / "runs"), "--no-trace", "--rtol", "0", "--atol", "0"])
     out = capsys.readouterr().out.splitlines()
     header = next(line for line in out if line.strip().startswith("index") and "actual" in line)
-    assert header.split() == ["index", "actual", "reference", "abs", "err"]
+    assert header.split() == ["index", "actual", "reference", "abs", "err", "rel", "err", "err/allowed"]
