@@ -218,7 +218,8 @@ class Reporter:
                        f"{v.mismatches + v.nonfinite} failing element(s), {order}, largest first")
             one = v.against in ("reference", "golden")   # expected is the reference itself: one column
             expected = v.against if one else ("A" if v.against.startswith("A:") else v.against)
-            self.print(f"      {'index':<22}{'actual':>14}{expected:>14}{'' if one else 'reference':>{0 if one else 14}}"
+            reference = "" if one else f"{'reference':>14}"
+            self.print(f"      {'index':<22}{'actual':>14}{expected:>14}{reference}"
                        f"{'abs err':>12}{'rel err':>12}{'err/allowed':>13}")
             for e in v.worst:
                 ref = "" if one else ("-" if e["reference"] is None else f"{e['reference']:.6g}")

@@ -135,7 +135,8 @@ def verdict_section(c: Comparison, top: int) -> Section:
     paragraphs = [
         f"B = {c.label_b} against A = {c.label_a}, paired by {s['by']}; threshold "
         f"{s['threshold']:.0%}, alpha {s['alpha']} (Holm-adjusted Mann-Whitney U), "
-        f"{RATIO_NAME} = ratio of medians (>1: B slower) with a {s['n_boot']}-replicate bootstrap 95% CI (seed {s['seed']}), "
+        f"{RATIO_NAME} = ratio of medians (>1: B slower) with a {s['n_boot']}-replicate bootstrap 95% CI "
+        f"(seed {s['seed']}), "
         f"widened by a run-to-run drift of {s['drift']:.1%} per graph ({s['drift_source']}).",
         f"Verdicts: {counts}.",
     ]
@@ -389,7 +390,8 @@ def headline_section(runs: list[Any], comparison: Comparison | None) -> Section:
     if comparison is not None:
         matched, total_rows = comparison.coverage
         counts = ", ".join(f"{n} {v}" for v, n in comparison.counts.items() if n) or "no verdicts"
-        overall = (f"geomean {RATIO_NAME} {comparison.geomean:.3f} ({fmt_change(comparison.geomean)}) over {matched} of "
+        overall = (f"geomean {RATIO_NAME} {comparison.geomean:.3f} ({fmt_change(comparison.geomean)}) over "
+                   f"{matched} of "
                    f"{total_rows} graph rows" if comparison.overall_claim and math.isfinite(comparison.geomean)
                    else f"no overall claim ({matched} of {total_rows} graph rows in both runs)")
         paragraphs.append(f"{comparison.label_b} vs {comparison.label_a}: {counts}; {overall}.")

@@ -204,7 +204,8 @@ def test_a_failed_submission_leaves_nothing_and_the_same_command_then_works(tmp_
         assert out.is_dir() and not any(out.iterdir())
     else:
         assert not (tmp_path / "sweeps").exists()   # the folders this command created, parents included
-    result = slurm_cli(*args, env=_fake_sbatch(tmp_path / "bin", 'case "$*" in *dependency*) echo 8;; *) echo 7;; esac'))
+    accept = 'case "$*" in *dependency*) echo 8;; *) echo 7;; esac'
+    result = slurm_cli(*args, env=_fake_sbatch(tmp_path / "bin", accept))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("submitted array job 7 (2 tasks) and merge job 8 (after it)")
     assert (out / "slurm" / "shards.sbatch").is_file()
@@ -212,8 +213,8 @@ def test_a_failed_submission_leaves_nothing_and_the_same_command_then_works(tmp_
 
 def test_a_failed_merge_submission_keeps_the_folder_the_running_array_uses(tmp_path):
     out = tmp_path / "s"
-    env = _fake_sbatch(tmp_path / "bin", 'case "$*" in *dependency*) echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; '
-                                         'exit 1;; *) echo 7;; esac')
+    env = _fake_sbatch(tmp_path / "bin", 'case "$*" in *dependency*) echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" '
+                                         '>&2; exit 1;; *) echo 7;; esac')
     result = slurm_cli(str(SUITE[0]), "--array", "2", "--out", str(out), "--submit", env=env)
     assert result.returncode == 1
     assert "(array job 7 is submitted; submit the merge with: sbatch --dependency=afterany:7 " in result.stderr
