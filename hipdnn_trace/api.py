@@ -60,6 +60,8 @@ def run(graphs: str | Path | Sequence[str | Path], *, out: str | Path = "runs", 
 
     Example: ``hipdnn_trace.run("graphs/conv", backend="cudnn", iters=200).summary``.
     The exit code is in ``run.meta["exit_code"]``; a user error raises UserError.
+    ``quiet`` (default): nothing on stdout, not even the count line (the result is the return value);
+    warnings still reach stderr, which a healthy run leaves empty.
     """
     import contextlib
     import io
@@ -74,14 +76,15 @@ def run(graphs: str | Path | Sequence[str | Path], *, out: str | Path = "runs", 
     if quiet:
         argv.append("--quiet")
     errors = io.StringIO()
-    with contextlib.redirect_stderr(errors):
+    with contextlib.redirect_stderr(errors), \
+            contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
         code = main(argv)
-    sys.stderr.write(errors.getvalue())
     folder = Path(out) / run_id
-    if not (folder / "run.json").exists():
+    if not (folder / "run.json").exists():   # the reason is raised, not printed as well
         reason = next((line for line in reversed(errors.getvalue().splitlines()) if "error" in line), "")
         raise UserError(f"run failed before writing results (exit code {code})"
                         + (f": {reason.split('error: ', 1)[-1]}" if reason else ""))
+    sys.stderr.write(errors.getvalue())
     result = load_run(folder)
     result.meta["exit_code"] = code
     return result

@@ -111,6 +111,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UserError as exc:
             print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
             return exc.exit_code
+    from hipdnn_trace.commands.resume import from_run_json, needs_rebuild
+
+    if needs_rebuild(args):   # `run --resume DIR` alone: DIR/run.json's graphs and flags, flags given win
+        try:
+            args = from_run_json(build_parser, given, args)
+        except UserError as exc:
+            print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
+            return exc.exit_code
     # the subcommand's own arguments as given (a profiled run re-runs itself with them)
     args.argv = given[given.index(args.command) + 1:] if args.command in given else given
     try:

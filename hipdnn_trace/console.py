@@ -1,5 +1,6 @@
 """What ``run`` prints: a header, a block per graph (or one line in suites), the
-mismatch report, a final table, and a progress line on stderr.
+mismatch report, a final table of the rows that did not pass, the count line, and a
+progress line on stderr. ``-q`` prints the count line alone.
 
 Results go to stdout, progress to stderr, so ``hipdnn-trace run ... > log`` keeps a
 clean log while a terminal still shows progress. Everything printed passes through
@@ -9,6 +10,7 @@ ANSI escape must not forge lines or recolour the terminal (the files keep the re
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
@@ -201,45 +203,46 @@ class Reporter:
                            f"p95 {fmt_ms(st['p95'])}  p99 {fmt_ms(st['p99'])}  max {fmt_ms(st['max'])}  "
                            f"cv {fmt_share(st['cv'] or 0)}")
                 self.print(f"      {_throughput(g, st['median'])}")
+            said = set()
             for v in g.validation:
                 if v.config == c.config.name:
                     verdict = "PASS" if v.passed else "FAIL"
                     self.print(f"      {v.output} vs {v.against}: {verdict} {v.message}")
-            if c.error and c.status == FAILED:
+                    said.add(f"{v.output} vs {v.against}: {v.message}")
+            if c.error and c.status == FAILED and c.error not in said:   # a failed check is its FAIL line
                 self.print(f"      {c.error}")
 
     def mismatches(self, g: GraphRun) -> None:
-        """The worst elements of each failing comparison, always shown."""
+        """The worst elements of each failing comparison, always shown, in the order they were ranked
+        (error / allowed error, largest first) with that ratio as the last column. The counts and
+        maxima are on the check's own line already; this heading does not repeat them."""
         for v in g.validation:
             if v.passed or not v.worst:
                 continue
-            self.print(f"   MISMATCH {g.name} [{v.config}] {v.output} vs {v.against}: "
-                       f"{v.mismatches}/{v.total} outside tolerance, {v.nonfinite} non-finite/unwritten, "
-                       f"max abs {v.max_abs:.3g}, max rel {v.max_rel:.3g}")
-            if v.against in ("reference", "golden"):   # expected is the reference itself: one column
-                self.print(f"      {'index':<22}{'actual':>14}{v.against:>14}{'abs err':>12}")
-                for e in v.worst:
-                    self.print(f"      {str(list(e['index'])):<22}{e['actual']:>14.6g}{e['expected']:>14.6g}"
-                               f"{e['abs_err']:>12.3g}")
-                continue
-            b_name = "A" if v.against.startswith("A:") else v.against
-            self.print(f"      {'index':<22}{'actual':>14}{b_name:>14}{'reference':>14}{'abs err':>12}")
+            order = ("by abs error (no error allowed: atol 0, rtol 0)" if not (v.atol or v.rtol)
+                     else f"by error / allowed error (allowed: atol {v.atol:g} + rtol {v.rtol:g} * |expected|)")
+            self.print(f"   MISMATCH {g.name} [{v.config}] {v.output} vs {v.against}: the {len(v.worst)} worst of "
+                       f"{v.mismatches + v.nonfinite} failing element(s), {order}, largest first")
+            one = v.against in ("reference", "golden")   # expected is the reference itself: one column
+            expected = v.against if one else ("A" if v.against.startswith("A:") else v.against)
+            reference = "" if one else f"{'reference':>14}"
+            self.print(f"      {'index':<22}{'actual':>14}{expected:>14}{reference}"
+                       f"{'abs err':>12}{'rel err':>12}{'err/allowed':>13}")
             for e in v.worst:
-                ref = "-" if e["reference"] is None else f"{e['reference']:.6g}"
+                ref = "" if one else ("-" if e["reference"] is None else f"{e['reference']:.6g}")
                 self.print(f"      {str(list(e['index'])):<22}{e['actual']:>14.6g}{e['expected']:>14.6g}"
-                           f"{ref:>14}{e['abs_err']:>12.3g}")
+                           f"{ref:>{0 if one else 14}}{e['abs_err']:>12.3g}{e['rel_err']:>12.3g}{_over(e):>13}")
 
     def ab(self, line: str) -> None:
         if not self.quiet:
             self.print(line)
 
-    #: above this many rows the final table lists only what did not pass (all rows are in summary.csv)
-    FULL_TABLE_ROWS = 60
     REASON_WIDTH = 240
 
     def final(self, runs: Sequence[GraphRun], folder: str, elapsed_s: float) -> None:
-        """The final table (graph, config, status, median, throughput, the reason for anything not
-        passed), then one count line. Shown with -q too: it is where a suite's reasons end up."""
+        """The rows that did not pass (graph, config, status, median, throughput, the reason), then one
+        count line; -q: the count line alone. Passed rows were each printed as they finished and are
+        all in summary.csv: repeating them would bury the reasons, at any suite size."""
         counts: Counter[str] = Counter()
         rows: list[tuple[str, ...]] = []
         for g in runs:
@@ -249,16 +252,27 @@ class Reporter:
             for c in g.configs:
                 counts[c.status] += 1
                 rows.append(_final_row(g, c, self.REASON_WIDTH))
-        shown = rows if len(rows) <= self.FULL_TABLE_ROWS else [r for r in rows if r[2] != "ok"]
-        if shown and len(runs) > 1 or any(r[2] != "ok" for r in shown):
+        shown = [r for r in rows if r[2] != "ok"]
+        if shown and not self.quiet:
             self.print()
             for line in table(shown, ("graph", "config", "status", "median ms", "compute", "memory",
                                       "reason")):
                 self.print(line)
             if len(shown) < len(rows):
-                self.print(f"({len(rows) - len(shown)} passed rows not repeated here: see summary.csv)")
+                self.print(f"({len(rows) - len(shown)} passed row(s) not repeated here: see summary.csv)")
         self.print(f"done in {elapsed_s:.1f}s: {counts[OK]} passed, {counts[FAILED]} failed validation, "
                    f"{counts[UNSUPPORTED]} unsupported, {counts[ERROR]} errored -> {folder}")
+
+
+def _over(e: dict[str, Any]) -> str:
+    """An element's error in multiples of what it was allowed (the worst list's order); inf for a
+    NaN/Inf or unwritten value and for any error where nothing was allowed."""
+    err, allowed = e.get("abs_err"), e.get("allowed")
+    if allowed is None or err is None:
+        return "-"
+    if not math.isfinite(e["actual"]) or not math.isfinite(err) or (allowed <= 0 and err > 0):
+        return "inf"
+    return f"{err / allowed:.3g}" if allowed > 0 else "0"
 
 
 def _one_line(text: str | None, width: int) -> str:

@@ -78,7 +78,7 @@ def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Gr
     t1 = now_ns()
     run.load_ms = (t1 - t0) / 1e6
     run.phases.append(Phase("load", t0, t1))
-    run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.name
+    run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.label
     run.notes.extend(f"warning: {w} (read past: --allow-unknown-fields)" for w in graph.warnings)
     return graph
 
@@ -254,7 +254,7 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun,
             outs = {t.uid: tensors[t.uid] for t in graph.output_tensors if t.uid in tensors}
             run.notes.append(f"inputs and expected outputs from {path}")
             return ins, outs
-        run.notes.append(f"no golden bundle for {graph.name!r} in {settings.golden}; seeded inputs")
+        run.notes.append(f"no golden bundle for {graph.label!r} in {settings.golden}; seeded inputs")
     return make_inputs(graph, settings.seed, device=device), {}
 
 

@@ -87,7 +87,7 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
     if graph is None:
         run.status, run.error = ERROR, message
     else:
-        run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.name
+        run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.label
         for cfg in configs:
             run.configs.append(ConfigRun(config=cfg, status=ERROR, error=message, info=dict(info or {})))
     if span is not None:

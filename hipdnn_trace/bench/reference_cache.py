@@ -132,7 +132,7 @@ class ReferenceCache:
             for t in graph.output_tensors:
                 _write_npy(Path(tmp) / f"{t.uid}.npy", outputs[t.uid])
             _write_json(Path(tmp) / _MANIFEST, {
-                "format": _FORMAT, "graph_id": graph.graph_id, "graph": graph.name, "seed": seed,
+                "format": _FORMAT, "graph_id": graph.graph_id, "graph": graph.label, "seed": seed,
                 "input_recipe": input_recipe_version(), "generator": GENERATOR, "reference": reference_version(),
                 "numpy": np.__version__, "outputs": [t.uid for t in graph.output_tensors], "bytes": size})
             tmp = None if _publish(Path(tmp), self.folder / key) else tmp

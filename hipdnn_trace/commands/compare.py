@@ -13,7 +13,8 @@ from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
 DESCRIPTION = """\
-Compare run B against run A graph by graph: ratio of medians (B/A) with a 95% CI
+Compare run B against run A graph by graph: B/A time, the ratio of medians (>1: B
+slower, the direction every output of hipdnn-trace uses), with a 95% CI
 (bootstrap of the raw samples, widened by the run-to-run drift the suite shows), a
 Mann-Whitney U p-value (Holm-adjusted across the suite) and a verdict:
   SLOWER / FASTER  p(Holm) < alpha and the whole CI beyond 1+t (or below 1/(1+t))

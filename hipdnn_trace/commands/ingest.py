@@ -53,6 +53,12 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(main=main)
 
 
+def _what(fmt: str | None, kind: str) -> str:
+    """"rocprofv3 kernel trace"; a kind named after its format once ("rocpd", not "rocpd rocpd")."""
+    words = kind.replace("_", " ")
+    return words if fmt == kind else f"{fmt or '?'} {words}"
+
+
 def main(args: argparse.Namespace) -> int:
     from hipdnn_trace.profilers.ingest import ingest, write
 
@@ -60,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
     written = write(result, args.out, trace=args.trace)
     if not args.quiet:
         read = [d for d in result.files if d.parsed]
-        kinds = sorted({f"{d.format or '?'} {d.kind.replace('_', ' ')}" for d in read})
+        kinds = sorted({_what(d.format, d.kind) for d in read})
         print(f"read {len(read)} file(s): {', '.join(kinds)}")
         print(f"{result.kernels.height} kernels, {result.counters.height} counter values "
               f"({result.counters_wide.height} dispatches), {result.metrics.height} with derived metrics")

@@ -136,7 +136,7 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict]) -> dict[
     flops = ops.graph_flops(graph)
     nbytes = ops.graph_bytes(graph)
     return {
-        "name": graph.name,
+        "name": graph.label,
         "source": source,
         "graph_id": graph.graph_id,
         "compute_data_type": graph.compute_data_type,

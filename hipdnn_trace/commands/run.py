@@ -59,7 +59,7 @@ examples:
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
-  hipdnn-trace run suite/ --backend hipdnn --resume runs/20260101-120000-ab12cd
+  hipdnn-trace run --resume runs/20260101-120000-ab12cd   # graphs and flags from its run.json
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
   hipdnn-trace run suite/ --shard auto --run-id shard-$SLURM_ARRAY_TASK_ID  # in a Slurm array task
   hipdnn-trace run --config nightly.toml --iters 500   # recipe (graphs = [...], iters = 200, ...); flags win
@@ -172,7 +172,8 @@ def add_parser(sub: Any) -> None:
                         "sees a GPU, else cpu")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish an interrupted run: skip graphs already recorded in RUN_DIR, append the "
-                        "rest (same graphs and flags as the interrupted run)")
+                        "rest (same graphs and flags as the interrupted run; without GRAPH paths both come "
+                        "from RUN_DIR/run.json, flags given here win where a resume allows)")
     r.add_argument("--shard", type=_shard, metavar="I/N|auto",
                    help="run only slice I of N of the suite (1/N .. N/N, like split -n l/I/N; the slice "
                         "depends on the graphs, not on file order); auto: I and N of this Slurm array task "
@@ -213,9 +214,12 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
     o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
     o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")
-    o.add_argument("--quiet", "-q", action="store_true", help="only the final line")
+    o.add_argument("--quiet", "-q", action="store_true",
+                   help="only the final count line (no per-graph lines, table or progress line; errors and "
+                        "warnings still go to stderr)")
     o.add_argument("--verbose", "-v", action="store_true", help="a full block per graph, also in suites")
-    o.add_argument("--progress", choices=("auto", "on", "off"), default="auto", help="progress line on stderr")
+    o.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress line on stderr (auto: on a terminal, not with -q)")
     p.set_defaults(main=main)
 
 
@@ -269,7 +273,7 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
     for src in sources:
         graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
         support = backend.check(graph)
-        print(f"== {escape(graph.name)} ({escape(src.name)})")
+        print(f"== {escape(graph.label)} ({escape(src.name)})")
         if not support:
             print(f"   unsupported: {escape(support.reason)}")
             continue
@@ -284,18 +288,20 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
 
 
 def _ab_line(g: GraphRun) -> str | None:
+    """B's median time over A's with its CI: the ratio, direction and name ``compare`` and ``report``
+    use (compare/result.py), so one number never reads two ways."""
     ran = [c for c in g.configs if c.status in (OK, FAILED) and c.samples is not None]
     if len(ran) != 2:
         return None
+    from hipdnn_trace.compare.result import RATIO_LABEL, fmt_change
     from hipdnn_trace.compare.stats import median_ratio
 
     a, b = (c.samples.timed_kernel_ms() for c in ran)
     if not len(a) or not len(b) or min(a.min(), b.min()) <= 0:
         return None
     est = median_ratio(a, b, n_boot=2000, rng=np.random.default_rng(0))
-    speed, lo, hi = 1 / est.ratio, 1 / est.ci_high, 1 / est.ci_low
-    return (f"   A/B {g.name}: B ({ran[1].config.name}) is {speed:.3f}x A ({ran[0].config.name}) "
-            f"[95% CI {lo:.3f}, {hi:.3f}] (>1: B faster)")
+    return (f"   A/B {g.name}: {RATIO_LABEL} {est.ratio:.3f} [95% CI {est.ci_low:.3f}, {est.ci_high:.3f}], "
+            f"{fmt_change(est.ratio)}; A = {ran[0].config.name}, B = {ran[1].config.name}")
 
 
 def _isolation(args: argparse.Namespace, configs: list, suite_size: int, profiling: bool) -> float | None:
@@ -634,7 +640,9 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1,
                         name_width=max((len(Path(s.name).stem) for s in sources), default=0),
                         config_width=max((len(c.name) for c in configs), default=0))
-    progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress))
+    # -q: the final line only, so no progress line either unless asked for by name
+    progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress,
+                                                                              False if args.quiet else None))
     reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=args.warmup,
                     iters=args.iters, folder=str(folder), notes=notes)
 

@@ -50,12 +50,14 @@ _SCRIPT_OWNS = ("--shard", "--out", "-o", "--run-id", "--resume")
 
 @dataclass(frozen=True)
 class Scripts:
-    """The two batch scripts' paths, and where the shards and the merged run go."""
+    """The two batch scripts' paths, where the shards and the merged run go, and the folders this
+    command created (removed again when nothing could be submitted, so the same command can be retried)."""
 
     array: Path
     merge: Path
     shards: Path
     merged: Path
+    created: tuple[Path, ...] = ()
 
 
 def _split_run_options(parser: argparse.ArgumentParser) -> None:
@@ -242,10 +244,11 @@ def write_scripts(args: argparse.Namespace) -> Scripts:
     folder = args.out.absolute()
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UserError(f"{args.out} already exists and is not an empty folder; choose another --out")
+    created = _new_folders(folder)
     for sub in ("slurm", "logs", "shards"):
         (folder / sub).mkdir(parents=True, exist_ok=True)   # Slurm does not create log folders
     scripts = Scripts(folder / "slurm" / "shards.sbatch", folder / "slurm" / "merge.sbatch",
-                      folder / "shards", folder / "merged")
+                      folder / "shards", folder / "merged", created)
     scripts.array.write_text(array_script(args, suite, folder, command))
     scripts.merge.write_text(merge_script(args, folder, command))
     for path in (scripts.array, scripts.merge):
@@ -253,13 +256,34 @@ def write_scripts(args: argparse.Namespace) -> Scripts:
     return scripts
 
 
-def _sbatch(*arguments: str) -> str:
-    """Submit; the job id (``sbatch --parsable`` prints ``ID`` or ``ID;CLUSTER``)."""
+def _new_folders(folder: Path) -> tuple[Path, ...]:
+    """What writing the scripts will create: the outermost missing folder on the way to ``folder``,
+    or, for an existing empty ``folder``, its three sub-folders."""
+    if folder.exists():
+        return tuple(folder / sub for sub in ("slurm", "logs", "shards"))
+    top = folder
+    while not top.parent.exists() and top.parent != top:
+        top = top.parent
+    return (top,)
+
+
+def _remove(created: tuple[Path, ...]) -> None:
+    """Undo :func:`write_scripts` after a submission that submitted nothing: only folders it created."""
+    for path in created:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _sbatch_path() -> str:
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         raise UserError("--submit: sbatch is not on PATH; run without --submit and submit the scripts "
                         "where Slurm is")
-    proc = subprocess.run([sbatch, "--parsable", *arguments], capture_output=True, text=True, check=False)
+    return sbatch
+
+
+def _sbatch(*arguments: str) -> str:
+    """Submit; the job id (``sbatch --parsable`` prints ``ID`` or ``ID;CLUSTER``)."""
+    proc = subprocess.run([_sbatch_path(), "--parsable", *arguments], capture_output=True, text=True, check=False)
     job = proc.stdout.strip().split(";", 1)[0]
     if proc.returncode or not job.isdigit():
         why = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [f"exit {proc.returncode}"])
@@ -268,6 +292,8 @@ def _sbatch(*arguments: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.submit:
+        _sbatch_path()   # no sbatch: one line before anything is written
     scripts = write_scripts(args)
     array, merge = shlex.quote(str(scripts.array)), shlex.quote(str(scripts.merge))
     if not args.submit:
@@ -276,7 +302,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"  sbatch --dependency=afterany:${{job%%;*}} {merge}")
         print(f"merged run: {escape(scripts.merged)}")
         return 0
-    job = _sbatch(str(scripts.array))
+    try:
+        job = _sbatch(str(scripts.array))
+    except UserError as exc:   # nothing submitted: leave nothing behind, so the same command can be retried
+        _remove(scripts.created)
+        raise UserError(f"{exc}; nothing was submitted and the scripts were removed again (the same "
+                        "command can be retried)") from None
     try:
         merge_job = _sbatch(f"--dependency=afterany:{job}", str(scripts.merge))
     except UserError as exc:

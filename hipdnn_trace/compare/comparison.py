@@ -14,6 +14,7 @@ from hipdnn_trace.compare.loading import load_input, run_label
 from hipdnn_trace.compare.matching import match, units
 from hipdnn_trace.compare.method import clock_difference, method_differences, run_status_notes
 from hipdnn_trace.compare.result import (  # noqa: F401 - re-exported: callers import them from here
+    RATIO_DEFINITION,
     TABLE_SCHEMA,
     UNMATCHED_SCHEMA,
     Z95,
@@ -302,6 +303,7 @@ def compare_runs(
             "n_boot": n_boot,
             "min_samples": MIN_SAMPLES,
             "test": "Mann-Whitney U (two-sided), Holm-adjusted",
+            "ratio": RATIO_DEFINITION,
             "ci": "percentile bootstrap of median(B)/median(A), 95%, widened by drift",
             "drift": judged.drift,
             "drift_source": "estimated from the suite" if fixed_drift is None else "given",

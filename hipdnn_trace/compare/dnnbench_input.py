@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from hipdnn_trace.compare.result import TABLE_SCHEMA, UNMATCHED_SCHEMA, Z95, Comparison
+from hipdnn_trace.compare.result import RATIO_DEFINITION, TABLE_SCHEMA, UNMATCHED_SCHEMA, Z95, Comparison
 from hipdnn_trace.compare.verdict import MIN_SAMPLES
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.dnnbench import kernel_stats
@@ -208,7 +208,7 @@ def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, labe
         unmatched=unmatched, label_a=label_a, label_b=label_b,
         settings={"min_coverage": min_coverage, "by": "graph", "threshold": threshold, "alpha": alpha,
                   "seed": None, "n_boot": None, "min_samples": MIN_SAMPLES,
-                  "test": "none (statistics only: a dnn-benchmarking file has no samples)",
+                  "test": "none (statistics only: a dnn-benchmarking file has no samples)", "ratio": RATIO_DEFINITION,
                   "ci": f"median notch intervals (1.57 IQR/sqrt(n)) combined on the log scale, Bonferroni over "
                         f"{len(pairs)} rows", "drift": 0.0, "drift_source": "given (not estimated: statistics only)",
                   "relative_to": None},

@@ -9,11 +9,9 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.compare.comparison import Comparison, fmt_change
-from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER
+from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME, SEVERITY, display_order  # noqa: F401 - re-exported
+from hipdnn_trace.compare.verdict import FASTER, SLOWER
 from hipdnn_trace.console import escape
-
-#: Console order: what needs attention first.
-SEVERITY = {SLOWER: 0, FASTER: 1, INCONCLUSIVE: 2, SAME: 3}
 
 
 def fmt_ms(value: float | None) -> str:
@@ -34,19 +32,6 @@ def fmt_p(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
     return "<1e-4" if value < 1e-4 else f"{value:.2g}"
-
-
-def display_order(table: pl.DataFrame) -> pl.DataFrame:
-    """Rows needing attention first: SLOWER by ratio desc, FASTER asc, then the rest."""
-    return (
-        table.with_columns(
-            pl.col("verdict").replace_strict(SEVERITY, default=9).alias("_sev"),
-            pl.when(pl.col("verdict") == SLOWER).then(-pl.col("ratio")).otherwise(pl.col("ratio"))
-            .alias("_key"),
-        )
-        .sort(["_sev", "_key", "graph", "config"], nulls_last=True)
-        .drop("_sev", "_key")
-    )
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -75,9 +60,9 @@ def console(comparison: Comparison, top: int = 5) -> str:
         "",
     ]
     header = ["graph", "config", "engine", "n_a", "n_b", "median A ms", "median B ms",
-              "B/A", "95% CI", "p(Holm)", "verdict"]
+              RATIO_LABEL, "95% CI", "p(Holm)", "verdict"]
     rows = []
-    for r in display_order(c.table).iter_rows(named=True):
+    for r in c.table.iter_rows(named=True):   # already in display order (compare/result.py)
         engine = r["engine_a"] if r["engine_a"] == r["engine_b"] else f"{r['engine_a']}->{r['engine_b']}"
         rows.append([
             r["graph"] or "", r["config"] or "", engine or "", str(r["n_a"]), str(r["n_b"]),
@@ -95,13 +80,13 @@ def console(comparison: Comparison, top: int = 5) -> str:
                    f"--min-coverage {c.settings.get('min_coverage', 0):.0%}); the per-row verdicts above stand")
     elif not math.isnan(c.geomean):
         out.append(
-            f"geomean B/A over {matched} of {total} graph rows: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}]  "
+            f"geomean {RATIO_NAME} over {matched} of {total} graph rows: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}]  "
             f"({fmt_change(c.geomean)} overall)"
         )
     for verdict, title in ((SLOWER, "top regressions"), (FASTER, "top improvements")):
         best = c.top(verdict, top)
         if best.height:
-            out.append(f"{title}:")
+            out.append(f"{title} ({RATIO_NAME}):")
             out += [
                 f"  {_row_name(r)}: {fmt_ratio(r['ratio'])} {fmt_ci(r['ci_low'], r['ci_high'])}"
                 f"  {fmt_change(r['ratio'])}"
@@ -125,6 +110,7 @@ def console(comparison: Comparison, top: int = 5) -> str:
 
 
 def to_csv(comparison: Comparison) -> str:
+    """The table in the console's order (regressions first), every column."""
     return comparison.table.write_csv()
 
 

@@ -21,6 +21,7 @@ from hipdnn_trace.compare.loading import run_label
 from hipdnn_trace.compare.matching import units
 from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
 from hipdnn_trace.console import fmt_share, si_rate
+from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
 
 
 @dataclass
@@ -147,14 +148,15 @@ def verdict_section(c: Comparison, top: int) -> Section:
     paragraphs = [
         f"B = {c.label_b} against A = {c.label_a}, paired by {s['by']}; threshold "
         f"{s['threshold']:.0%}, alpha {s['alpha']} (Holm-adjusted Mann-Whitney U), "
-        f"ratio of medians with a {s['n_boot']}-replicate bootstrap 95% CI (seed {s['seed']}), "
+        f"{RATIO_NAME} = ratio of medians (>1: B slower) with a {s['n_boot']}-replicate bootstrap 95% CI "
+        f"(seed {s['seed']}), "
         f"widened by a run-to-run drift of {s['drift']:.1%} per graph ({s['drift_source']}).",
         f"Verdicts: {counts}.",
     ]
     if not math.isnan(c.geomean):
         lo, hi = c.geomean_ci
         paragraphs.append(
-            f"Geometric mean of B/A: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}] ({fmt_change(c.geomean)})."
+            f"Geometric mean of {RATIO_LABEL}: {c.geomean:.3f} [{lo:.3f}, {hi:.3f}] ({fmt_change(c.geomean)})."
         )
     paragraphs += [f"Note: {n}" for n in c.notes]
     ordered = display_order(c.table)
@@ -179,7 +181,7 @@ def verdict_section(c: Comparison, top: int) -> Section:
         for r in ordered.iter_rows(named=True)
     ]
     blocks.append(Table(
-        ["graph", "config", "engine", "n A / B", "median A ms", "median B ms", "B/A", "95% CI",
+        ["graph", "config", "engine", "n A / B", "median A ms", "median B ms", RATIO_LABEL, "95% CI",
          "p (Holm)", "verdict", "note"],
         rows, "Every matched graph, regressions first", ordered["verdict"].str.to_lowercase().to_list()))
     if c.unmatched.height:
@@ -419,7 +421,8 @@ def headline_section(runs: list[Any], comparison: Comparison | None) -> Section:
     if comparison is not None:
         matched, total_rows = comparison.coverage
         counts = ", ".join(f"{n} {v}" for v, n in comparison.counts.items() if n) or "no verdicts"
-        overall = (f"geomean B/A {comparison.geomean:.3f} ({fmt_change(comparison.geomean)}) over {matched} of "
+        overall = (f"geomean {RATIO_NAME} {comparison.geomean:.3f} ({fmt_change(comparison.geomean)}) over "
+                   f"{matched} of "
                    f"{total_rows} graph rows" if comparison.overall_claim and math.isfinite(comparison.geomean)
                    else f"no overall claim ({matched} of {total_rows} graph rows in both runs)")
         paragraphs.append(f"{comparison.label_b} vs {comparison.label_a}: {counts}; {overall}.")
@@ -431,7 +434,8 @@ def headline_section(runs: list[Any], comparison: Comparison | None) -> Section:
         worst = comparison.top(SLOWER, 3)
         if worst.height:
             paragraphs.append("Largest regressions: " + "; ".join(
-                f"{_unit_name(r['graph'], r['config'])} {fmt_ratio(r['ratio'])} {fmt_ci(r['ci_low'], r['ci_high'])}"
+                f"{_unit_name(r['graph'], r['config'])} {RATIO_NAME} {fmt_ratio(r['ratio'])} "
+                f"{fmt_ci(r['ci_low'], r['ci_high'])}"
                 for r in worst.iter_rows(named=True)) + ".")
     return Section("headline", "At a glance", paragraphs, blocks)
 

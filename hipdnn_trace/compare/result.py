@@ -11,8 +11,16 @@ from typing import Any
 
 import polars as pl
 
-from hipdnn_trace.compare.verdict import SLOWER, VERDICTS
+from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER, VERDICTS
 from hipdnn_trace.errors import UserError
+
+
+#: The one ratio every output shows (run's A/B line, compare's table, CSV and JSON, the report): B's median
+#: time over A's, so above 1 B is slower. One direction and one name everywhere, so no reader has to
+#: guess whether 1.05 is good news.
+RATIO_NAME = "B/A time"
+RATIO_LABEL = f"{RATIO_NAME} (>1: B slower)"
+RATIO_DEFINITION = "median(B) / median(A) of kernel time; > 1: B slower"
 
 
 def fmt_change(ratio: float) -> str:
@@ -21,6 +29,24 @@ def fmt_change(ratio: float) -> str:
         return "no rows tested"
     pct = (ratio - 1.0) * 100.0
     return f"B {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'}"
+
+
+#: Row order of every comparison output: what needs attention first.
+SEVERITY = {SLOWER: 0, FASTER: 1, INCONCLUSIVE: 2, SAME: 3}
+
+
+def display_order(table: pl.DataFrame) -> pl.DataFrame:
+    """Rows needing attention first: SLOWER by ratio desc, FASTER asc, then the rest (by ratio, graph,
+    config). The one order of the console, the report, the CSV, the JSON and ``Comparison.table``."""
+    return (
+        table.with_columns(
+            pl.col("verdict").replace_strict(SEVERITY, default=9).alias("_sev"),
+            pl.when(pl.col("verdict") == SLOWER).then(-pl.col("ratio")).otherwise(pl.col("ratio"))
+            .alias("_key"),
+        )
+        .sort(["_sev", "_key", "graph", "config"], nulls_last=True, maintain_order=True)
+        .drop("_sev", "_key")
+    )
 
 
 TABLE_SCHEMA: dict[str, pl.DataType] = {
@@ -71,7 +97,7 @@ class Comparison:
     """Everything ``compare`` found; ``table`` has one row per matched pair."""
 
     table: pl.DataFrame
-    geomean: float                        # geometric mean of ratio (B/A) over tested rows
+    geomean: float                        # geometric mean of ratio (B/A time) over tested rows
     geomean_ci: tuple[float, float]
     validation_changes: pl.DataFrame
     unmatched: pl.DataFrame
@@ -81,11 +107,15 @@ class Comparison:
     method_differences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # regressions first in the frame itself, so .table, --format csv/json and the console agree
+        self.table = display_order(self.table)
+
     def __repr__(self) -> str:
         """One line: what was compared and how it came out (the frames have their own reprs)."""
         verdicts = ", ".join(f"{n} {v}" for v, n in self.counts.items() if n)
         return (f"Comparison({self.label_b} vs {self.label_a}: {self.table.height} matched pair(s)"
-                f"{': ' + verdicts if verdicts else ''}; geomean B/A {self.geomean:.3f}; "
+                f"{': ' + verdicts if verdicts else ''}; geomean {RATIO_NAME} {self.geomean:.3f}; "
                 f"{self.unmatched.height} unmatched; .table .validation_changes .unmatched)")
 
     @property

@@ -60,7 +60,7 @@ class BundleError(UserError):
 
 def bundle_stem(graph: Graph) -> str:
     """The graph's name made safe as a file name (hipDNN uses ``{Name}`` as is)."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", graph.name).strip("._")
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", graph.label).strip("._")
     return stem[:200] or "graph"
 
 
@@ -136,7 +136,7 @@ def _complete(graph: Graph, tensors: Mapping[int, np.ndarray]) -> dict[int, np.n
     touched = {u for n in graph.nodes for u in (*n.input_uids(), *n.output_uids())}
     unknown = sorted(set(tensors) - set(graph.by_uid))
     if unknown:
-        raise ValueError(f"uids {unknown} are not tensors of graph {graph.name!r}")
+        raise ValueError(f"uids {unknown} are not tensors of graph {graph.label!r}")
     out: dict[int, np.ndarray] = {}
     missing = []
     for t in graph.tensors:
@@ -149,7 +149,7 @@ def _complete(graph: Graph, tensors: Mapping[int, np.ndarray]) -> dict[int, np.n
         else:
             missing.append(f"{t.uid} ({t.name})")
     if missing:
-        raise ValueError(f"graph {graph.name!r}: no data for tensor(s) {', '.join(missing)}; "
+        raise ValueError(f"graph {graph.label!r}: no data for tensor(s) {', '.join(missing)}; "
                          "hipDNN's loader needs a file for every tensor")
     return out
 

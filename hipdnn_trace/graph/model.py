@@ -19,7 +19,14 @@ from hipdnn_trace.graph.canonical import graph_id
 from hipdnn_trace.graph.layout import layout_name, storage_elements
 from hipdnn_trace.graph.opspec import UID_SUFFIX
 
-__all__ = ["UID_SUFFIX", "Graph", "Node", "Tensor"]
+__all__ = ["UID_SUFFIX", "Graph", "Node", "Tensor", "source_stem"]
+
+
+def source_stem(source: str) -> str:
+    """``dir/conv.json`` -> ``conv``; an archive member ``suite.tar.gz:dir/conv.json`` -> ``conv``."""
+    last = source.replace("\\", "/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    stem = last[:-5] if last.lower().endswith(".json") else last
+    return stem or source
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,13 @@ class Graph:
     def graph_id(self) -> str:
         """16 hex digits of SHA-256 over the canonical JSON (``canonical.graph_id``)."""
         return graph_id(self)
+
+    @property
+    def label(self) -> str:
+        """The name every output shows: the JSON's ``name``, or the file's stem when that is blank
+        (upstream graphs often leave it empty, and a blank name leaves rows nobody can tell apart).
+        ``name`` itself stays as the file says: the graph_id and the written-back JSON use it."""
+        return self.name if self.name.strip() else source_stem(self.source)
 
     @property
     def ops(self) -> list[str]:

@@ -98,7 +98,7 @@ class CuptiProfiler:
         info = {"clock_offset_ns": self._offset, "clock_offset_uncertainty_ns": self._offset_width,
                 "flush_ms": flush_ms, "records": len(rows)}
         info["graph_id"] = graph.graph_id
-        info["graph"] = graph.name
+        info["graph"] = graph.label
         self._pending.append((run, rows, self._offset, info))
         self._complete_ready()
 

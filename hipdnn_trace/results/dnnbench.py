@@ -108,13 +108,22 @@ def kernel_stats(samples: list[float]) -> dict[str, Any] | None:
             "p95_ms": p95 if n >= 20 else None, "max_ms": float(arr[-1])}
 
 
+def _f(value: Any) -> float | None:
+    """A finite float, else None (a maximum over no finite element is NaN: no number to write)."""
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return float(value)
+
+
 def _correctness(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not rows:
         return None
-    worst = max(rows, key=lambda r: r["max_rel"] if r["max_rel"] is not None else -1.0)
-    return {"match": all(bool(r["passed"]) for r in rows), "rtol": worst["rtol"], "atol": worst["atol"],
-            "max_abs_diff": max((r["max_abs"] or 0.0) for r in rows),
-            "max_rel_diff": max((r["max_rel"] or 0.0) for r in rows),
+    # a maximum is NaN where no element had finite values to measure (validate/compare.py): no number
+    measured = lambda key: [r[key] for r in rows if _f(r[key]) is not None]   # noqa: E731
+    worst = max(rows, key=lambda r: _f(r["max_rel"]) if _f(r["max_rel"]) is not None else -1.0)
+    return {"match": all(bool(r["passed"]) for r in rows), "rtol": _f(worst["rtol"]), "atol": _f(worst["atol"]),
+            "max_abs_diff": _f(max(measured("max_abs"))) if measured("max_abs") else None,
+            "max_rel_diff": _f(max(measured("max_rel"))) if measured("max_rel") else None,
             "n_mismatch": int(sum(r["mismatches"] or 0 for r in rows)),
             "n_total": int(sum(r["total"] or 0 for r in rows)), "worst_output_uid": worst["output_uid"],
             "message": next((r["message"] for r in rows if not r["passed"] and r["message"]), None)}

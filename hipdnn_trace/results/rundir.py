@@ -381,7 +381,7 @@ def split_finished(run: Run) -> tuple[Run, dict[str, int]]:
     return Run(run.path, run.meta, s, **frames), dropped
 
 
-@dataclass
+@dataclass(repr=False)
 class Run:
     """A run directory read back: run.json and every frame (empty when absent)."""
 
@@ -398,6 +398,20 @@ class Run:
     @property
     def run_id(self) -> str:
         return str(self.meta.get("run_id", self.path.name))
+
+    def __repr__(self) -> str:
+        """A few lines (folder, status, counts, configurations, frame sizes): the frames' own reprs
+        are ~170 lines, too much to see at a prompt what a run holds."""
+        statuses = self.summary.get_column("status").value_counts(sort=True).iter_rows() \
+            if self.summary.height else []
+        counts = ", ".join(f"{n} {s}" for s, n in statuses) or "no rows"
+        configs = [str(c.get("name")) for c in self.meta.get("configs") or [] if isinstance(c, dict)]
+        graphs = self.summary.get_column("source").n_unique() if self.summary.height else 0
+        exit_code = f", exit code {self.meta['exit_code']}" if "exit_code" in self.meta else ""
+        frames = ", ".join(f"{name} {getattr(self, name).height}" for name in schemas.FRAMES)
+        return (f"Run({self.path}: {self.run_id}, status {self.meta.get('status', '?')}{exit_code}\n"
+                f"  {graphs} graph(s) x {len(configs)} config(s) [{', '.join(configs)}]: {counts}\n"
+                f"  rows: {frames}; .meta .summary .iterations ...)")
 
 
 #: columns without which a file is not that table (garbage, or another file renamed)

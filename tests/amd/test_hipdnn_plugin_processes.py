@@ -64,4 +64,5 @@ def test_two_plugin_builds_run_one_process_each_and_b_is_checked_against_a_with_
     assert ab.height == 1 and ab["passed"].all()
     meta = json.loads((folder / "run.json").read_text())
     assert meta["isolation"]["split"] == [[f"hipdnn:MIOPEN_ENGINE@{a}"], [f"hipdnn:0x15B46865C717A122@{b}"]]
-    assert "B (hipdnn:0x15B46865C717A122" in proc.stdout and "95% CI" in proc.stdout
+    assert "B/A time (>1: B slower)" in proc.stdout and "95% CI" in proc.stdout
+    assert f"A = hipdnn:MIOPEN_ENGINE@{a}, B = hipdnn:0x15B46865C717A122@{b}" in proc.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -21,13 +22,13 @@ def test_no_change_exits_0_with_a_table(make_run, timings, capsys) -> None:
     assert main(["compare", *_runs(make_run, timings)]) == 0
     out = capsys.readouterr().out
     assert "verdicts: 0 SLOWER, 0 FASTER, 2 SAME, 0 INCONCLUSIVE" in out
-    assert "geomean B/A over 2 of 2 graph rows:" in out
+    assert "geomean B/A time over 2 of 2 graph rows:" in out
 
 
 def test_regression_exits_3_and_is_highlighted(make_run, timings, capsys) -> None:
     assert main(["compare", *_runs(make_run, timings, 1.25)]) == 3
     out = capsys.readouterr().out
-    assert "top regressions:" in out
+    assert "top regressions (B/A time):" in out
     assert out.splitlines()[4].startswith("slow ")  # SLOWER rows come first
     assert "SLOWER" in out.splitlines()[4]
 
@@ -43,6 +44,27 @@ def test_csv_and_json_outputs(make_run, timings, capsys, tmp_path: Path) -> None
     table = pl.read_csv(csv_path)
     assert set(table["verdict"]) == {"FASTER", "SAME"}
     assert table.columns[:3] == ["graph", "graph_id", "config"]
+
+
+def test_every_compare_output_names_the_one_ratio_b_over_a_time(make_run, timings, capsys) -> None:
+    """B 25% slower: the console column is named "B/A time (>1: B slower)" and shows 1.25, the CSV's
+    ratio column and the JSON rows hold the same number, and the JSON says what it is."""
+    runs = _runs(make_run, timings, 1.25)
+    assert main(["compare", *runs]) == 3
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("graph "))
+    assert "B/A time (>1: B slower)" in header
+    slow = next(ln for ln in lines if ln.startswith("slow "))
+    cell = slow[header.index("B/A time"):].split()[0]
+    assert float(cell) == pytest.approx(1.25, abs=0.03)
+    assert main(["compare", *runs, "--format", "csv"]) == 3
+    table = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    row = table.filter(pl.col("graph") == "slow").row(0, named=True)
+    assert row["ratio"] == pytest.approx(row["median_b"] / row["median_a"]) and row["ratio"] > 1.2
+    assert main(["compare", *runs, "--format", "json"]) == 3
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["settings"]["ratio"] == "median(B) / median(A) of kernel time; > 1: B slower"
+    assert next(r for r in printed["rows"] if r["graph"] == "slow")["ratio"] == pytest.approx(row["ratio"])
 
 
 def test_threshold_flag_changes_the_verdict(make_run, timings, capsys) -> None:
@@ -77,4 +99,4 @@ def test_runs_sharing_few_graphs_make_no_overall_claim(make_run, timings, tmp_pa
     out = capsys.readouterr().out
     assert "no overall claim: only 1 of 15 graph rows are in both runs" in out and "overall)" not in out
     assert main(["compare", str(a), str(b), "--min-coverage", "0"]) == 0
-    assert "geomean B/A over 1 of 15 graph rows" in capsys.readouterr().out
+    assert "geomean B/A time over 1 of 15 graph rows" in capsys.readouterr().out

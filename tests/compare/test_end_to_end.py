@@ -44,7 +44,7 @@ def test_two_cpu_runs_compare_and_report(tmp_path: Path, capsys) -> None:
     assert result["unmatched"] == []
     out = capsys.readouterr().out
     assert out.startswith(f"A = {a.name}   B = {b.name}")
-    assert "geomean B/A over " in out
+    assert "geomean B/A time over " in out
 
     assert main(["report", str(a), str(b)]) == 0
     html = (b / f"report-vs-{a.name}.html").read_text()

@@ -50,3 +50,50 @@ def test_run_that_cannot_start_raises_with_the_reason(tmp_path) -> None:
 
     with pytest.raises(UserError, match=r"exit code 1\): .*no-such-folder: no such file or folder"):
         hipdnn_trace.run(str(tmp_path / "no-such-folder"), out=tmp_path / "runs", iters=2)
+
+
+def test_run_quiet_prints_nothing_and_its_repr_is_a_short_summary(tmp_path, capsys) -> None:
+    from pathlib import Path
+
+    graphs = Path(__file__).resolve().parents[2] / "graphs" / "pointwise"
+    capsys.readouterr()
+    run = hipdnn_trace.run([str(graphs / "gelu_fp32.json"), str(graphs / "swish_fp32.json")], out=tmp_path,
+                           run_id="q", iters=2, warmup=0, trace=False)
+    assert capsys.readouterr() == ("", "")   # quiet is the default: not even the count line
+    text = repr(run)
+    lines = text.splitlines()
+    assert len(lines) <= 4 and len(text) < 400, text
+    assert lines[0] == f"Run({tmp_path / 'q'}: q, status complete, exit code 0"
+    assert "2 graph(s) x 1 config(s) [reference]: 2 ok" in lines[1]
+    assert "summary 2" in text and "iterations 4" in text
+    hipdnn_trace.run(str(graphs / "gelu_fp32.json"), out=tmp_path, run_id="loud", iters=2, warmup=0,
+                     trace=False, quiet=False)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("done in")
+
+
+def test_comparison_table_csv_and_json_are_in_the_console_order(make_run, timings, capsys) -> None:
+    """Regressions first (largest first), then improvements, then the rest: the same in .table,
+    --format csv, --format json and the console, not the graph_id hash order."""
+    import io
+    import json
+
+    import polars as pl
+
+    from hipdnn_trace.cli import main
+
+    medians_a = {"a_same": 1.0, "b_slow": 1.0, "c_fast": 1.0, "d_slower": 1.0, "e_same": 2.0}
+    medians_b = {"a_same": 1.0, "b_slow": 1.3, "c_fast": 0.7, "d_slower": 1.6, "e_same": 2.0}
+    a = make_run("A", {g: timings(m, 0.01, 40) for g, m in medians_a.items()})
+    b = make_run("B", {g: timings(m, 0.01, 40) for g, m in medians_b.items()})
+    result = hipdnn_trace.compare(a, b, seed=1, drift="off")
+    order = result.table["graph"].to_list()
+    assert order[:3] == ["d_slower", "b_slow", "c_fast"] and set(order[3:]) == {"a_same", "e_same"}
+    assert order != sorted(order, key=lambda g: result.table.filter(pl.col("graph") == g)["graph_id"][0])
+    assert main(["compare", str(a), str(b), "--drift", "off", "--format", "csv"]) == 3
+    assert pl.read_csv(io.StringIO(capsys.readouterr().out))["graph"].to_list() == order
+    assert main(["compare", str(a), str(b), "--drift", "off", "--format", "json"]) == 3
+    assert [r["graph"] for r in json.loads(capsys.readouterr().out)["rows"]] == order
+    assert main(["compare", str(a), str(b), "--drift", "off"]) == 3
+    console = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if ln.split()[:1]
+               and ln.split()[0] in medians_a]
+    assert console[:len(order)] == order

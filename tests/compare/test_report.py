@@ -55,6 +55,11 @@ def test_ab_report_has_verdicts_and_lands_beside_b(make_run, timings) -> None:
     html = (b / "report-vs-base.html").read_text()
     assert '<section id="verdicts">' in html
     assert '<tr class="slower"><td>g</td>' in html
+    assert "<th>B/A time (&gt;1: B slower)</th>" in html and "Geometric mean of B/A time (&gt;1: B slower)" in html
+    header = re.search(r"<tr>((?:<th>[^<]*</th>)+)</tr>", html[html.index('id="verdicts"'):]).group(1)
+    column = re.findall(r"<th>([^<]*)</th>", header).index("B/A time (&gt;1: B slower)")
+    cells = re.findall(r"<td>([^<]*)</td>", html[html.index('<tr class="slower"><td>g</td>'):].split("</tr>")[0])
+    assert float(cells[column]) == pytest.approx(1.3, abs=0.05)   # B 30% slower reads above 1
     assert len(_embedded_pngs(html)) == 4
     markdown = (b / "report-vs-base.md").read_text()
     assert "| g | cpu | default | 40 / 40 |" in markdown and "SLOWER" in markdown

@@ -422,9 +422,14 @@ def test_cli_subprocess_inspect_and_run_agree(name: str, tmp_path: Path) -> None
     run = subprocess.run([*cli, "run", str(path), "--out", str(tmp_path / "runs"), "--run-id", "one", "-q",
                           "--no-trace", "-w", "0", "-i", "1"], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 1 and "Traceback" not in run.stdout + run.stderr
-    # the terminal table shortens long reasons; the run directory keeps the whole line
-    assert sum(message[:80] in line for line in run.stdout.splitlines()) == 1, run.stdout
+    (line,) = run.stdout.splitlines()   # -q: the count line only
+    assert line.startswith("done in") and "1 errored" in line
+    # the run directory keeps the whole line; the terminal's final table shows it (shortened) without -q
     assert load_run(tmp_path / "runs" / "one").summary["error"].to_list() == [message]
+    loud = subprocess.run([*cli, "run", str(path), "--out", str(tmp_path / "runs"), "--run-id", "two",
+                           "--no-trace", "-w", "0", "-i", "1"], capture_output=True, text=True, env=env, timeout=120)
+    table = loud.stdout.splitlines()[loud.stdout.splitlines().index("") + 1:]
+    assert table[0].startswith("graph ") and sum(message[:80] in ln for ln in table) == 1, loud.stdout
 
 
 def test_every_option_of_every_op_has_a_json_type() -> None:

@@ -3,6 +3,7 @@ with a report naming that element, and the run exits 2."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +76,17 @@ def test_ab_reference_against_itself_passes(tmp_path: Path, capsys: pytest.Captu
     assert run.summary["config"].to_list() == ["reference#A", "reference#B"]
     ab_rows = run.validation.filter(pl.col("against").str.starts_with("A:"))
     assert ab_rows.height == 1 and ab_rows["passed"].all() and ab_rows["max_abs"][0] == 0.0
-    assert "A/B add_relu: B (reference#B) is" in out and "95% CI" in out
+    # the one ratio of compare and report: B's median time over A's, >1 = B slower, named as such
+    line = next(ln for ln in out.splitlines() if "A/B add_relu:" in ln)
+    m = re.search(r"B/A time \(>1: B slower\) ([0-9.]+) \[95% CI ([0-9.]+), ([0-9.]+)\], B [0-9.]+% (slower|faster); "
+                  r"A = reference#A, B = reference#B$", line)
+    assert m, line
+    timed = run.iterations.filter(pl.col("phase") == "timed").group_by("config").agg(pl.col("kernel_ms").median())
+    medians = dict(timed.iter_rows())
+    ratio = medians["reference#B"] / medians["reference#A"]
+    assert float(m.group(1)) == pytest.approx(ratio, abs=1e-3)
+    assert float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
+    assert m.group(4) == ("slower" if ratio > 1 else "faster")
 
 
 def test_ab_with_a_perturbed_element_fails_and_names_it(

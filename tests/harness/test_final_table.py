@@ -1,5 +1,5 @@
 """The suite's ending: an aligned table with adaptive units and the reason for every row that did not
-pass, shown even with -q, so a reason never scrolls away."""
+pass (passed rows were printed as they finished), then the count line; -q prints the count line alone."""
 
 from __future__ import annotations
 
@@ -43,22 +43,49 @@ def _unsupported_graph(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("quiet", [False, True])
-def test_final_table_lists_every_row_and_the_reason_even_quiet(tmp_path: Path, quiet: bool,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_final_table_lists_only_rows_not_passed_with_their_reason(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "suite").mkdir()
     shutil.copy(GRAPHS / "pool" / "maxpool_2d_index_fp32.json", tmp_path / "suite")
     _unsupported_graph(tmp_path)
     argv = ["run", str(tmp_path / "suite"), "-w", "0", "-i", "3", "--out", str(tmp_path / "runs"), "--no-trace"]
-    assert main(argv + (["-q"] if quiet else [])) == 0
+    assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     head = next(i for i, line in enumerate(out) if line.startswith("graph ") and "reason" in line)
-    rows = out[head + 1: head + 3]
-    assert rows[0].startswith("maxpool_2d_index_fp32") and " ok " in rows[0] and "FLOPS" in rows[0]
-    assert rows[1].startswith("rmsnorm_per_channel") and "unsupp" in rows[1]
-    assert "does not span the normalized dims" in rows[1], "the reason is in the table"
-    assert out[head].index("status") == rows[0].index("ok") == rows[1].index("unsupp")
-    assert out[-1].startswith("done in")
+    row = out[head + 1]
+    assert row.startswith("rmsnorm_per_channel") and "unsupp" in row
+    assert "does not span the normalized dims" in row, "the reason is in the table"
+    assert out[head].index("status") == row.index("unsupp")
+    assert out[head + 2:] == ["(1 passed row(s) not repeated here: see summary.csv)",
+                              f"done in {out[-1].split('done in ', 1)[1]}"]
+    assert out[-1].startswith("done in") and "1 passed, 0 failed validation, 1 unsupported" in out[-1]
+
+
+def test_a_suite_that_all_passed_ends_with_the_count_line_alone(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", str(GRAPHS / "pointwise"), "-w", "0", "-i", "2", "--out", str(tmp_path), "--no-trace"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith("[18/18] ok") and out[-1].startswith("done in") and "18 passed" in out[-1]
+
+
+def test_quiet_prints_the_final_line_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the failures' table, nor the progress line a terminal would show without -q."""
+    import sys
+
+    (tmp_path / "suite").mkdir()
+    shutil.copy(GRAPHS / "pool" / "maxpool_2d_index_fp32.json", tmp_path / "suite")
+    _unsupported_graph(tmp_path)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)   # as on a terminal: progress is on by default
+    argv = ["run", str(tmp_path / "suite"), "-w", "0", "-i", "3", "--out", str(tmp_path / "runs"), "--no-trace"]
+    assert main([*argv, "--run-id", "loud"]) == 0
+    assert "1/2" in capsys.readouterr().err   # the progress line
+    assert main([*argv, "--run-id", "quiet", "-q"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    (line,) = captured.out.splitlines()
+    assert line.startswith("done in") and "1 passed, 0 failed validation, 1 unsupported, 0 errored" in line
 
 
 def test_mismatch_report_against_the_reference_has_one_reference_column(tmp_path: Path,
@@ -68,4 +95,4 @@ def test_mismatch_report_against_the_reference_has_one_reference_column(tmp_path
           "--out", str(tmp_path / "runs"), "--no-trace", "--rtol", "0", "--atol", "0"])
     out = capsys.readouterr().out.splitlines()
     header = next(line for line in out if line.strip().startswith("index") and "actual" in line)
-    assert header.split() == ["index", "actual", "reference", "abs", "err"]
+    assert header.split() == ["index", "actual", "reference", "abs", "err", "rel", "err", "err/allowed"]

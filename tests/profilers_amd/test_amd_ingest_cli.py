@@ -65,12 +65,15 @@ def test_counter_passes_merge_and_give_verdicts(data, tmp_path):
     assert not (out / "trace.pftrace").exists()
 
 
-def test_loose_files_and_rocpd_database(data, tmp_path):
+def test_loose_files_and_rocpd_database(data, tmp_path, capsys):
     db = make_rocpd(tmp_path / "run_results.db")
     out = tmp_path / "out"
     assert run(db, data / "v64" / "counter_collection.csv", "--out", out, "--quiet") == 0
     kernels = pl.read_csv(out / "kernels.csv")
     assert kernels.select("name", "source", "iteration").rows() == [("gemm", "rocpd", 0)]
+    capsys.readouterr()
+    assert run(db, "--out", tmp_path / "again") == 0
+    assert capsys.readouterr().out.splitlines()[0] == "read 1 file(s): rocpd"   # not "rocpd rocpd"
 
 
 def test_legacy_results_set(data, tmp_path):

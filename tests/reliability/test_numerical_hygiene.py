@@ -37,7 +37,8 @@ def _run(tmp_path, name: str, dtype: str = "float"):
 def test_unwritten_output_fails_as_never_written(faulty, tmp_path, dtype):
     c, v = _run(tmp_path, "unwritten__x", dtype)
     assert (c.status, c.validation, v.passed) == (FAILED, "failed", False)
-    assert v.message.startswith(f"{NUMEL} element(s) never written (still poisoned)")
+    assert v.message == f"all {NUMEL} elements never written (still poisoned) (no element with finite values " \
+                        "to measure an error on; worst at [0, 0, 0, 0])"   # not "max abs 0"
     assert "NaN/Inf" not in v.message and "outside" not in v.message
     assert c.error == f"z vs reference: {v.message}"
 
@@ -72,7 +73,7 @@ def test_cli_writes_the_messages_and_exits_2(faulty, tmp_path):
     messages = dict(run.validation.select("graph", "message").iter_rows())
     totals = dict(run.validation.select("graph", "total").iter_rows())
     assert messages["nan__a"].startswith("1 NaN/Inf element(s)")
-    assert messages["unwritten__b"].startswith(f"{totals['unwritten__b']} element(s) never written")
+    assert messages["unwritten__b"].startswith(f"all {totals['unwritten__b']} elements never written")
     assert run.summary.filter(pl.col("graph") == "ok__c").get_column("validation").to_list() == ["passed"]
     worst = run.mismatches.filter(pl.col("graph") == "nan__a")
     assert worst.height == 1 and worst.get_column("index").to_list() == ["[0, 0, 0, 0]"]

@@ -210,3 +210,93 @@ def test_resume_reruns_a_graph_whose_summary_never_landed(faulty, tmp_path):
     assert not read_trace(folder / "trace.pftrace").truncated
     run = load_run(folder)
     assert run.iterations.filter(pl.col("graph") == "ok__c").height == 3   # once, not twice
+
+
+def test_ctrl_c_then_resume_dir_alone_takes_graphs_and_flags_from_run_json(faulty, tmp_path, monkeypatch):
+    """The interrupt message says `finish with --resume runs/r`: that alone finishes the run, with
+    the graphs and flags run.json recorded, and equals an uninterrupted run."""
+    write_graphs(tmp_path / "g", [f"slow__{i}" for i in range(6)] + ["nan__x"])
+    flags = ["--backend", "faulty", "-w", "1", "-i", "4", "--no-isolate", "--seed", "3", "--format", "json"]
+    proc = cli("run", "g", *flags, "--out", "runs", "--run-id", "r", "-q", cwd=tmp_path)   # relative paths
+    folder = tmp_path / "runs" / "r"
+    _wait_for(lambda: _graphs_recorded(folder) >= 2, what="two graphs recorded")
+    proc.send_signal(signal.SIGINT)
+    code, _, err = _finish(proc)
+    assert code == 130 and "finish with --resume runs/r" in err, err
+    done = load_run(folder).summary.height
+    assert 2 <= done < 7
+
+    code, out, err = _finish(cli("run", "--resume", "runs/r", "--progress", "off", cwd=tmp_path))
+    assert code == 2, err   # the NaN graph fails validation: the whole run's exit code
+    assert f"{done} graph(s) already recorded, {7 - done} to run" in out
+    meta = json.loads((folder / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["seed"] == 3 and meta["timing"]["iters"] == 4
+    assert meta["resumed"][-1]["argv"] == ["hipdnn-trace", "run", "--resume", "runs/r", "--progress", "off"]
+    assert load_run(folder).iterations.height == 7 * 5 and (folder / "iterations.json").is_file()   # --format json
+    monkeypatch.chdir(tmp_path)   # the same relative graph paths: the same source column
+    assert cli_main(["run", "g", *flags, "--out", "runs", "--run-id", "whole", "-q"]) == 2
+    assert_same_results(tmp_path / "runs" / "whole", folder)
+
+
+def test_resume_dir_alone_lets_allowed_flags_win_and_refuses_the_others_in_one_line(faulty, tmp_path, capsys,
+                                                                                   monkeypatch):
+    graphs = tmp_path / "g"
+    write_graphs(graphs, ["ok__a", "ok__b"])
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["run", "g", "--backend", "faulty", "--no-isolate", "-w", "1", "-i", "2", "-q",
+                     "--out", "runs", "--run-id", "r"]) == 0
+    meta = json.loads((tmp_path / "runs" / "r" / "run.json").read_text())
+    (tmp_path / "runs" / "r" / "run.json").write_text(json.dumps({**meta, "status": "interrupted"}))
+    capsys.readouterr()
+    assert cli_main(["run", "--resume", "runs/r", "-i", "3"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "hipdnn-trace run: error: --resume: not the same run (timing.iters: 2 then, 3 now); "
+        "resume with the flags and graphs of the interrupted run")
+    assert cli_main(["run", "--resume", "runs/r", "--run-id", "x"]) == 1
+    assert "--run-id does not apply" in capsys.readouterr().err
+    assert cli_main(["run", "--resume", "runs/r", "-v"]) == 0   # how much it prints is this command's choice
+    out = capsys.readouterr().out
+    assert "2 graph(s) already recorded, 0 to run" in out and "done in" in out
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("missing", "--resume {d}: no such folder"),
+    ("file", "--resume {d}: not a folder"),
+    ("empty", "--resume {d}: no run.json there (not a run folder, or stopped before anything was recorded)"),
+    ("garbage", "--resume {d}: cannot read {d}/run.json ("),
+    ("no-argv", "{d}/run.json: argv: not a 'hipdnn-trace run' command line"),
+    ("bad-argv", "{d}/run.json: argv: argument --iters/-i: "),
+    ("elsewhere", "--resume {d}: the interrupted run's graph path nowhere/g is not found from "),
+])
+def test_resume_dir_alone_without_a_readable_run_json_is_one_line(tmp_path, capsys, case, problem):
+    folder = tmp_path / "r"
+    if case == "file":
+        folder.write_text("")
+    elif case != "missing":
+        folder.mkdir()
+    meta = {"garbage": "{not json", "no-argv": json.dumps({"argv": ["hipdnn-trace", "inspect", "g"]}),
+            "bad-argv": json.dumps({"argv": ["hipdnn-trace", "run", "g", "-i", "many"]}),
+            "elsewhere": json.dumps({"argv": ["hipdnn-trace", "run", "nowhere/g", "-i", "2"]})}.get(case)
+    if meta is not None:
+        (folder / "run.json").write_text(meta)
+    assert cli_main(["run", "--resume", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("hipdnn-trace run: error: " + problem.format(d=folder)), err
+
+
+def test_resume_dir_alone_reads_the_interrupted_runs_recipe(faulty, tmp_path, capsys, monkeypatch):
+    """A run started from --config: its recipe's graphs and flags (iters 2, not the default 100) come back."""
+    write_graphs(tmp_path / "g", ["ok__a", "ok__b"])
+    (tmp_path / "recipe.toml").write_text('graphs = ["g"]\nbackend = "faulty"\niters = 2\nwarmup = 1\n'
+                                          'isolate = false\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["run", "--config", "recipe.toml", "-q", "--out", "runs", "--run-id", "r"]) == 0
+    folder = tmp_path / "runs" / "r"
+    summary = pl.read_csv(folder / "summary.csv", infer_schema_length=None)
+    summary.filter(pl.col("graph") != "ok__b").write_csv(folder / "summary.csv")   # as if killed before ok__b
+    capsys.readouterr()
+    assert cli_main(["run", "--resume", "runs/r"]) == 0
+    assert "1 graph(s) already recorded, 1 to run" in capsys.readouterr().out
+    run = load_run(folder)
+    assert sorted(run.summary["graph"]) == ["ok__a", "ok__b"] and run.meta["timing"]["iters"] == 2

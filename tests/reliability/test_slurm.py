@@ -173,6 +173,52 @@ def test_submit_without_sbatch_on_path_is_a_one_line_error(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip() == ("hipdnn-trace slurm: error: --submit: sbatch is not on PATH; run without "
                                      "--submit and submit the scripts where Slurm is")
+    assert not (tmp_path / "s").exists()   # refused before anything was written: the same command can be retried
+
+
+def _fake_sbatch(folder: Path, body: str) -> dict[str, str]:
+    """An environment whose only sbatch is a shell script running ``body`` (the arguments in "$*")."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "sbatch"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return job_env(PATH=str(folder))
+
+
+REFUSE = 'echo "sbatch: error: Batch job submission failed: Invalid partition name specified" >&2; exit 1'
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_failed_submission_leaves_nothing_and_the_same_command_then_works(tmp_path, existing):
+    out = tmp_path / "sweeps" / "s"
+    if existing:
+        out.mkdir(parents=True)   # an empty folder given as --out stays, empty
+    args = (str(SUITE[0]), "--array", "2", "--out", str(out), "--submit")
+    result = slurm_cli(*args, env=_fake_sbatch(tmp_path / "bin", REFUSE))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"hipdnn-trace slurm: error: sbatch {out / 'slurm' / 'shards.sbatch'}: sbatch: error: Batch job submission "
+        "failed: Invalid partition name specified; nothing was submitted and the scripts were removed again "
+        "(the same command can be retried)")
+    if existing:
+        assert out.is_dir() and not any(out.iterdir())
+    else:
+        assert not (tmp_path / "sweeps").exists()   # the folders this command created, parents included
+    accept = 'case "$*" in *dependency*) echo 8;; *) echo 7;; esac'
+    result = slurm_cli(*args, env=_fake_sbatch(tmp_path / "bin", accept))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("submitted array job 7 (2 tasks) and merge job 8 (after it)")
+    assert (out / "slurm" / "shards.sbatch").is_file()
+
+
+def test_a_failed_merge_submission_keeps_the_folder_the_running_array_uses(tmp_path):
+    out = tmp_path / "s"
+    env = _fake_sbatch(tmp_path / "bin", 'case "$*" in *dependency*) echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" '
+                                         '>&2; exit 1;; *) echo 7;; esac')
+    result = slurm_cli(str(SUITE[0]), "--array", "2", "--out", str(out), "--submit", env=env)
+    assert result.returncode == 1
+    assert "(array job 7 is submitted; submit the merge with: sbatch --dependency=afterany:7 " in result.stderr
+    assert (out / "slurm" / "merge.sbatch").is_file() and (out / "shards").is_dir()
 
 
 # -- a real Slurm ---------------------------------------------------------------------------------

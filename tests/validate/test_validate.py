@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -117,3 +119,35 @@ def test_atol_scales_with_the_outputs_rms_above_one() -> None:
     assert scaled_atol(8.5e-6, np.full(10, 0.5)) == 8.5e-6           # order-1 outputs: hipDNN's value
     assert scaled_atol(8.5e-6, np.full(10, 20.0)) == pytest.approx(1.7e-4)
     assert scaled_atol(1e-5, np.array([np.nan, np.inf])) == 1e-5
+
+
+def test_an_output_without_finite_values_has_no_maxima_and_says_so() -> None:
+    """All NaN: "all 6 elements NaN/Inf", not "max abs 0, max rel 0"; all unwritten likewise; some NaN:
+    the maxima are said to cover the finite elements only."""
+    expected = np.arange(6, dtype=np.float64)
+    r = compare_tensor(np.full(6, np.nan, dtype=np.float32), expected, atol=1e-3, rtol=1e-3)
+    assert r.finite == 0 and math.isnan(r.max_abs) and math.isnan(r.max_rel)
+    assert r.message() == "all 6 elements NaN/Inf (no element with finite values to measure an error on; " \
+                          "worst at [0])"
+    unwritten = np.zeros(6, dtype=np.float32)
+    poison(unwritten)
+    assert compare_tensor(unwritten, expected, atol=1e-3, rtol=1e-3).message().startswith(
+        "all 6 elements never written (still poisoned) (no element with finite values")
+    some = expected.astype(np.float32)
+    some[2], some[4] = np.nan, 9.0
+    r = compare_tensor(some, expected, atol=1e-3, rtol=1e-3)
+    assert r.finite == 5 and r.max_abs == pytest.approx(5.0)
+    assert r.message() == ("1 NaN/Inf element(s), 1/6 elements outside atol 0.001 rtol 0.001 (max abs 5, max rel "
+                           "1.25 over the 5 finite element(s); worst at [2])")
+
+
+def test_worst_elements_carry_the_error_they_were_allowed_and_are_ordered_by_the_ratio() -> None:
+    """The list is ordered by abs_err / allowed: a small error on a small value can outrank a larger one."""
+    expected = np.array([100.0, 0.01, 5.0])
+    actual = np.array([100.5, 0.02, 5.2])
+    r = compare_tensor(actual, expected, atol=1e-3, rtol=1e-3)
+    allowed = [1e-3 + 1e-3 * abs(x) for x in expected]
+    assert [e.index for e in r.worst] == [(2,), (1,), (0,)]   # by abs error it would be 0, 2, 1
+    assert [e.allowed for e in r.worst] == pytest.approx([allowed[2], allowed[1], allowed[0]])
+    ratios = [e.abs_err / e.allowed for e in r.worst]
+    assert ratios == sorted(ratios, reverse=True)

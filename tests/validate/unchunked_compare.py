@@ -58,7 +58,10 @@ def compare_whole(
         bad_value = finite_a & ~(err <= bound)
         rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
     fail = bad_value | nonfinite_mask | poisoned
-    finite_err = np.where(finite_a & np.isfinite(e), err, 0.0)
+    both_finite = finite_a & np.isfinite(e)
+    finite = int((both_finite if ignore is None or not ignore.any()
+                  else both_finite & ~np.broadcast_to(ignore, a.shape)).sum())
+    finite_err = np.where(both_finite, err, 0.0)
     finite_rel = np.where(finite_a & np.isfinite(rel), rel, 0.0)
     score = np.where(fail, np.where(finite_a & ~np.isnan(err), err / np.maximum(bound, 1e-300), np.inf), -1.0)
     worst_index = None
@@ -72,7 +75,7 @@ def compare_whole(
             worst.append(Element(
                 idx, float(a[idx]), float(e[idx]),
                 None if reference is None else float(np.asarray(reference, dtype=np.float64)[idx]),
-                float(err[idx]), float(rel[idx]),
+                float(err[idx]), float(rel[idx]), float(bound[idx]),
             ))
         worst_index = worst[0].index if worst else None
     return TensorComparison(
@@ -80,12 +83,13 @@ def compare_whole(
         mismatches=int(bad_value.sum()),
         nonfinite=int(nonfinite_mask.sum()),
         unwritten=int(poisoned.sum()),
-        max_abs=float(finite_err.max()) if total else 0.0,
-        max_rel=float(finite_rel.max()) if total else 0.0,
+        max_abs=(float(finite_err.max()) if finite else np.nan) if total else 0.0,
+        max_rel=(float(finite_rel.max()) if finite else np.nan) if total else 0.0,
         worst_index=worst_index,
         atol=atol,
         rtol=rtol,
         worst=worst,
         ignored=ignored,
         integer=integer,
+        finite=finite,
     )
