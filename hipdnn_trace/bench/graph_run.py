@@ -217,6 +217,11 @@ def _take_own_reference(graph: Graph, run: GraphRun, settings: RunSettings,
 
 #: backends whose sessions bind device tensors and hand outputs back on the device (``fetch_device``)
 DEVICE_DATA_BACKENDS = frozenset({"cudnn", "torch"})
+#: types every stage holds alike on the device (inputs, the reference's storage, backends, the validator);
+#: the block-scale types (fp4/fp6 codes, e8m0 scales, fnuz fp8) have two device forms (codes in bytes
+#: for the backends, values for the reference), so their graphs keep their data on the host
+DEVICE_DATA_TYPES = frozenset({"float", "half", "bfloat16", "double", "fp8_e4m3", "fp8_e5m2", "int8", "uint8",
+                               "int32", "int64", "boolean"})
 
 
 def _input_device(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]], settings: RunSettings,
@@ -227,6 +232,8 @@ def _input_device(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str
     keeps everything on the host, as before."""
     runnable = [cfg for cfg, _, problem in expanded if problem is None]
     if not runnable or any(cfg.backend not in DEVICE_DATA_BACKENDS for cfg in runnable):
+        return None
+    if run.graph is not None and any(t.data_type not in DEVICE_DATA_TYPES for t in run.graph.tensors):
         return None
     if settings.golden is not None or settings.save_tensors is not None or settings.keep_outputs:
         return None

@@ -62,5 +62,5 @@ def test_data_on_the_device_gives_the_host_verdicts(backend: str) -> None:
         if statuses[0] != statuses[1] or _verdicts(on_device) != _verdicts(on_host):
             differ.append((source.name, statuses, _verdicts(on_device), _verdicts(on_host)))
         placed += any(type(a).__module__.startswith("torch") for c in on_device.configs for a in c.outputs.values())
-    assert not differ, differ[:5]
+    assert not differ, [d[0] for d in differ] + differ[:2]
     assert placed > 0   # the device path really ran
