@@ -17,7 +17,7 @@ default validation), in the order given, and reads each run's ``breakdown.csv`` 
 Trees are folders holding a checkout (``before=/tmp/old``, ``after=.``); each runs with its own
 package first on PYTHONPATH. Results go to ``throughput.json`` in $OUT (or ``--out``) as they finish.
 
-    python benchmarks/suite_throughput.py --tree before=/tmp/base --tree after=. --gpus 1 --gpus all \\
+    python benchmarks/suite_throughput.py --tree after=.@1,all --tree before=/tmp/base@1 \\
         -- graphs/perf --backend cudnn -i 100
 """
 
@@ -101,7 +101,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tree", action="append", required=True, help="LABEL=FOLDER of a checkout (repeat)")
+    parser.add_argument("--tree", action="append", required=True,
+                        help="LABEL=FOLDER[@GPUS,...] of a checkout (repeat); @ gives this tree its own --gpus list")
     parser.add_argument("--gpus", action="append", default=None, help="1 or a --gpus value (repeat; default 1)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "throughput-runs")
     parser.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the arguments of hipdnn-trace run")
@@ -112,7 +113,8 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for spec in args.tree:
         label, _, folder = spec.partition("=")
-        for gpus in args.gpus or ["1"]:
+        folder, _, only = folder.partition("@")     # LABEL=FOLDER@1,all: this tree's own GPU settings
+        for gpus in (only.split(",") if only else args.gpus or ["1"]):
             rows.append(run_one(Path(folder).resolve(), label, gpus, run_args, out / "runs"))
             (out / "throughput.json").write_text(json.dumps(rows, indent=1, default=str))
             print_table(rows[-1:])
