@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 #: set in a worker's fork server environment: the CPUs it pins itself to before any import
 CPUS_VARIABLE = "HIPDNN_TRACE_CPUS"
@@ -23,19 +24,42 @@ def usable_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def split_cores(cores: Sequence[int], workers: int) -> list[list[int]]:
-    """``cores`` in ``workers`` contiguous, near-equal, disjoint slices (neighbouring CPU numbers
-    usually share a socket and caches); with fewer cores than workers, workers share round-robin."""
+#: where Linux describes each CPU's place: its package (socket) and physical core
+SYSFS_CPUS = Path("/sys/devices/system/cpu")
+
+
+def physical_cores(cores: Sequence[int], sysfs: Path = SYSFS_CPUS) -> list[list[int]]:
+    """``cores`` grouped by physical core (SMT siblings together), in (socket, core) order; each CPU
+    its own group where sysfs does not say. Linux often numbers siblings N apart (0 and 16), so
+    splitting CPU numbers in halves would put both workers on every physical core."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for cpu in sorted(cores):
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            key = (int((topology / "physical_package_id").read_text()), int((topology / "core_id").read_text()), -1)
+        except (OSError, ValueError):
+            key = (1 << 30, cpu, cpu)     # unknown: a group of its own, after the known ones
+        groups.setdefault(key, []).append(cpu)
+    return [groups[k] for k in sorted(groups)]
+
+
+def split_cores(cores: Sequence[int], workers: int, sysfs: Path = SYSFS_CPUS) -> list[list[int]]:
+    """``cores`` in ``workers`` disjoint slices of whole physical cores (near-equal counts, neighbouring
+    cores together: they share a socket and caches); with fewer physical cores than workers, slices
+    of single CPUs, and with fewer CPUs than workers, workers share round-robin."""
     if workers < 1:
         raise ValueError("workers must be >= 1")
-    cores = list(cores)
+    cores = sorted(cores)
     if len(cores) < workers:
         return [[cores[i % len(cores)]] for i in range(workers)] if cores else [[] for _ in range(workers)]
-    base, extra = divmod(len(cores), workers)
+    groups = physical_cores(cores, sysfs)
+    if len(groups) < workers:
+        groups = [[c] for c in cores]
+    base, extra = divmod(len(groups), workers)
     out, start = [], 0
     for i in range(workers):
         size = base + (1 if i < extra else 0)
-        out.append(cores[start:start + size])
+        out.append(sorted(c for group in groups[start:start + size] for c in group))
         start += size
     return out
 

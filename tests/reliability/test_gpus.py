@@ -144,10 +144,30 @@ def test_each_worker_gets_its_own_cores_and_thread_pools_of_that_size(on_two_gpu
         {"0": first, "1": second}
 
 
-def test_split_cores_is_disjoint_contiguous_and_complete():
-    assert split_cores(range(8), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert split_cores([0, 1, 2, 3, 4], 2) == [[0, 1, 2], [3, 4]]
-    assert split_cores([3], 2) == [[3], [3]]                    # fewer cores than workers: shared
+def _topology(root: Path, cpus: dict[int, tuple[int, int]]) -> Path:
+    """A sysfs tree giving each CPU its (socket, physical core)."""
+    for cpu, (package, core) in cpus.items():
+        folder = root / f"cpu{cpu}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "physical_package_id").write_text(f"{package}\n")
+        (folder / "core_id").write_text(f"{core}\n")
+    return root
+
+
+def test_split_cores_is_disjoint_contiguous_and_complete(tmp_path):
+    none = tmp_path / "no-sysfs"
+    assert split_cores(range(8), 2, none) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert split_cores([0, 1, 2, 3, 4], 2, none) == [[0, 1, 2], [3, 4]]
+    assert split_cores([3], 2, none) == [[3], [3]]                    # fewer cores than workers: shared
+
+
+def test_split_cores_keeps_smt_siblings_together(tmp_path):
+    """8 CPUs, 4 physical cores, siblings numbered 4 apart (as Linux often does): halves of the CPU
+    numbers would give both workers a thread of every core; whole cores go to one worker each."""
+    sysfs = _topology(tmp_path, {cpu: (0, cpu % 4) for cpu in range(8)})
+    assert split_cores(range(8), 2, sysfs) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    two_sockets = _topology(tmp_path / "b", {cpu: (cpu // 4, cpu % 2) for cpu in range(8)})
+    assert split_cores(range(8), 2, two_sockets) == [[0, 1, 2, 3], [4, 5, 6, 7]]   # a socket each
     assert worker_env([4, 5])["OMP_NUM_THREADS"] == "2" and worker_env([4, 5])[CPUS_VARIABLE] == "4,5"
 
 
