@@ -152,7 +152,41 @@ def test_samplers_run_on_their_own_thread_and_every_row_gets_the_reading_in_forc
     assert len(column) == len(samples) and column[0] == 0.0   # the reading taken before the first row
     assert column == sorted(column) and column[-1] >= 1.0     # ~0.3 s of iterations, readings every 0.1 s
     assert threads[0] == threading.main_thread().name and set(threads[1:]) == {"hipdnn-trace-sampler"}
-    assert not any(t.name == "hipdnn-trace-sampler" for t in threading.enumerate())   # stopped with the loop
+    for t in threading.enumerate():   # told to stop with the loop; it ends by itself after a reading in flight
+        if t.name == "hipdnn-trace-sampler":
+            t.join(10)
+            assert not t.is_alive()
+
+
+def test_stopping_does_not_wait_for_a_reading_in_flight() -> None:
+    """A slow NVML reading must not hold up the measurement that stops sampling; its late value is dropped."""
+    import threading
+
+    from hipdnn_trace.bench.sampling import BackgroundSampler
+
+    entered, release = threading.Event(), threading.Event()
+    calls = [0]
+
+    def slow() -> dict[str, float | None]:
+        calls[0] += 1
+        if calls[0] > 1:
+            entered.set()
+            release.wait(60)
+        return {"sm_clock_mhz": float(calls[0])}
+
+    sampler = BackgroundSampler([slow], interval_s=0.001)
+    sampler.start()
+    assert entered.wait(10)
+    stopper = threading.Thread(target=sampler.stop)
+    stopper.start()
+    stopper.join(10)
+    assert not stopper.is_alive() and not release.is_set()   # stop() returned while the reading was in flight
+    kept = sampler.columns([0])
+    release.set()
+    for t in threading.enumerate():
+        if t.name == "hipdnn-trace-sampler":
+            t.join(10)
+    assert sampler.columns([0]) == kept == {"sm_clock_mhz": [1.0]}   # the late reading was dropped
 
 
 def test_a_failing_sampler_ends_sampling_not_the_measurement() -> None:

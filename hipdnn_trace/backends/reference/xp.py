@@ -12,6 +12,8 @@ array-api-strict, the tests' stand-in for "any other namespace", runs).
 
 from __future__ import annotations
 
+import functools
+
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
@@ -60,8 +62,10 @@ class Target:
         return Target(torch_xp, device, f"cuda:{device.index} ({torch.cuda.get_device_name(device)})")
 
 
+@functools.cache
 def cuda_missing() -> str | None:
-    """Why torch float64 on a GPU is not available here (one line), or None when it is."""
+    """Why torch float64 on a GPU is not available here (one line), or None when it is; asked once
+    per process (torch's device count cost 5 ms a call, and every graph asked)."""
     try:
         import torch
     except ImportError:
