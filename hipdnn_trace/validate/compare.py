@@ -171,9 +171,9 @@ class _HostJudge:
 
         Same formulas as :func:`_judge_chunk`, into reused buffers. Every error finite means no NaN/Inf
         in a or e, so no element holds a NaN or Inf poison pattern; with no element equal to a finite
-        poison value either, the only failures are values outside their bound. A chunk where all pass
-        (the common case) needs only the counts and the two maxima; the ranking is paid only for the
-        elements that failed.
+        poison value either, the only failures are values outside their bound, and every judged element
+        is finite (the count the maxima cover costs nothing). A chunk where all pass (the common case)
+        needs only the counts and the two maxima; the ranking is paid only for the elements that failed.
         """
         n = raw.size
         a, err, abs_e, bound = (buf.get(name)[:n] for name in ("a", "err", "abs_e", "bound"))
@@ -208,9 +208,11 @@ class _HostJudge:
         max_rel = rel.max()
         if not np.isfinite(max_rel):      # zeros in e: 0/0 and x/0, which count as 0 in the maximum
             max_rel = rel.max(where=np.isfinite(rel, out=mask), initial=0.0)
+        finite = n - ignored          # ignored elements were zeroed on both sides: finite, but not judged
         if not failed:
-            return passing_chunk(ignored, float(max_abs), float(max_rel))
-        return ChunkResult(failed, 0, 0, ignored, float(max_abs), float(max_rel), ranked, unranked, failed == n)
+            return passing_chunk(ignored, finite, float(max_abs), float(max_rel))
+        return ChunkResult(failed, 0, 0, ignored, finite, float(max_abs), float(max_rel), ranked, unranked,
+                           failed == n)
 
     def _ranked(self, failing: np.ndarray, offset: int, a: np.ndarray, e: np.ndarray, err: np.ndarray,
                 abs_e: np.ndarray, bound: np.ndarray) -> tuple[list[Candidate], list[Candidate]]:
@@ -226,8 +228,8 @@ class _HostJudge:
             index = failing[where]
             f_err, f_abs = err[index], abs_e[index]
             rel = np.where(f_abs > 0, f_err / f_abs, np.where(f_err > 0, np.inf, 0.0))
-            return [Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(x), float(r))
-                    for i, s, x, r in zip(index, scores[where], f_err, rel)]
+            return [Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(x), float(r), float(b))
+                    for i, s, x, r, b in zip(index, scores[where], f_err, rel, bound[index])]
 
         return best(candidates(_top_scores(scores, nan, self.top)), self.top), \
             candidates(np.flatnonzero(nan)[:self.top])
@@ -290,6 +292,7 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
     a = raw.astype(np.float64)
     e = np.asarray(expected, dtype=np.float64)
     ignored = 0
+    keep: np.ndarray | None = None
     if ignore is not None:
         keep = ~ignore
         ignored = int(keep.size - np.count_nonzero(keep))
@@ -311,6 +314,7 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
         rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
     fail = bad_value | nonfinite_mask | poisoned
     both_finite = finite_a & np.isfinite(e)
+    finite = int(np.count_nonzero(both_finite if keep is None else both_finite & keep))   # what the maxima cover
     max_abs = float(np.where(both_finite, err, 0.0).max()) if a.size else 0.0
     max_rel = float(np.where(finite_a & np.isfinite(rel), rel, 0.0).max()) if a.size else 0.0
     failing = np.flatnonzero(fail)
@@ -320,12 +324,12 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
     nan = np.isnan(scores)
 
     def candidates(where: np.ndarray) -> list[Candidate]:
-        return [Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(err[i]), float(rel[i]))
-                for i, s in zip(failing[where], scores[where])]
+        return [Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(err[i]), float(rel[i]),
+                          float(bound[i])) for i, s in zip(failing[where], scores[where])]
 
     return ChunkResult(
         mismatches=int(np.count_nonzero(bad_value)), nonfinite=int(np.count_nonzero(nonfinite_mask)),
-        unwritten=int(np.count_nonzero(poisoned)), ignored=ignored, max_abs=max_abs, max_rel=max_rel,
+        unwritten=int(np.count_nonzero(poisoned)), ignored=ignored, finite=finite, max_abs=max_abs, max_rel=max_rel,
         ranked=best(candidates(_top_scores(scores, nan, top)), top),
         unranked=candidates(np.flatnonzero(nan)[:top]),
         all_failed=failing.size == a.size,

@@ -196,19 +196,24 @@ class _DeviceJudge:
         rel = xp.where(abs_e > 0, rel, xp.where(err > 0, xp.full_like(err, np.inf), 0.0))
         del abs_e
         fail = bad_value | nonfinite | poisoned
-        max_abs = xp.max(xp.where(finite_a & xp.isfinite(e), err, 0.0))
+        both_finite = finite_a & xp.isfinite(e)
+        max_abs = xp.max(xp.where(both_finite, err, 0.0))
+        # what the maxima cover; ignored elements (zeros on both sides, an integer output's nearest allowed
+        # value of 0 is 0) are all counted here and taken off below, so no mask of them is kept alive
+        finite = xp.count_nonzero(both_finite)
+        del both_finite
         max_rel = xp.max(xp.where(finite_a & xp.isfinite(rel), rel, 0.0))
         counts = [xp.count_nonzero(m) for m in (bad_value, nonfinite, poisoned, fail)]
         del bad_value, nonfinite, poisoned
         scalars = _host(xp.stack([xp.astype(xp.asarray(v, device=array_api_compat.device(a)), xp.float64)
-                                  for v in (*counts, ignored, max_abs, max_rel)]))
-        mismatches, nonfinite_n, unwritten_n, failing_n, ignored_n = (int(v) for v in scalars[:5])
+                                  for v in (*counts, ignored, finite, max_abs, max_rel)]))
+        mismatches, nonfinite_n, unwritten_n, failing_n, ignored_n, finite_n = (int(v) for v in scalars[:6])
         ranked: list[Candidate] = []
         unranked: list[Candidate] = []
         if failing_n:
             ranked, unranked = self._candidates(fail, finite_a, a, e, err, bound, rel, start)
-        return ChunkResult(mismatches, nonfinite_n, unwritten_n, ignored_n, float(scalars[5]), float(scalars[6]),
-                           ranked, unranked, failing_n == n)
+        return ChunkResult(mismatches, nonfinite_n, unwritten_n, ignored_n, finite_n - ignored_n, float(scalars[6]),
+                           float(scalars[7]), ranked, unranked, failing_n == n)
 
     def _expected_and_bound(self, a: Any, e: Any) -> tuple[Any, Any]:
         """The value an element is judged against and its bound: ``atol + rtol*|e|``, or for an integer
@@ -232,7 +237,7 @@ class _DeviceJudge:
         scored = xp.take(finite_a, failing) & ~xp.isnan(f_err)
         scores = xp.where(scored, f_err / xp.maximum(xp.take(bound, failing), floor), xp.full_like(f_err, np.inf))
         nan = xp.isnan(scores)
-        columns = (a, e, err, rel)
+        columns = (a, e, err, rel, bound)      # Candidate's actual, expected, abs_err, rel_err, allowed
 
         def gather(positions: Any) -> list[Candidate]:
             if int(positions.shape[0]) == 0:

@@ -24,6 +24,8 @@ class Element:
     reference: float | None
     abs_err: float
     rel_err: float
+    allowed: float = 0.0      # the error it was allowed (atol + rtol*|expected|; 0 for integer outputs):
+                              # the worst list is ordered by abs_err / allowed, so a report can show that
 
 
 @dataclass
@@ -41,6 +43,8 @@ class TensorComparison:
     shape_problem: str | None = None
     ignored: int = 0          # elements outside the output's defined region (padded attention rows)
     integer: str | None = None   # the integer type the output was judged in (validate/integers.py)
+    finite: int = 0           # compared elements with a finite actual and expected value: those the
+                              # maxima cover (none: the maxima are NaN, not a misleading 0)
 
     @property
     def passed(self) -> bool:
@@ -60,16 +64,21 @@ class TensorComparison:
                     f"rtol {self.rtol:g}{skipped}")
         parts = []
         if self.unwritten:
-            parts.append(f"{self.unwritten} element(s) never written (still poisoned)")
+            parts.append(f"all {self.total} elements never written (still poisoned)" if self.unwritten == self.total
+                         else f"{self.unwritten} element(s) never written (still poisoned)")
         if self.nonfinite:
-            parts.append(f"{self.nonfinite} NaN/Inf element(s)")
+            parts.append(f"all {self.total} elements NaN/Inf" if self.nonfinite == self.total
+                         else f"{self.nonfinite} NaN/Inf element(s)")
         if self.mismatches and self.integer:
             parts.append(f"{self.mismatches}/{self.total} elements that no {self.integer} conversion of the reference "
                          f"gives (atol {self.atol:g} rtol {self.rtol:g} on fractional values)")
         elif self.mismatches:
             parts.append(f"{self.mismatches}/{self.total} elements outside atol {self.atol:g} rtol {self.rtol:g}")
         worst = f"; worst at {list(self.worst_index)}" if self.worst_index is not None else ""
-        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{worst}{skipped})"
+        if not self.finite:   # maxima over nothing: say so instead of "max abs 0"
+            return ", ".join(parts) + f" (no element with finite values to measure an error on{worst}{skipped})"
+        over = f" over the {self.finite} finite element(s)" if self.finite < self.total else ""
+        return ", ".join(parts) + f" (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}{over}{worst}{skipped})"
 
 
 def shape_mismatch(actual_shape: tuple[int, ...], expected_shape: tuple[int, ...], atol: float,
@@ -90,6 +99,7 @@ class Candidate:
     expected: float
     abs_err: float
     rel_err: float
+    allowed: float                # atol + rtol*|expected| (0 for integer outputs): Element.allowed
 
 
 @dataclass
@@ -98,6 +108,7 @@ class ChunkResult:
     nonfinite: int
     unwritten: int
     ignored: int
+    finite: int                   # judged elements with finite actual and expected: what the maxima cover
     max_abs: float
     max_rel: float
     ranked: list[Candidate]       # failing elements with a score, at most ``top``
@@ -105,9 +116,9 @@ class ChunkResult:
     all_failed: bool
 
 
-def passing_chunk(ignored: int, max_abs: float, max_rel: float) -> ChunkResult:
+def passing_chunk(ignored: int, finite: int, max_abs: float, max_rel: float) -> ChunkResult:
     """A non-empty chunk in which no element failed."""
-    return ChunkResult(0, 0, 0, ignored, max_abs, max_rel, [], [], False)
+    return ChunkResult(0, 0, 0, ignored, finite, max_abs, max_rel, [], [], False)
 
 
 @dataclass
@@ -119,6 +130,7 @@ class Tally:
     nonfinite: int = 0
     unwritten: int = 0
     ignored: int = 0
+    finite: int = 0
     max_abs: list[float] = field(default_factory=list)
     max_rel: list[float] = field(default_factory=list)
     ranked: list[Candidate] = field(default_factory=list)
@@ -130,6 +142,7 @@ class Tally:
         self.nonfinite += chunk.nonfinite
         self.unwritten += chunk.unwritten
         self.ignored += chunk.ignored
+        self.finite += chunk.finite
         self.max_abs.append(chunk.max_abs)     # np.max over these: a NaN propagates as over the whole
         self.max_rel.append(chunk.max_rel)
         if chunk.ranked:     # self.ranked is already best()'s answer
@@ -152,20 +165,23 @@ class Tally:
         worst = []
         for c in self.worst():
             index = tuple(int(i) for i in np.unravel_index(c.flat, shape))
-            worst.append(Element(index, c.actual, c.expected, _reference_at(reference, index), c.abs_err, c.rel_err))
+            worst.append(Element(index, c.actual, c.expected, _reference_at(reference, index), c.abs_err, c.rel_err,
+                                 c.allowed))
+        measured = total and self.finite     # no finite pair: no maximum (NaN), not 0
         return TensorComparison(
             total=total,
             mismatches=self.mismatches,
             nonfinite=self.nonfinite,
             unwritten=self.unwritten,
-            max_abs=float(np.max(self.max_abs)) if total else 0.0,
-            max_rel=float(np.max(self.max_rel)) if total else 0.0,
+            max_abs=float(np.max(self.max_abs)) if measured else (np.nan if total else 0.0),
+            max_rel=float(np.max(self.max_rel)) if measured else (np.nan if total else 0.0),
             worst_index=worst[0].index if worst else None,
             atol=atol,
             rtol=rtol,
             worst=worst,
             ignored=self.ignored,
             integer=integer,
+            finite=self.finite,
         )
 
 

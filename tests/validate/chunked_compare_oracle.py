@@ -1,5 +1,8 @@
 """compare_tensor as it was before the cache-sized, threaded host path and the device path (commit 2091ff9),
-kept as the oracle they must equal field for field (tests/validate/test_fast_compare.py).
+kept as the oracle they must equal field for field (tests/validate/test_fast_compare.py), with the report
+semantics added beside that path on branch h-ux (commit 010f994, the same change as to compare.py there and
+to unchunked_compare.py): each worst element's allowed error (the list's order is abs_err / allowed), the
+count of finite elements the maxima cover, and NaN maxima when no compared element is finite.
 
 Original docstring: element-wise comparison of one output tensor with a mismatch report a person can act on.
 
@@ -84,20 +87,22 @@ def compare_chunked(
         index = tuple(int(i) for i in np.unravel_index(c.flat, shape))
         worst.append(Element(index, c.actual, c.expected,
                              None if reference is None else float(np.asarray(reference)[index]),
-                             c.abs_err, c.rel_err))
+                             c.abs_err, c.rel_err, c.allowed))
+    measured = total and tally.finite   # no finite pair: no maximum (NaN), not 0
     return TensorComparison(
         total=total,
         mismatches=tally.mismatches,
         nonfinite=tally.nonfinite,
         unwritten=tally.unwritten,
-        max_abs=float(np.max(tally.max_abs)) if total else 0.0,
-        max_rel=float(np.max(tally.max_rel)) if total else 0.0,
+        max_abs=float(np.max(tally.max_abs)) if measured else (np.nan if total else 0.0),
+        max_rel=float(np.max(tally.max_rel)) if measured else (np.nan if total else 0.0),
         worst_index=worst[0].index if worst else None,
         atol=atol,
         rtol=rtol,
         worst=worst,
         ignored=tally.ignored,
         integer=integer,
+        finite=tally.finite,
     )
 
 
@@ -111,6 +116,7 @@ class _Candidate:
     expected: float
     abs_err: float
     rel_err: float
+    allowed: float
 
 
 @dataclass
@@ -119,6 +125,7 @@ class _ChunkResult:
     nonfinite: int
     unwritten: int
     ignored: int
+    finite: int
     max_abs: float
     max_rel: float
     ranked: list[_Candidate]       # failing elements with a score, at most ``top``
@@ -135,6 +142,7 @@ class _Tally:
     nonfinite: int = 0
     unwritten: int = 0
     ignored: int = 0
+    finite: int = 0
     max_abs: list[float] = field(default_factory=list)
     max_rel: list[float] = field(default_factory=list)
     ranked: list[_Candidate] = field(default_factory=list)
@@ -146,6 +154,7 @@ class _Tally:
         self.nonfinite += chunk.nonfinite
         self.unwritten += chunk.unwritten
         self.ignored += chunk.ignored
+        self.finite += chunk.finite
         self.max_abs.append(chunk.max_abs)     # np.max over these: a NaN propagates as over the whole
         self.max_rel.append(chunk.max_rel)
         self.ranked = _best(self.ranked + chunk.ranked, self.top)
@@ -172,6 +181,7 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
     a = raw.astype(np.float64)
     e = np.asarray(expected, dtype=np.float64)
     ignored = 0
+    keep = None
     if ignore is not None:
         keep = ~ignore
         ignored = int(keep.size - np.count_nonzero(keep))
@@ -193,6 +203,7 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
         rel = np.where(np.abs(e) > 0, err / np.abs(e), np.where(err > 0, np.inf, 0.0))
     fail = bad_value | nonfinite_mask | poisoned
     both_finite = finite_a & np.isfinite(e)
+    finite = int(np.count_nonzero(both_finite if keep is None else both_finite & keep))
     max_abs = float(np.where(both_finite, err, 0.0).max()) if a.size else 0.0
     max_rel = float(np.where(finite_a & np.isfinite(rel), rel, 0.0).max()) if a.size else 0.0
     failing = np.flatnonzero(fail)
@@ -202,12 +213,12 @@ def _judge_chunk(raw: np.ndarray, expected: np.ndarray, ignore: np.ndarray | Non
     nan = np.isnan(scores)
 
     def candidates(where: np.ndarray) -> list[_Candidate]:
-        return [_Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(err[i]), float(rel[i]))
-                for i, s in zip(failing[where], scores[where])]
+        return [_Candidate(offset + int(i), float(s), float(a[i]), float(e[i]), float(err[i]), float(rel[i]),
+                           float(bound[i])) for i, s in zip(failing[where], scores[where])]
 
     return _ChunkResult(
         mismatches=int(np.count_nonzero(bad_value)), nonfinite=int(np.count_nonzero(nonfinite_mask)),
-        unwritten=int(np.count_nonzero(poisoned)), ignored=ignored, max_abs=max_abs, max_rel=max_rel,
+        unwritten=int(np.count_nonzero(poisoned)), ignored=ignored, finite=finite, max_abs=max_abs, max_rel=max_rel,
         ranked=_best(candidates(_top_scores(scores, nan, top)), top),
         unranked=candidates(np.flatnonzero(nan)[:top]),
         all_failed=failing.size == a.size,
