@@ -135,13 +135,14 @@ def test_each_worker_gets_its_own_cores_and_thread_pools_of_that_size(on_two_gpu
     for line in log:
         by_gpu.setdefault(line["CUDA_VISIBLE_DEVICES"], set()).add(tuple(line["cpus"]))
         assert line["threads"] == str(len(line["cpus"]))
-    assert set(by_gpu) == {"0", "1"} and all(len(s) == 1 for s in by_gpu.values())
-    (first,), (second,) = by_gpu.values()
-    assert not set(first) & set(second) or len(os.sched_getaffinity(0)) < 2
-    assert set(first) | set(second) <= os.sched_getaffinity(0)
+    assert by_gpu and set(by_gpu) <= {"0", "1"} and all(len(s) == 1 for s in by_gpu.values())
     meta = json.loads((run_dir / "run.json").read_text())
-    assert {gpu: tuple(cores) for gpu, cores in meta["gpus"]["cpus"].items()} == \
-        {"0": first, "1": second}
+    shares = {gpu: tuple(cores) for gpu, cores in meta["gpus"]["cpus"].items()}
+    assert set(shares) == {"0", "1"}
+    assert not set(shares["0"]) & set(shares["1"]) or len(os.sched_getaffinity(0)) < 2
+    assert set(shares["0"]) | set(shares["1"]) <= os.sched_getaffinity(0)
+    for gpu, seen in by_gpu.items():   # a worker that ran a graph (on a loaded machine one may run all)
+        assert seen == {shares[gpu]}
 
 
 def _topology(root: Path, cpus: dict[int, tuple[int, int]]) -> Path:
