@@ -163,6 +163,21 @@ def test_cudnn_plan_speaks_the_frontends_words() -> None:
                 if t.key == window.tensors["sink_token"]).dims == (1, 8, 1, 1)
 
 
+def test_a_bf16_sink_is_declared_and_bound_as_float() -> None:
+    """cuDNN reads sink_token as float: declared bfloat16, cuDNN 9.19 built the graph and then failed with
+    cudaErrorMisalignedAddress at execute (benchmarks/repro_cudnn_sink.py, on an H200)."""
+    b = GraphBuilder("bf16_sink", io="bfloat16")
+    q, k, v = b.tensor("q", [1, 4, 64, 32]), b.tensor("k", [1, 2, 64, 32]), b.tensor("v", [1, 2, 64, 32])
+    b.sdpa(q, k, v, causal=True, left_bound=16, right_bound=0, sink=b.tensor("sink_token", [4]))
+    plan = cg.plan(b.build())
+    sink = next(t for t in plan.inputs if t.key == plan.ops[0].tensors["sink_token"])
+    assert sink.dtype == "FLOAT" and sink.cast == "float" and sink.dims == (1, 4, 1, 1)
+    q_decl = next(t for t in plan.inputs if t.key == plan.ops[0].tensors["q"])
+    assert q_decl.dtype == "BFLOAT16" and q_decl.cast is None          # only the sink is widened
+    already = cg.plan(load_file(GRAPHS / "attention/sdpa_sink_window_gqa_bf16.json"))   # a float sink: as it is
+    assert next(t for t in already.inputs if t.key == already.ops[0].tensors["sink_token"]).cast is None
+
+
 def test_cudnn_plan_declares_rank3_stats_as_cudnns_four_dims() -> None:
     b = GraphBuilder("t", io="bfloat16")
     q, k, v, o, do = (b.tensor(n, [1, 2, 16, 64]) for n in ("q", "k", "v", "o", "do"))
