@@ -116,19 +116,16 @@ def to_numpy(a: Array) -> np.ndarray:
 def from_numpy(xp: Namespace, a: np.ndarray, device: Any = None) -> Array:
     """Host array ``a`` in namespace ``xp`` on ``device``, as float64 (every op reads float64; the
     integer and boolean tensors the ops take, masks and lengths, are exact in float64 below 2^53)."""
-    host = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
-    if is_numpy(xp):
-        return host
-    if is_torch(xp):
-        import torch
-
-        return torch.from_numpy(host).to(device if device is not None else "cpu")
-    return xp.asarray(host) if device is None else xp.asarray(host, device=device)
+    return _host_to(xp, np.ascontiguousarray(np.asarray(a, dtype=np.float64)), device)
 
 
 def index_array(xp: Namespace, a: np.ndarray, device: Any = None) -> Array:
     """Host integers ``a`` as an int64 array of ``xp`` on ``device`` (row indices for ``take``)."""
-    host = np.ascontiguousarray(np.asarray(a, dtype=np.int64))
+    return _host_to(xp, np.ascontiguousarray(np.asarray(a, dtype=np.int64)), device)
+
+
+def _host_to(xp: Namespace, host: np.ndarray, device: Any) -> Array:
+    """A contiguous host array as an array of ``xp`` on ``device`` (numpy: itself)."""
     if is_numpy(xp):
         return host
     if is_torch(xp):
