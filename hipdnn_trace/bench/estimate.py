@@ -32,16 +32,18 @@ from hipdnn_trace.graph.ops import graph_bytes, graph_flops
 from hipdnn_trace.graph.sources import GraphSource
 
 #: element passes per input element drawn (counter-based generator, rounding to the type)
-INPUT_PASSES = 4.0
-#: element passes per output element validated (float64 copy, chunked differences, tolerances)
-VALIDATE_PASSES = 12.0
+INPUT_PASSES = 1.3
+#: element passes per output element validated (float64 copy, chunked differences, tolerances; 40-80
+#: ns an element on the perf graphs) and a fixed part per output (tolerances, records)
+VALIDATE_PASSES = 30.0
+VALIDATE_FIXED_S = 0.004
 #: seconds of a graph's own fixed cost: load, expanding configurations, result records, console
 GRAPH_FIXED_S = 0.02
 #: writing a graph's rows: a fixed part, per iteration row, and per row already in the run (the
 #: tables are rewritten whole after each graph, so late graphs of a long suite write more)
 WRITE_FIXED_S = 0.03
 WRITE_ROW_S = 40e-6
-WRITE_EARLIER_ROW_S = 2.5e-6
+WRITE_EARLIER_ROW_S = 3.5e-6
 #: a GPU backend's plan build and a kernel launch (nominal: only GPU runs use them)
 GPU_INIT_S = 0.3
 GPU_LAUNCH_S = 20e-6
@@ -88,12 +90,9 @@ def _elements(graph: Graph, tensors: Sequence) -> int:
 
 
 def inputs_s(graph: Graph, rates: cost.Rates) -> float:
-    """Seeded inputs, plus what a backward's inputs are derived from: attention's O and stats come
-    from a float64 forward (``attention_inputs.py``), as do a max-pool backward's indices."""
+    """Seeded inputs, plus what a backward's inputs are derived from (``cost.derived_inputs_work``)."""
     work = cost.Work(passes=INPUT_PASSES * _elements(graph, graph.input_tensors))
-    for node in graph.nodes:
-        if node.op in ("SdpaBackward", "ResampleBwd"):
-            work = work + cost.node_work(node, graph).times(0.5)   # the forward: about half the backward
+    work = work + cost.total(cost.derived_inputs_work(node, graph) for node in graph.nodes)
     return rates.seconds(work)
 
 
@@ -125,8 +124,8 @@ def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSetting
         stages["timed"] = stages.get("timed", 0.0) + (timed + side) * pass_s
         rows += warmup + timed + side
     outputs = _elements(graph, graph.output_tensors)
-    stages["validate"] = rates.seconds(cost.Work(passes=VALIDATE_PASSES * outputs * len(configs))) \
-        if validating else 0.0
+    stages["validate"] = len(configs) * (VALIDATE_FIXED_S * len(graph.output_tensors) + rates.seconds(
+        cost.Work(passes=VALIDATE_PASSES * outputs))) if validating else 0.0
     stages["write"] = WRITE_FIXED_S + WRITE_ROW_S * rows
     return GraphEstimate(source or graph.name, stages, rows)
 

@@ -7,6 +7,8 @@ the tensors' sizes. No timing is asserted: the seconds come from rates given her
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -89,7 +91,7 @@ def test_the_model_walks_the_tiles_the_reference_computes(monkeypatch: pytest.Mo
     assert (scores, tiles) == (sum(seen), len(seen))
 
 
-def test_attention_backward_prices_five_products_per_score() -> None:
+def test_attention_backward_prices_three_blas_products_and_two_einsum_contractions_per_score() -> None:
     b = GraphBuilder("attn_bwd", io="half")
     q, k, v = (b.tensor(n, [1, 4, 64, 32]) for n in ("q", "k", "v"))
     o, do = b.tensor("o", [1, 4, 64, 32]), b.tensor("do", [1, 4, 64, 32])
@@ -98,8 +100,13 @@ def test_attention_backward_prices_five_products_per_score() -> None:
     g = b.build()
     work = cost.node_work(g.nodes[0], g)
     scores = 4 * 64 * 64
-    assert work.small_gemm_flops == 2 * (3 * 32 + 2 * 32) * scores
-    assert work.passes > cost.SDPA_PASSES[True] * scores   # plus reading q, k, v, o, do and rounding dq, dk, dv
+    assert work.small_gemm_flops == 2 * (2 * 32 + 32) * scores   # S, dP, dQ
+    einsum = cost.CONTRACT_PASSES_PER_FLOP * 2 * (32 + 32) * scores   # dV, dK
+    io = cost.INPUT_PASSES * 5 * 4 * 64 * 32 + cost.INPUT_PASSES * 4 * 64 + cost.OUTPUT_PASSES * 3 * 4 * 64 * 32
+    assert work.passes == pytest.approx(cost.SDPA_PASSES[True] * scores + einsum + io)
+    # its inputs' O and stats come from a forward: half the forward's own work (measured)
+    forward = cost.attention_work(dataclasses.replace(attention.config(g.nodes[0], g), backward=False))
+    assert cost.derived_inputs_work(g.nodes[0], g) == forward.times(0.5)
 
 
 def test_padded_attention_is_priced_at_the_lengths_the_inputs_get_on_average() -> None:

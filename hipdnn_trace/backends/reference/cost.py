@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from math import prod
 
 import numpy as np
@@ -76,48 +76,49 @@ def total(works: Iterable[Work]) -> Work:
 
 _PASS_ELEMENTS = 1 << 22        # 32 MiB of float64: past any cache, as the big arrays are
 _CALL_REPEATS = 2000
-#: an attention tile's product (a kv head's query group of 4 x 128 rows against 128 keys, d 128):
-#: BLAS threads that wait on a busy core make products of this size far slower than a large one
-_SMALL_GEMM = (4, 128, 128, 128)
-#: products below this many FLOPs per call run at the small-product rate
-SMALL_GEMM_FLOPS = 2e8
+#: small products (attention tiles, decode rows) run at this fraction of the large-product rate.
+#: Measured on the shared 2-core VM: with two BLAS threads and the other core busy, 1 in 5 tile-sized
+#: products took 100x their usual 0.4 ms (a thread waiting for its core), so their mean rate was
+#: 0.3-4 GFLOP/s against 30-40 for a 768^3 product; a mean cannot be measured in a fraction of a
+#: second (two 0.1 s windows gave 10 and 0.07 GFLOP/s), so it is a constant. On an idle machine such
+#: graphs finish sooner than estimated; the progress line's ETA corrects that as graphs finish.
+SMALL_GEMM_EFFICIENCY = 0.1
+#: products below this many FLOPs per BLAS call run at the small-product rate
+SMALL_GEMM_FLOPS = 2e7
 
 
 @functools.lru_cache(maxsize=1)
 def measured_rates() -> Rates:
-    """This machine's rates, measured once per process (~0.1 s): the BLAS rate of ``budget.py``, an
-    attention tile's product, a multiply over 32 MiB into a new array (page faults included, as the
-    reference's temporaries pay them), exp over the same, and a small array operation. Each is the
-    faster of two tries, so a busy moment does not inflate every estimate."""
+    """This machine's rates, measured once per process (0.1-0.3 s): the BLAS rate of ``budget.py``;
+    a multiply over 32 MiB into a new array (page faults included, as the reference's temporaries pay
+    them), exp over the same and a small array operation, each the median of three tries. Small
+    products are priced at :data:`SMALL_GEMM_EFFICIENCY` of the BLAS rate."""
     from hipdnn_trace.backends.reference.budget import float64_rate
 
     a = np.random.default_rng(0).standard_normal(_PASS_ELEMENTS)
-    passes = _best(lambda: a * 1.5, 2)
-    exp = _best(lambda: np.exp(a), 2)
+    passes = _median(lambda: a * 1.5)
+    exp = _median(lambda: np.exp(a))
     small = np.ones(8)
-    call = _best(lambda: [small * 2.0 for _ in range(_CALL_REPEATS)], 2)
-    g, r, d, c = _SMALL_GEMM
-    q, k = np.ones((g, r, d)), np.ones((c, d))
-    np.matmul(q, k.T)
-    tile = _best(lambda: np.matmul(q, k.T), 3)
-    return Rates(gemm=float64_rate(), passes=_PASS_ELEMENTS / passes, transcendental=_PASS_ELEMENTS / exp,
-                 call_s=call / _CALL_REPEATS, small_gemm=2.0 * g * r * d * c / tile)
+    call = _median(lambda: [small * 2.0 for _ in range(_CALL_REPEATS)])
+    gemm = float64_rate()
+    return Rates(gemm=gemm, passes=_PASS_ELEMENTS / passes, transcendental=_PASS_ELEMENTS / exp,
+                 call_s=call / _CALL_REPEATS, small_gemm=gemm * SMALL_GEMM_EFFICIENCY)
 
 
-def _best(fn: Callable[[], object], tries: int) -> float:
-    best = float("inf")
+def _median(fn: Callable[[], object], tries: int = 3) -> float:
+    times = []
     for _ in range(tries):
         t0 = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return max(best, 1e-9)
+        times.append(time.perf_counter() - t0)
+    return max(sorted(times)[tries // 2], 1e-9)
 
 
 # ------------------------------------------------------------------------------ model
 
 #: array operations every node costs beyond its arrays' work (reading its inputs, rounding outputs,
 #: the executor's bookkeeping), fitted on the bundled suite's small graphs
-NODE_CALLS = 40.0
+NODE_CALLS = 100.0
 #: element passes per element of each input (to float64) and output (rounded to its type, kept
 #: both ways)
 INPUT_PASSES = 1.0
@@ -125,26 +126,33 @@ OUTPUT_PASSES = 3.0
 #: element passes per element of ``x`` for the normalization families (means, variances, scale,
 #: shift; the backward forms several more products)
 NORM_PASSES = {"Batchnorm": 10.0, "BatchnormInference": 5.0, "BatchnormInferenceAttributesVarianceExt": 6.0,
-               "BatchnormBackward": 16.0, "Layernorm": 10.0, "LayernormBackward": 16.0,
-               "RMSNorm": 7.0, "RMSNormBackward": 12.0}
+               "BatchnormBackward": 16.0, "Layernorm": 10.0, "LayernormBackward": 30.0,
+               "RMSNorm": 12.0, "RMSNormBackward": 30.0}
+#: element passes per element of x for a norm backward's saved statistics (made with its inputs; on
+#: the 8x2048x4096 bf16 graphs they took 4-6 s, far more than their ~8 array operations suggest)
+NORM_STATS_PASSES = 40.0
 #: element passes per output element of a pointwise op, beyond its inputs and output; the
 #: transcendental ones add evaluations (gelu's erf is about two exps)
-POINTWISE_PASSES = 2.0
+POINTWISE_PASSES = 5.0
 POINTWISE_TRANSCENDENTAL = {"exp": 1, "log": 1, "tanh_fwd": 1, "sigmoid_fwd": 1, "swish_fwd": 1,
                             "elu_fwd": 1, "softplus_fwd": 2, "gelu_fwd": 2, "gelu_approx_tanh_fwd": 1,
                             "erf": 2, "sin": 1, "tan": 1, "gelu_bwd": 3, "gelu_approx_tanh_bwd": 1,
                             "sigmoid_bwd": 1, "tanh_bwd": 1, "swish_bwd": 1, "elu_bwd": 1, "softplus_bwd": 1}
 #: attention: element passes per computed score (mask, scale, max, subtract, sum, divide, where;
 #: the backward recomputes them and forms dP and dS), exp evaluations, and array calls per tile
-SDPA_PASSES = {False: 12.0, True: 22.0}
+SDPA_PASSES = {False: 22.0, True: 32.0}
 SDPA_TILE_CALLS = {False: 30.0, True: 50.0}
+#: the backward's dV and dK sum outer products over a tile's leading axes with ``np.einsum``, which
+#: does not use BLAS: about 3 GFLOP/s on the VM, priced as element passes per FLOP
+CONTRACT_PASSES_PER_FLOP = 0.17
 #: pooling: passes per output element per window tap (max keeps an index and compares)
-POOL_PASSES = {"MAXPOOL": 4.0, "AVG": 1.5}
+POOL_PASSES = {"MAXPOOL": 12.0, "AVG": 4.0}
+POOL_TAP_CALLS = {"MAXPOOL": 40.0, "AVGPOOL_INCLUDE_PADDING": 20.0, "AVGPOOL_EXCLUDE_PADDING": 60.0}
 #: block-scaled quantize/dequantize: passes per element (block maxima, scales, the rounding to
 #: fp4/fp8 grids)
-BLOCKSCALE_PASSES = 25.0
+BLOCKSCALE_PASSES = {"BlockScaleQuantize": 25.0, "BlockScaleDequantize": 10.0}
 #: convolution: passes per element of the im2col columns (copied once, read by the GEMM)
-CONV_COLUMN_PASSES = 1.5
+CONV_COLUMN_PASSES = 2.5
 
 
 def _numel(graph: Graph, uid: object) -> int:
@@ -189,15 +197,18 @@ def graph_seconds(graph: Graph, rates: Rates | None = None) -> float:
 
 # ----------------------------------------------------------------------- op families
 
-def _products(flops: float, calls: int = 1) -> Work:
+def _products(flops: float, calls: float = 1) -> Work:
     """``flops`` in ``calls`` BLAS products: at the small-product rate when each is small."""
-    if flops / max(calls, 1) < SMALL_GEMM_FLOPS:
+    if flops / max(calls, 1.0) < SMALL_GEMM_FLOPS:
         return Work(small_gemm_flops=flops)
     return Work(gemm_flops=flops)
 
 
 def _gemm(node: Node, graph: Graph) -> Work:
-    return _products(node_flops(node, graph))
+    """A (batched) matmul is one BLAS product per batch entry; MoE one per expert group."""
+    out = _tensor(graph, node, "c") or _tensor(graph, node, "output") or _tensor(graph, node, "dweight")
+    batch = prod(out.dims[:-2]) if out is not None and len(out.dims) > 2 and node.op == "Matmul" else 1
+    return _products(node_flops(node, graph), batch)
 
 
 def _conv(node: Node, graph: Graph) -> Work:
@@ -223,7 +234,7 @@ def _pointwise(node: Node, graph: Graph) -> Work:
     out = _port(graph, node, "out_0")
     mode = str(node.params.get("operation", "")).lower()
     return Work(passes=POINTWISE_PASSES * out, transcendental=POINTWISE_TRANSCENDENTAL.get(mode, 0) * out,
-                calls=10.0)
+                calls=30.0)
 
 
 def _reduction(node: Node, graph: Graph) -> Work:
@@ -235,26 +246,52 @@ def _resample(node: Node, graph: Graph) -> Work:
     taps = prod(p.window)
     out = max(_port(graph, node, "y"), _port(graph, node, "dy"))
     per_tap = POOL_PASSES["MAXPOOL" if p.mode == "MAXPOOL" else "AVG"]
-    return Work(passes=per_tap * taps * out, calls=6.0 * taps)
+    return Work(passes=per_tap * taps * out, calls=POOL_TAP_CALLS.get(p.mode, 40.0) * taps)
 
 
 def _blockscale(node: Node, graph: Graph) -> Work:
     x = max(_numel(graph, u) for u in (*node.inputs.values(), *node.outputs.values()))
-    return Work(passes=BLOCKSCALE_PASSES * x, calls=60.0)
+    return Work(passes=BLOCKSCALE_PASSES.get(node.op, 25.0) * x, calls=60.0)
 
 
 def _sdpa(node: Node, graph: Graph) -> Work:
-    """The tiles ``ops/sdpa.py`` walks: every computed score costs the two (forward) or five
-    (backward) products over d, the softmax passes and one exp."""
     try:
         cfg = attention.config(node, graph)
     except Exception:   # noqa: BLE001 - a graph the check refuses costs nothing here
         return Work()
+    return attention_work(cfg)
+
+
+def attention_work(cfg: attention.AttentionConfig) -> Work:
+    """The tiles ``ops/sdpa.py`` walks: every computed score costs the products over d (forward:
+    S = QK^T and O = PV; backward: S, dP = dO V^T and dQ = dS K by BLAS, dV and dK by einsum), the
+    softmax passes and one exp."""
     scores, tiles = attention_scores(cfg)
-    d = (cfg.d_qk + cfg.d_v) if not cfg.backward else (3 * cfg.d_qk + 2 * cfg.d_v)
-    return _products(2.0 * d * scores, tiles) + Work(
-        passes=SDPA_PASSES[cfg.backward] * scores, transcendental=float(scores),
-        calls=SDPA_TILE_CALLS[cfg.backward] * tiles)
+    blas = (cfg.d_qk + cfg.d_v) if not cfg.backward else (2 * cfg.d_qk + cfg.d_v)
+    contracted = 0 if not cfg.backward else 2.0 * (cfg.d_qk + cfg.d_v) * scores
+    products = 2 if not cfg.backward else 3
+    return _products(2.0 * blas * scores, tiles * cfg.group * products) + Work(
+        passes=SDPA_PASSES[cfg.backward] * scores + CONTRACT_PASSES_PER_FLOP * contracted,
+        transcendental=float(scores), calls=SDPA_TILE_CALLS[cfg.backward] * tiles)
+
+
+def derived_inputs_work(node: Node, graph: Graph) -> Work:
+    """What making a backward node's meaningful inputs costs (``bench/inputs.py``): attention's O and
+    stats from the float64 forward, a max-pool's indices from a forward over a seeded x, a norm's
+    saved statistics from its x. Nothing for other nodes."""
+    if node.op == "SdpaBackward":
+        try:
+            # measured: the inputs' forward took about half what the same forward as a graph did
+            return attention_work(replace(attention.config(node, graph), backward=False)).times(0.5)
+        except Exception:   # noqa: BLE001 - a graph the check refuses costs nothing here
+            return Work()
+    if node.op == "ResampleBwd" and isinstance(node.inputs.get("index"), int):
+        p = pooling(node)
+        out, dx = _port(graph, node, "dy"), _port(graph, node, "dx")
+        return Work(passes=2 * POOL_PASSES["MAXPOOL"] * prod(p.window) * out + INPUT_PASSES * dx)
+    if node.op in ("LayernormBackward", "RMSNormBackward"):
+        return Work(passes=NORM_STATS_PASSES * _port(graph, node, "x"))
+    return Work()
 
 
 def expected_lengths(top: int, batch: int) -> list[int]:
