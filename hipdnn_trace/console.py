@@ -114,7 +114,8 @@ def fmt_duration(seconds: float) -> str:
 
 
 class Progress:
-    """One self-overwriting status line on a terminal; silent elsewhere.
+    """One self-overwriting status line on a terminal (for a suite, or a graph expected to take more
+    than a few seconds); silent elsewhere.
 
     It shows the graphs done, the suite's ETA (from per-graph ``estimates`` in seconds, corrected
     by what the finished graphs took), the current graph's stage (``reference: warmup``, ``timed
@@ -125,9 +126,11 @@ class Progress:
                  estimates: Sequence[float] | None = None, iters: int | None = None,
                  tick_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream or sys.stderr
-        self.enabled = (self.stream.isatty() and total > 1) if enabled is None else enabled
-        self.total = total
         self.estimates = list(estimates) if estimates is not None and len(estimates) == total else None
+        # a lone graph gets the line too when it is expected to take more than a moment
+        long = self.estimates is not None and sum(self.estimates) >= SHOW_ELAPSED_S
+        self.enabled = (self.stream.isatty() and (total > 1 or long)) if enabled is None else enabled
+        self.total = total
         self.iters = iters
         self.clock = clock
         self.done = 0

@@ -41,9 +41,9 @@ VALIDATE_FIXED_S = 0.004
 GRAPH_FIXED_S = 0.02
 #: writing a graph's rows: a fixed part, per iteration row, and per row already in the run (the
 #: tables are rewritten whole after each graph, so late graphs of a long suite write more)
-WRITE_FIXED_S = 0.03
-WRITE_ROW_S = 40e-6
-WRITE_EARLIER_ROW_S = 3.5e-6
+WRITE_FIXED_S = 0.02
+WRITE_ROW_S = 30e-6
+WRITE_EARLIER_ROW_S = 2.5e-6
 #: a GPU backend's plan build and a kernel launch (nominal: only GPU runs use them)
 GPU_INIT_S = 0.3
 GPU_LAUNCH_S = 20e-6

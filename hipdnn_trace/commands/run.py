@@ -451,6 +451,14 @@ def suite_estimates(sources: list, configs: list, settings: RunSettings,
     return estimate_suite(sources, configs, settings, isolation=isolation)
 
 
+def suite_rates() -> Any:
+    """The rates the estimate used: this machine's when they were measured, else the defaults."""
+    from hipdnn_trace.backends.reference import cost
+    from hipdnn_trace.bench.estimate import DEFAULT_RATES
+
+    return cost.measured_rates() if cost.measured_rates.cache_info().currsize else DEFAULT_RATES
+
+
 def estimate_note(estimates: list[GraphEstimate]) -> str | None:
     """A note with the suite's estimated wall time and its longest graph, when the suite is long;
     None for a short one."""
@@ -612,6 +620,10 @@ def main(args: argparse.Namespace) -> int:
     note = estimate_note(estimates) if estimates is not None else None
     if note is not None:
         notes.append(note)
+    if estimates is not None:   # what was expected, beside what happened (breakdown.csv wall_ms)
+        meta["estimate"] = {"seconds": round(sum(e.seconds for e in estimates), 3),
+                            "graphs": {e.source: round(e.seconds, 3) for e in estimates},
+                            "rates": asdict(suite_rates())}
     vendors = [v for v in (getattr(backends.get(c.backend), "vendor", None) for c in configs) if v]
     with InterruptGuard() as guard, ClockLock(args.clocks, vendors[0] if vendors else None, args.device,
                                               run_dir=str(folder)) as clocks:

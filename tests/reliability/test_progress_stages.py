@@ -71,6 +71,17 @@ def test_a_long_graph_shows_its_stage_iterations_elapsed_time_and_the_eta() -> N
     assert "reference: timed 2/5" in drawn and "\n" not in drawn
 
 
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_lone_graph_gets_the_line_only_when_it_is_expected_to_take_a_while() -> None:
+    assert not Progress(1, stream=_Tty(), estimates=[0.5]).enabled
+    assert Progress(1, stream=_Tty(), estimates=[30.0]).enabled
+    assert Progress(3, stream=_Tty()).enabled and not Progress(3, stream=io.StringIO()).enabled
+
+
 def test_without_estimates_the_eta_is_the_average_graph_so_far() -> None:
     clock = FakeClock()
     progress = Progress(4, stream=io.StringIO(), enabled=True, clock=clock)

@@ -119,6 +119,10 @@ def _median(fn: Callable[[], object], tries: int = 3) -> float:
 #: array operations every node costs beyond its arrays' work (reading its inputs, rounding outputs,
 #: the executor's bookkeeping), fitted on the bundled suite's small graphs
 NODE_CALLS = 100.0
+#: arrays of at most this many float64 elements (1 MiB) stay in the cache, where a pass over them cost
+#: a quarter of one over memory (about 2e9 against 2-5e8 elements a second on the VM)
+CACHED_ELEMENTS = 1 << 17
+CACHED_PASS_FACTOR = 0.25
 #: element passes per element of each input (to float64) and output (rounded to its type, kept
 #: both ways)
 INPUT_PASSES = 1.0
@@ -175,14 +179,31 @@ def _io_work(node: Node, graph: Graph) -> Work:
 
 
 def node_work(node: Node, graph: Graph) -> Work:
-    """The work of one node in one float64 evaluation."""
+    """The work of one node in one float64 evaluation; element passes over arrays that stay in the
+    cache cost :data:`CACHED_PASS_FACTOR` of a pass over memory."""
     op = node.op
     special = _FAMILIES.get(op)
     body = special(node, graph) if special is not None else Work()
     if op in NORM_PASSES:
         x = max(_port(graph, node, "x"), _port(graph, node, "dy"))
         body = Work(passes=NORM_PASSES[op] * x, calls=30.0)
-    return _io_work(node, graph) + body
+    work = _io_work(node, graph) + body
+    if _streamed_elements(node, graph) <= CACHED_ELEMENTS:
+        work = replace(work, passes=work.passes * CACHED_PASS_FACTOR)
+    return work
+
+
+def _streamed_elements(node: Node, graph: Graph) -> int:
+    """The largest array a node's element passes run over: its largest tensor, or for attention the
+    larger of that and one tile's block of scores."""
+    largest = max((_numel(graph, u) for u in (*node.inputs.values(), *node.outputs.values())), default=0)
+    if node.op in ("Sdpa", "SdpaBackward"):
+        try:
+            scores, tiles = attention_scores(attention.config(node, graph))
+        except Exception:   # noqa: BLE001 - a graph the check refuses costs nothing here
+            return largest
+        largest = max(largest, scores // max(tiles, 1))
+    return largest
 
 
 def graph_work(graph: Graph) -> Work:
