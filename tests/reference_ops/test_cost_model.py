@@ -50,6 +50,18 @@ def test_a_large_matmul_is_its_gemm_flops_plus_reading_and_rounding() -> None:
     assert work.calls == cost.NODE_CALLS
 
 
+def test_passes_over_arrays_that_fit_the_cache_cost_a_fraction() -> None:
+    def relu(n: int):
+        b = GraphBuilder(f"relu{n}", io="float")
+        b.pointwise("relu_fwd", b.tensor("x", [1, n]), out="y")
+        return b.build()
+
+    small, big = relu(cost.CACHED_ELEMENTS), relu(cost.CACHED_ELEMENTS * 8)
+    per_element = (cost.INPUT_PASSES + cost.OUTPUT_PASSES + cost.POINTWISE_PASSES)
+    assert cost.graph_work(big).passes == per_element * cost.CACHED_ELEMENTS * 8
+    assert cost.graph_work(small).passes == cost.CACHED_PASS_FACTOR * per_element * cost.CACHED_ELEMENTS
+
+
 def test_a_small_matmul_runs_at_the_small_product_rate() -> None:
     work = cost.graph_work(_matmul(16, 32, 8))
     assert work.gemm_flops == 0 and work.small_gemm_flops == 2 * 16 * 32 * 8
@@ -103,7 +115,8 @@ def test_attention_backward_prices_three_blas_products_and_two_einsum_contractio
     assert work.small_gemm_flops == 2 * (2 * 32 + 32) * scores   # S, dP, dQ
     einsum = cost.CONTRACT_PASSES_PER_FLOP * 2 * (32 + 32) * scores   # dV, dK
     io = cost.INPUT_PASSES * 5 * 4 * 64 * 32 + cost.INPUT_PASSES * 4 * 64 + cost.OUTPUT_PASSES * 3 * 4 * 64 * 32
-    assert work.passes == pytest.approx(cost.SDPA_PASSES[True] * scores + einsum + io)
+    # every array of this node fits the cache: its passes cost a fraction of a pass over memory
+    assert work.passes == pytest.approx(cost.CACHED_PASS_FACTOR * (cost.SDPA_PASSES[True] * scores + einsum + io))
     # its inputs' O and stats come from a forward: half the forward's own work (measured)
     forward = cost.attention_work(dataclasses.replace(attention.config(g.nodes[0], g), backward=False))
     assert cost.derived_inputs_work(g.nodes[0], g) == forward.times(0.5)
@@ -125,7 +138,8 @@ def test_pooling_pays_per_window_tap_and_pointwise_per_transcendental() -> None:
     pool = GraphBuilder("pool", io="float")
     pool.pool(pool.tensor("x", [2, 3, 9, 9]), "MAXPOOL", 3, stride=3, out="y")   # y [2, 3, 3, 3], 9 taps
     work = cost.node_work(pool.build().nodes[0], pool.build())
-    assert work.passes == cost.POOL_PASSES["MAXPOOL"] * 9 * 54 + cost.INPUT_PASSES * 486 + cost.OUTPUT_PASSES * 54
+    assert work.passes == cost.CACHED_PASS_FACTOR * (
+        cost.POOL_PASSES["MAXPOOL"] * 9 * 54 + cost.INPUT_PASSES * 486 + cost.OUTPUT_PASSES * 54)
     b = GraphBuilder("gelu", io="float")
     x = b.tensor("x", [4, 1000])
     b.pointwise("gelu_fwd", x, out="y")
