@@ -137,6 +137,7 @@ class Progress:
         self.label = ""
         self.stage_text = ""
         self._iteration: int | None = None
+        self._iteration_at = 0.0
         self._timed_since: float | None = None
         self._last = 0.0
         self.started = clock()
@@ -174,7 +175,7 @@ class Progress:
     def iteration(self, i: int) -> None:
         if self.enabled:
             with self._lock:
-                self._iteration = i
+                self._iteration, self._iteration_at = i, self.clock()
             self._draw()
 
     def line(self) -> str:
@@ -198,8 +199,9 @@ class Progress:
             return (now - self.started) / self.done * (self.total - self.done)
         left = None
         if self._timed_since is not None and self._iteration and self.iters:
-            per = (now - self._timed_since) / self._iteration
-            left = per * max(self.iters - self._iteration, 0)
+            # the pace of the iterations finished, less what the one running has already taken
+            per = (self._iteration_at - self._timed_since) / self._iteration
+            left = max(per * max(self.iters - self._iteration, 0) - (now - self._iteration_at), 0.0)
         return remaining_s(self.estimates, self.done, self._done_s, current_s, left)
 
     def _stage_now(self, now: float) -> str:

@@ -63,7 +63,9 @@ def test_a_long_graph_shows_its_stage_iterations_elapsed_time_and_the_eta() -> N
     clock.now += 2
     progress.iteration(2)   # 2 of 5 timed iterations in 2 s: 3 s left for this graph, 20 s for the rest
     assert "reference: timed 2/5 (6s)" in progress.line() and "eta 23s" in progress.line()
-    clock.now += 14
+    clock.now += 0.5   # the third iteration has run half its second: the count goes down, not up
+    assert "eta 22s" in progress.line()
+    clock.now += 13.5
     progress.graph(1, "next")   # the first graph took 20 s against 10 estimated
     assert f"eta {fmt_duration(20 * (20 + ETA_PRIOR_S) / (10 + ETA_PRIOR_S))}" in progress.line()
     assert "1/3" in progress.line()
