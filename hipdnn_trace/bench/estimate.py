@@ -8,9 +8,10 @@ the reference backend's own float64 result is the oracle, a reference run evalua
 times and never once more; a GPU run evaluates the oracle once (on the CPU unless
 ``--reference-device cuda``) and its own passes are priced at nominal device rates.
 
-The per-element prices of inputs, validation and writing were measured on the 2-core development VM
-(docs/benchmarks.md, "Estimates") in units of the calibrated element-pass rate, so they scale with
-the machine the way the reference's own passes do.
+The prices of inputs and validation (element passes per element) were fitted on the 2-core
+development VM (docs/benchmarks.md, "Estimates") in units of the calibrated element-pass rate, so they
+scale with the machine the way the reference's own passes do; writing and the fixed parts are seconds
+measured there.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ CUDA_FLOAT64_FLOPS = 2.5e13
 CHILD_START_S = 0.6
 #: the rates of the 2-core development VM (docs/benchmarks.md, "Estimates"): a suite whose estimate
 #: at these rates is short is not worth measuring this machine's (about 0.2 s) for
-DEFAULT_RATES = cost.Rates(gemm=3e10, passes=4e8, transcendental=4e8, call_s=7e-7, small_gemm=3e10)
+DEFAULT_RATES = cost.Rates(gemm=3e10, passes=4e8, transcendental=4e8, call_s=7e-7,
+                           small_gemm=3e10 * cost.SMALL_GEMM_EFFICIENCY)
 #: below this many seconds at the default rates, the default rates stand
 CALIBRATE_ABOVE_S = 5.0
 
