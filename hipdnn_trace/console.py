@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import re
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun
@@ -81,47 +82,186 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     return [fmt(header).rstrip(), *(fmt(r).rstrip() for r in rows)]
 
 
-class Progress:
-    """One self-overwriting status line on a terminal; silent elsewhere."""
+#: seconds of evidence an estimate keeps against the first measured graphs: a suite's first
+#: few seconds are too little to rescale every later graph by
+ETA_PRIOR_S = 5.0
+#: a graph running longer than this shows its own elapsed time next to its stage
+SHOW_ELAPSED_S = 2.0
 
-    def __init__(self, total: int, stream: IO[str] | None = None, enabled: bool | None = None) -> None:
+
+def remaining_s(estimates: Sequence[float], done: int, done_s: float, current_s: float,
+                current_left_s: float | None = None) -> float:
+    """Seconds the suite still needs: the estimates of the graphs not finished, scaled by how long
+    the finished ones took against theirs (and the current one, once it outlasts its estimate, as
+    the rest probably will). ``current_left_s``: what the current graph still needs when its own
+    iterations tell (timed i of N), instead of its estimate."""
+    if done >= len(estimates):
+        return 0.0
+    est_done, current, rest = sum(estimates[:done]), estimates[done], sum(estimates[done + 1:])
+    factor = (done_s + ETA_PRIOR_S) / (est_done + ETA_PRIOR_S)
+    if current_s > current * factor:
+        factor = (done_s + current_s + ETA_PRIOR_S) / (est_done + current + ETA_PRIOR_S)
+    left = current_left_s if current_left_s is not None else max(current * factor - current_s, 0.0)
+    return left + rest * factor
+
+
+def fmt_duration(seconds: float) -> str:
+    """42s, 5m20s, 1h05m: what a person reads at a glance on a progress line."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Progress:
+    """One self-overwriting status line on a terminal (for a suite, or a graph expected to take more
+    than a few seconds); silent elsewhere.
+
+    It shows the graphs done, the suite's ETA (from per-graph ``estimates`` in seconds, corrected
+    by what the finished graphs took), the current graph's stage (``reference: warmup``, ``timed
+    3/5``...) and, past a few seconds, how long that graph has run. With ``tick_s`` a thread redraws
+    it that often, so a graph that spends minutes in one numpy call still shows time passing."""
+
+    def __init__(self, total: int, stream: IO[str] | None = None, enabled: bool | None = None, *,
+                 estimates: Sequence[float] | None = None, iters: int | None = None,
+                 tick_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream or sys.stderr
-        self.enabled = (self.stream.isatty() and total > 1) if enabled is None else enabled
+        self.estimates = list(estimates) if estimates is not None and len(estimates) == total else None
+        # a lone graph gets the line too when it is expected to take more than a moment
+        long = self.estimates is not None and sum(self.estimates) >= SHOW_ELAPSED_S
+        self.enabled = (self.stream.isatty() and (total > 1 or long)) if enabled is None else enabled
         self.total = total
+        self.iters = iters
+        self.clock = clock
         self.done = 0
         self.label = ""
+        self.stage_text = ""
+        self._iteration: int | None = None
+        self._iteration_at = 0.0
+        self._timed_since: float | None = None
         self._last = 0.0
-        self.started = time.monotonic()
+        self.started = clock()
+        self._graph_started = self.started
+        self._done_s = 0.0
+        self._lock = threading.Lock()
+        self._tick_s = tick_s
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._hidden = False   # cleared for other output: the ticker waits for the next graph
 
     def graph(self, index: int, label: str) -> None:
-        self.done, self.label = index, escape(label)
-        self._draw("", force=True)
+        """Graph ``index`` (0-based: the number finished before it) starts."""
+        now = self.clock()
+        with self._lock:
+            if index > self.done:   # the previous graph finished: its time counts as evidence
+                self._done_s += now - self._graph_started
+            self.done, self.label = index, escape(label)
+            self._graph_started = now
+            self.stage_text, self._iteration, self._timed_since = "load", None, None
+            self._hidden = False
+        self._draw(force=True)
+        self._start_ticker()
+
+    def stage(self, text: str) -> None:
+        """The current graph entered a stage (``inputs``, ``reference``, ``cfg: warmup``...)."""
+        shown = _stage_name(escape(text))
+        with self._lock:
+            if shown == self.stage_text:
+                return
+            self.stage_text, self._iteration = shown, None
+            self._timed_since = self.clock() if shown.endswith("timed") else None
+        self._draw(force=True)
 
     def iteration(self, i: int) -> None:
         if self.enabled:
-            self._draw(f" iter {i}")
+            with self._lock:
+                self._iteration, self._iteration_at = i, self.clock()
+            self._draw()
 
-    def _draw(self, tail: str, force: bool = False) -> None:
+    def line(self) -> str:
+        """The status line as it would be drawn now."""
+        now = self.clock()
+        with self._lock:
+            width = 30
+            filled = int(width * self.done / max(1, self.total))
+            head = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
+            eta = self._eta(now)
+            stage = self._stage_now(now)
+            # the stage before the name: a long name is what the terminal's width cuts
+            return " ".join(part for part in (head, "" if eta is None else f"eta {fmt_duration(eta)}",
+                                              stage and f"{stage} |", self.label) if part)
+
+    def _eta(self, now: float) -> float | None:
+        current_s = now - self._graph_started
+        if self.estimates is None:
+            if not self.done:
+                return None
+            return (now - self.started) / self.done * (self.total - self.done)
+        left = None
+        if self._timed_since is not None and self._iteration and self.iters:
+            # the pace of the iterations finished, less what the one running has already taken
+            per = (self._iteration_at - self._timed_since) / self._iteration
+            left = max(per * max(self.iters - self._iteration, 0) - (now - self._iteration_at), 0.0)
+        return remaining_s(self.estimates, self.done, self._done_s, current_s, left)
+
+    def _stage_now(self, now: float) -> str:
+        text = self.stage_text
+        if text and self._iteration is not None:
+            text += f" {self._iteration}/{self.iters}" if self.iters else f" {self._iteration}"
+        elapsed = now - self._graph_started
+        if elapsed >= SHOW_ELAPSED_S:
+            text += f" ({fmt_duration(elapsed)})"
+        return text
+
+    def _draw(self, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
+        now = self.clock()
         if not force and now - self._last < 0.2:
             return
         self._last = now
-        elapsed = now - self.started
-        eta = ""
-        if self.done:
-            eta = f" eta {elapsed / self.done * (self.total - self.done):.0f}s"
-        width = 30
-        filled = int(width * self.done / max(1, self.total))
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}{eta} {self.label}{tail}"
-        self.stream.write("\r" + line[:120].ljust(120))
-        self.stream.flush()
+        line = self.line()
+        with self._lock:
+            self.stream.write("\r" + line[:120].ljust(120))
+            self.stream.flush()
+
+    def _start_ticker(self) -> None:
+        if not self.enabled or not self._tick_s or self._ticker is not None:
+            return
+        self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self._tick_s):
+            if self._hidden:
+                continue
+            try:
+                self._draw(force=True)
+            except (OSError, ValueError):   # the terminal went away: stop redrawing
+                return
 
     def clear(self) -> None:
         if self.enabled:
-            self.stream.write("\r" + " " * 120 + "\r")
-            self.stream.flush()
+            with self._lock:
+                self._hidden = True
+                self.stream.write("\r" + " " * 120 + "\r")
+                self.stream.flush()
+
+    def close(self) -> None:
+        """Stop the redrawing thread and clear the line."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2.0)
+        self.clear()
+
+
+def _stage_name(text: str) -> str:
+    """A stage as the line shows it: the loop's ``execute`` range is the timed iterations."""
+    head, sep, tail = text.rpartition(": ")
+    tail = "timed" if tail == "execute" else tail
+    return f"{head}{sep}{tail}"
 
 
 class Reporter:

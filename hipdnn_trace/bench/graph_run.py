@@ -26,6 +26,7 @@ from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
 from hipdnn_trace.bench.reference_cache import ReferenceCache
+from hipdnn_trace.bench.stages import with_stages
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
@@ -463,7 +464,12 @@ def run_graph(
     markers: Markers,
     *,
     on_iteration: Callable[[int], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> GraphRun:
+    """Load, make inputs, evaluate the validating reference, measure every configuration, validate;
+    ``on_stage`` hears each stage as it starts (the configurations' through their markers)."""
+    stage = on_stage or (lambda _: None)
+    markers = with_stages(markers, on_stage)
     run = GraphRun(source=source.name, name=Path(source.name).stem)
     graph = _load(source, run, settings.allow_unknown)
     if graph is None or not _memory_plan(graph, settings, run) or not _time_plan(graph, configs, settings, run):
@@ -474,6 +480,7 @@ def run_graph(
         run.configs.extend(ConfigRun(config=cfg, status=problem[0], error=problem[1])
                            for cfg, _, problem in expanded if problem is not None)
         return run
+    stage("inputs")
     t0 = now_ns()
     device = _input_device(expanded, settings, run)
     try:
@@ -493,6 +500,7 @@ def run_graph(
     # the reference backend's own float64 result is the oracle: evaluate it once, as the backend
     own = validating and _reference_backend_runs(expanded) and not _cached(graph, settings)
     if validating and not own:
+        stage("reference")
         _evaluate_reference(graph, inputs, settings, run, expected)
     if golden_out:
         expected["golden"] = golden_out
@@ -506,7 +514,9 @@ def run_graph(
         run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
                                     keep_float64=own and cfg.backend == "reference"))
     if own and not _take_own_reference(graph, run, settings, expected):
+        stage("reference")
         _evaluate_reference(graph, inputs, settings, run, expected)   # the backend failed: evaluate here
+    stage("validate")
     t0 = now_ns()
     _validate(graph, run, expected, settings)
     run.phases.append(Phase("validate", t0, now_ns()))

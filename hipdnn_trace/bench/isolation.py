@@ -9,9 +9,10 @@ timeout), the last phase it reported and the tail of its output, and the suite
 goes on. Children come from :mod:`hipdnn_trace.bench.forkserver` (a clean
 process that forks one per graph in milliseconds).
 
-Phases come from the markers the harness already sets (``graph <id> <config>``,
-``init``, ``warmup``, ``execute``): the child wraps its markers and reports each
-phase over a pipe, so the parent knows where a child was when it died.
+Phases are the graph's stages (:mod:`hipdnn_trace.bench.stages`: inputs, reference, and each
+configuration's ``init``, ``warmup``, ``execute`` from the markers the harness already sets): the
+child reports each over a pipe, so the parent knows where a child was when it died, and shows it on
+the progress line while the child runs.
 """
 
 from __future__ import annotations
@@ -110,58 +111,6 @@ class _Job:
     registry: dict[str, str]           # backends the configs use (tests and plugins register their own)
 
 
-class _ReportingMarkers(Markers):
-    """The real markers, plus a message to the parent at every phase boundary."""
-
-    def __init__(self, inner: Markers, send: Callable[[str, Any], None]) -> None:
-        self.inner = inner
-        self.kind = inner.kind
-        self.iteration_ranges = inner.iteration_ranges
-        self._send = send
-        self._stack: list[str] = []
-        self.config = ""
-
-    def _phase(self, text: str) -> None:
-        self._send("phase", f"{self.config}: {text}" if self.config else text)
-
-    def push(self, name: str) -> None:
-        self.inner.push(name)
-        self._stack.append(name)
-        if name.startswith("graph ") and len(self._stack) == 1:
-            self.config = name.split(" ", 2)[2] if name.count(" ") >= 2 else name
-            self._phase("prepare")
-        else:
-            self._phase(name)
-
-    def pop(self) -> None:
-        self.inner.pop()
-        name = self._stack.pop() if self._stack else ""
-        after = {"init": "bind", "warmup": "execute", "execute": "fetch"}.get(name)
-        if after:
-            self._phase(after)
-        elif not self._stack:
-            self.config = ""
-            self._phase("validate")
-
-    def mark(self, name: str) -> None:
-        self.inner.mark(name)
-
-    def prepare_iterations(self, count: int) -> None:
-        self.inner.prepare_iterations(count)
-
-    def push_iteration(self, i: int) -> None:
-        self.inner.push_iteration(i)   # inside the loop: no reporting (progress goes through on_iteration)
-
-    def pop_iteration(self) -> None:
-        self.inner.pop_iteration()
-
-    def pause(self) -> None:
-        self.inner.pause()
-
-    def resume(self) -> None:
-        self.inner.resume()
-
-
 def child_main(payload: bytes, fds: list[int]) -> int:
     """Entry point of the child (called by the fork server): run the graph, send the record."""
     status_fd, output_fd = fds
@@ -229,18 +178,19 @@ def run_job(payload: bytes, status: Connection) -> int:
     try:
         job: _Job = pickle.loads(payload)
         backends.REGISTRY.update(job.registry)
-        markers = _ReportingMarkers(select_markers(job.markers_kind, vendor=job.vendor), send)
+        markers = select_markers(job.markers_kind, vendor=job.vendor)
         reader = job.source.read
 
         def read() -> bytes:
             data = reader()
             # the parent keeps the bytes: if this child dies later, its rows still name the graph
             send("read", data)
-            send("phase", "load, inputs and reference")
+            send("phase", "load")
             return data
 
         source = GraphSource(job.source.name, read, job.source.path)
-        run = run_graph(source, job.configs, job.settings, markers, on_iteration=on_iteration)
+        run = run_graph(source, job.configs, job.settings, markers, on_iteration=on_iteration,
+                        on_stage=lambda stage: send("phase", stage))
         if not job.settings.keep_outputs:
             run.drop_arrays()
         send("phase", "send result")
@@ -353,7 +303,8 @@ class IsolatedRunner:
         self.server.close()
 
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
-                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
+                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> GraphRun:
         registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
         vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
         job = _Job(source, list(configs), settings, markers.kind,
@@ -375,7 +326,7 @@ class IsolatedRunner:
         # the server imports the backends' modules once, before it forks anything
         wanted = [spec.partition(":")[0] for spec in registry.values()]
         self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
-        return self._run(payload, source, configs, on_iteration)
+        return self._run(payload, source, configs, on_iteration, on_stage)
 
     def _child_for(self, key: str, payload: bytes) -> tuple[_Child, bool]:
         """(the child that runs this job, whether it was started for it): the resident child when
@@ -425,7 +376,7 @@ class IsolatedRunner:
             child.close()
 
     def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config],
-             on_iteration: Callable[[int], None] | None) -> GraphRun:
+             on_iteration: Callable[[int], None] | None, on_stage: Callable[[str], None] | None = None) -> GraphRun:
         key = repr([(c.name, c.backend, c.plugin_path) for c in configs])
         oom_before = _oom_kills()
         t0 = now_ns()
@@ -436,7 +387,7 @@ class IsolatedRunner:
             child, started = self._child_for(key, payload)
             self._running = child.pid
             watch = _Watch(child.pid, self.server, child.status, child.output, self.timeout_s, self.tail_bytes,
-                           on_iteration, resident=self.resident)
+                           on_iteration, resident=self.resident, on_stage=on_stage)
             outcome = watch.wait()
         except ForkServerError as exc:   # the server died: keep what the child said (bytes, phase, output)
             outcome = watch.out if watch is not None else _Outcome()
@@ -547,16 +498,18 @@ class _Outcome:
 
 
 class _Watch:
-    """Follow one child: phases, iteration counts, output tail, result, deadline, exit."""
+    """Follow one child: phases (also handed to ``on_stage``), iteration counts, output tail, result,
+    deadline, exit."""
 
     def __init__(self, pid: int, server: ForkServer, status: Connection, output: Connection,
                  timeout_s: float | None, tail_bytes: int, on_iteration: Callable[[int], None] | None,
-                 resident: bool = False) -> None:
+                 resident: bool = False, on_stage: Callable[[str], None] | None = None) -> None:
         self.pid, self.server, self.status, self.output = pid, server, status, output
         self.resident = resident   # a child that stays for the next graph: its record ends the wait
         self.deadline = None if not timeout_s else time.monotonic() + timeout_s
         self.tail_bytes = tail_bytes
         self.on_iteration = on_iteration
+        self.on_stage = on_stage
         self.out = _Outcome()
         self.tail = bytearray()
         self.open: list[Any] = [status, output]
@@ -577,6 +530,8 @@ class _Watch:
         kind, value = pickle.loads(raw)
         if kind == "phase":
             self.out.phase = value
+            if self.on_stage is not None:
+                self.on_stage(str(value))
         elif kind == "iter":
             base = self.out.phase.split(", iteration")[0]
             self.out.phase = f"{base}, iteration {value}"

@@ -54,10 +54,11 @@ class SplitRunner:
         self.isolated.abort()
 
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
-                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
+                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> GraphRun:
         parts = [
             self.isolated(source, group, replace(settings, ab=False, keep_outputs=True), markers,
-                          on_iteration=on_iteration)
+                          on_iteration=on_iteration, on_stage=on_stage)
             for group in groups(configs, settings.options)
         ]
         run = parts[0]

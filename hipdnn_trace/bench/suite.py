@@ -27,10 +27,12 @@ EXIT_OK, EXIT_ERROR, EXIT_MISMATCH = 0, 1, 2
 
 
 class GraphRunner(Protocol):
-    """Runs one graph on every configuration: :func:`run_in_process` or an isolating runner."""
+    """Runs one graph on every configuration: :func:`run_in_process` or an isolating runner;
+    ``on_stage`` hears each stage as it starts (:mod:`hipdnn_trace.bench.stages`)."""
 
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
-                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None) -> GraphRun: ...
+                 markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> GraphRun: ...
 
 
 @dataclass
@@ -40,6 +42,7 @@ class SuiteCallbacks:
     before_graph: Callable[[int, GraphSource], None] | None = None
     after_graph: Callable[[int, GraphRun], None] | None = None
     on_iteration: Callable[[int], None] | None = None
+    on_stage: Callable[[str], None] | None = None
 
 
 @dataclass
@@ -65,7 +68,8 @@ def exit_code_for(statuses: Iterable[str | None]) -> int:
 
 
 def run_in_process(source: GraphSource, configs: Sequence[Config], settings: RunSettings, markers: Markers,
-                   *, on_iteration: Callable[[int], None] | None = None) -> GraphRun:
+                   *, on_iteration: Callable[[int], None] | None = None,
+                   on_stage: Callable[[str], None] | None = None) -> GraphRun:
     """:func:`run_graph` here; an exception it lets through (a bug, MemoryError while
     making inputs) becomes this graph's error row instead of ending the suite. The bytes read
     are kept for that row, so the failure path never reads the source a second time."""
@@ -76,7 +80,8 @@ def run_in_process(source: GraphSource, configs: Sequence[Config], settings: Run
         return read[-1]
 
     try:
-        return run_graph(replace(source, read=read_once), configs, settings, markers, on_iteration=on_iteration)
+        return run_graph(replace(source, read=read_once), configs, settings, markers, on_iteration=on_iteration,
+                         on_stage=on_stage)
     except Exception as exc:   # noqa: BLE001 - recorded, the suite goes on
         from hipdnn_trace.bench.isolation import failure_run
 
@@ -99,7 +104,8 @@ def run_suite(
         if callbacks.before_graph:
             callbacks.before_graph(index, source)
         started = now_ns()
-        g = run_one(source, configs, settings, markers, on_iteration=callbacks.on_iteration)
+        g = run_one(source, configs, settings, markers, on_iteration=callbacks.on_iteration,
+                    on_stage=callbacks.on_stage)
         g.started_ns = started   # the breakdown's wall clock starts here (results/breakdown.py)
         if callbacks.after_graph:
             callbacks.after_graph(index, g)

@@ -16,7 +16,7 @@ import numpy as np
 
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
-from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, float64_rate
+from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
 from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES
 from hipdnn_trace.backends.reference.xp import cuda_missing, resolve_device
 from hipdnn_trace.bench import shard as sharding
@@ -24,6 +24,7 @@ from hipdnn_trace.bench import cpu_share
 from hipdnn_trace.bench import gpus as gpu_pool
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.counter_rng import GENERATOR
+from hipdnn_trace.bench.estimate import GraphEstimate, estimate_suite
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
@@ -35,7 +36,7 @@ from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import argtypes
-from hipdnn_trace.console import Progress, Reporter, escape
+from hipdnn_trace.console import Progress, Reporter, escape, fmt_duration
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
 from hipdnn_trace.errors import UserError
@@ -445,33 +446,36 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-#: the float64 reference is estimated up front when the suite would take longer than this on the CPU
-ESTIMATE_ABOVE_S = 60.0
+#: a suite estimated to take longer than this gets a note with the estimate up front
+ESTIMATE_ABOVE_S = 10.0
 
 
-def cpu_estimate(sources: list, *, executions: int, allow_unknown: bool = False) -> str | None:
-    """A note with the CPU time a reference suite needs, when it is long: the graphs' analytical FLOPs
-    times the executions, at the float64 matmul rate measured here (ops that run below BLAS speed, most
-    but matmul, take longer). None for short suites or when the graphs cannot be read (their errors come
-    later)."""
-    from hipdnn_trace.graph.load import load_bytes
-    from hipdnn_trace.graph.ops import graph_flops
+def suite_estimates(sources: list, configs: list, settings: RunSettings,
+                    timeout: float | None, fresh_child: bool) -> list[GraphEstimate]:
+    """Per-graph estimates (bench/estimate.py) for the note and the progress line's ETA."""
+    isolation = None if timeout is None else ("fresh" if fresh_child else "resident")
+    return estimate_suite(sources, configs, settings, isolation=isolation)
 
-    total = 0.0
-    for src in sources:
-        try:
-            total += graph_flops(load_bytes(src.read(), src.name, allow_unknown=allow_unknown))
-        except UserError:
-            continue
-    if total * executions < 1e10:   # under ~10 GFLOP nothing is worth a measurement
+
+def suite_rates() -> Any:
+    """The rates the estimate used: this machine's when they were measured, else the defaults."""
+    from hipdnn_trace.backends.reference import cost
+    from hipdnn_trace.bench.estimate import DEFAULT_RATES
+
+    return cost.measured_rates() if cost.measured_rates.cache_info().currsize else DEFAULT_RATES
+
+
+def estimate_note(estimates: list[GraphEstimate]) -> str | None:
+    """A note with the suite's estimated wall time and its longest graph, when the suite is long;
+    None for a short one."""
+    total = sum(e.seconds for e in estimates)
+    if total < ESTIMATE_ABOVE_S:
         return None
-    rate = float64_rate()
-    seconds = total * executions / rate
-    if seconds < ESTIMATE_ABOVE_S:
-        return None
-    return (f"estimate: about {seconds / 60:.0f} min of CPU work ({total / 1e9:.3g} GFLOP per pass x "
-            f"{executions} passes at the {rate / 1e9:.3g} GFLOP/s float64 matmul rate measured here; "
-            "ops below BLAS speed take longer); Ctrl-C stops, --resume continues")
+    longest = max(estimates, key=lambda e: e.seconds)
+    slowest = "" if len(estimates) < 2 else \
+        f"; longest {Path(longest.source).stem} about {fmt_duration(longest.seconds)}"
+    return (f"estimate: about {fmt_duration(total)} for {len(estimates)} graph(s) on this machine{slowest} "
+            "(the progress line corrects it as graphs finish); Ctrl-C stops, --resume continues")
 
 
 #: profilers that collect hardware counters (the ones --profile-set chooses for)
@@ -617,11 +621,15 @@ def main(args: argparse.Namespace) -> int:
                      + ", ".join(f"{gpus['variable']}={v}" for v in gpus["visible"].values()))
     if timeout is not None:
         notes.append("each graph runs in a child process" + (f" (killed after {timeout:g} s)" if timeout else ""))
-    if reference_only:
-        estimate = cpu_estimate(sources, executions=args.warmup + max(1, args.iters) + 1,
-                                allow_unknown=args.allow_unknown_fields)
-        if estimate is not None:
-            notes.append(estimate)
+    # a --gpus pool runs graphs side by side, longest first: a serial estimate would mislead
+    estimates = suite_estimates(sources, configs, settings, timeout, args.fresh_child) if gpus is None else None
+    note = estimate_note(estimates) if estimates is not None else None
+    if note is not None:
+        notes.append(note)
+    if estimates is not None:   # what was expected, beside what happened (breakdown.csv wall_ms)
+        meta["estimate"] = {"seconds": round(sum(e.seconds for e in estimates), 3),
+                            "graphs": {e.source: round(e.seconds, 3) for e in estimates},
+                            "rates": asdict(suite_rates())}
     vendors = [v for v in (getattr(backends.get(c.backend), "vendor", None) for c in configs) if v]
     with InterruptGuard() as guard, ClockLock(args.clocks, vendors[0] if vendors else None, args.device,
                                               run_dir=str(folder)) as clocks:
@@ -630,19 +638,26 @@ def main(args: argparse.Namespace) -> int:
                            exclusive=args.resume is None and not args.profile_child)   # mkdir: one run per folder
         if gpus is not None:   # graphs finish out of order: the tables stay in suite order
             writer.suite_order = {name: i for i, name in enumerate(meta["graphs"])}
-        return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes, clocks)
+        return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes, clocks, estimates)
+
+
+#: how often the progress line redraws on its own (a graph may spend minutes in one numpy call)
+PROGRESS_TICK_S = 1.0
 
 
 def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSettings, markers: Any,
          writer: RunWriter, guard: InterruptGuard, timeout: float | None, notes: list[str],
-         clocks: ClockLock | None = None) -> int:
+         clocks: ClockLock | None = None, estimates: list[GraphEstimate] | None = None) -> int:
     folder = writer.folder
     reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1,
                         name_width=max((len(Path(s.name).stem) for s in sources), default=0),
                         config_width=max((len(c.name) for c in configs), default=0))
     # -q: the final line only, so no progress line either unless asked for by name
     progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress,
-                                                                              False if args.quiet else None))
+                                                                              False if args.quiet else None),
+                        estimates=None if estimates is None else [e.seconds for e in estimates],
+                        iters=None if settings.loop.min_time_ms or settings.loop.max_rel_ci else settings.loop.iters,
+                        tick_s=PROGRESS_TICK_S)
     reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=args.warmup,
                     iters=args.iters, folder=str(folder), notes=notes)
 
@@ -687,14 +702,15 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     status, interrupted, outcome = "error", None, None
     try:
         if pool is not None:   # progress per iteration means nothing with several GPUs at once
-            estimates = [gpu_pool.estimate_s(s, allow_unknown=args.allow_unknown_fields) for s in sources]
+            order = [gpu_pool.estimate_s(s, allow_unknown=args.allow_unknown_fields) for s in sources]
             outcome = pool.run_suite(sources, configs, settings, markers, SuiteCallbacks(
-                before_graph=lambda i, s: progress.graph(i - 1, s.name), after_graph=after), estimates)
+                before_graph=lambda i, s: progress.graph(i - 1, Path(s.name).stem), after_graph=after), order)
         else:
             outcome = run_suite(sources, configs, settings, markers, SuiteCallbacks(
-                before_graph=lambda i, s: progress.graph(i - 1, s.name),
+                before_graph=lambda i, s: progress.graph(i - 1, Path(s.name).stem),
                 after_graph=after,
                 on_iteration=progress.iteration,
+                on_stage=progress.stage,
             ), runner=runner)
         status = "complete"
     except Interrupted as exc:
@@ -706,7 +722,7 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
         status, interrupted = "interrupted", Interrupted(signal.SIGPIPE)
     finally:
         with guard.protect(raise_pending=False):
-            progress.clear()
+            progress.close()
             if runner is not None:
                 runner.close()
             for hook in settings.hooks:

@@ -163,14 +163,19 @@ def test_engine_list_on_a_backend_without_engines_says_so(capsys: pytest.Capture
 
 
 def test_a_long_cpu_suite_is_estimated_up_front() -> None:
-    from hipdnn_trace.commands.run import cpu_estimate
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.commands.run import estimate_note, suite_estimates
     from hipdnn_trace.graph.sources import expand
 
+    configs = [Config("reference", "reference")]
     perf = expand([str(Path(__file__).resolve().parents[2] / "graphs" / "perf" / "conv")])
-    note = cpu_estimate(perf, executions=111)
-    assert note is not None and note.startswith("estimate: about") and "matmul rate measured here" in note
+    note = estimate_note(suite_estimates(perf, configs, RunSettings(), None, False))
+    assert note is not None and note.startswith("estimate: about") and "longest resnet50_" in note
     small = expand([str(Path(__file__).resolve().parents[2] / "graphs" / "pool")])
-    assert cpu_estimate(small, executions=111) is None
+    quick = RunSettings(loop=LoopSettings(warmup=1, iters=3))
+    assert estimate_note(suite_estimates(small, configs, quick, None, False)) is None
 
 
 @pytest.mark.parametrize(("argv", "needle"), [

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from hipdnn_trace.bench.isolation import _ReportingMarkers
+from hipdnn_trace.bench.stages import StageMarkers
 from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
 from hipdnn_trace.device.kernel_clock import KernelClock, KernelTimes, kernel_times
 from hipdnn_trace.markers import Markers
@@ -171,7 +171,7 @@ def test_kernel_clock_is_unavailable_under_an_external_profiler_and_on_host_time
 
 def test_isolated_child_reports_phases_not_iterations():
     sent: list[tuple[str, str]] = []
-    markers = _ReportingMarkers(Markers(), lambda kind, value: sent.append((kind, value)))
+    markers = StageMarkers(Markers(), lambda value: sent.append(("phase", value)))
     markers.push("graph g1 cudnn")
     markers.push("init"); markers.pop()
     markers.push("warmup"); markers.pop()
