@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun
+from hipdnn_trace.bench.stats import timing_stats
 from hipdnn_trace.graph.ops import graph_bytes, graph_flops
-from hipdnn_trace.results.stats import timing_stats
 
 
 #: Characters a terminal acts on instead of showing: C0/C1 controls (newline, ESC, ...), DEL, line

@@ -19,9 +19,9 @@ import numpy as np
 
 from hipdnn_trace.backends.base import Session
 from hipdnn_trace.bench.sampling import BackgroundSampler, Sampler
+from hipdnn_trace.bench.stats import relative_ci_width
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.markers import Markers
-from hipdnn_trace.results.stats import relative_ci_width
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hipdnn_trace.atomic import write_text_atomic
 from hipdnn_trace.graph.canonical import canonical, graph_id, graph_to_json, node_to_json, tensor_to_json
 from hipdnn_trace.graph.model import Graph
 
@@ -21,6 +22,4 @@ def dumps(graph: Graph) -> str:
 
 
 def write_file(graph: Graph, path: str | Path) -> None:
-    from hipdnn_trace.results.atomic import write_text_atomic
-
     write_text_atomic(Path(path), dumps(graph))

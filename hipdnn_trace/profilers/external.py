@@ -135,8 +135,7 @@ def _merge_verdicts(folder: Path, summary: pl.DataFrame, verdicts: pl.DataFrame)
 
 
 def _append_tracks(trace_path: Path, run_id: str, kernels: pl.DataFrame, counters: pl.DataFrame) -> None:
-    from hipdnn_trace.results.timeline import Timeline
-    from hipdnn_trace.trace import add_counters
+    from hipdnn_trace.results.timeline import Timeline, add_counters
     from hipdnn_trace.trace.writer import TraceWriter
 
     with TraceWriter(trace_path, append=True) as writer:

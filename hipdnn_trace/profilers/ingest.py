@@ -26,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hipdnn_trace.results.atomic import write_atomic, write_path_atomic, write_text_atomic
+from hipdnn_trace.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu

@@ -288,7 +288,7 @@ class NcuProfiler:
 
     def _add_tracks(self, run_dir: Path, counters: pl.DataFrame, traced: pl.DataFrame) -> None:
         """Counter tracks on the traced kernels' times (the ncu pass itself has no timestamps)."""
-        from hipdnn_trace.trace import add_counters
+        from hipdnn_trace.results.timeline import add_counters
         from hipdnn_trace.trace.writer import TraceWriter
 
         path = run_dir / "trace.pftrace"

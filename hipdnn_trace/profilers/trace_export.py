@@ -1,6 +1,6 @@
 """Profiler frames -> a Perfetto trace, through the project's trace writer.
 
-Kernels and counters go through :mod:`hipdnn_trace.trace.gpu` (device/stream tracks,
+Kernels and counters go through :mod:`hipdnn_trace.results.timeline` (device/stream tracks,
 counter tracks under "GPU <n>"); roctx ranges become slices on one thread track per
 profiled (pid, tid), so a user sees the harness phases of an ingested capture above its
 kernels, all on the profiler's clock (rocprofv3 stamps CLOCK_BOOTTIME ns, the trace clock).
@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS
-from hipdnn_trace.trace.gpu import add_counters, add_kernels
+from hipdnn_trace.results.timeline import add_counters, add_kernels
 from hipdnn_trace.trace.writer import TraceWriter
 
 

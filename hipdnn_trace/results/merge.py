@@ -22,9 +22,9 @@ from typing import Any
 
 import polars as pl
 
+from hipdnn_trace.atomic import write_bytes_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
-from hipdnn_trace.results.atomic import write_bytes_atomic
 from hipdnn_trace.results.rundir import Run, RunWriter, load_run, split_finished, written_formats
 
 _POS = "__position"

@@ -9,9 +9,9 @@ import polars as pl
 
 from hipdnn_trace.bench.loop import Samples
 from hipdnn_trace.bench.records import GraphRun
+from hipdnn_trace.bench.stats import timing_stats
 from hipdnn_trace.graph.ops import graph_bytes
 from hipdnn_trace.results import schemas
-from hipdnn_trace.results.stats import timing_stats
 
 #: Iterations whose SM clock is below this share of the measurement's max are flagged.
 CLOCK_FLAG_RATIO = 0.9

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hipdnn_trace.results.atomic import write_path_atomic, write_text_atomic
+from hipdnn_trace.atomic import write_path_atomic, write_text_atomic
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])

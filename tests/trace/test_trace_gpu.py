@@ -10,7 +10,8 @@ import pytest
 
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS, frame
-from hipdnn_trace.trace import TraceWriter, add_counters, add_kernels, read_trace
+from hipdnn_trace.results.timeline import add_counters, add_kernels
+from hipdnn_trace.trace import TraceWriter, read_trace
 
 T0 = 10_000
 

@@ -4,6 +4,8 @@ Percentiles use linear interpolation (numpy's default), so every number in
 summary.csv can be checked against ``numpy.percentile`` on iterations.parquet.
 The median's 95% confidence interval is distribution-free (order statistics),
 which suits skewed, outlier-prone GPU timings better than mean +- sd.
+It lives in bench because the measurement loop's stopping rule needs the CI's
+width; results builds summary rows from it, an import down the floors.
 """
 
 from __future__ import annotations

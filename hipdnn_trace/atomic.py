@@ -10,6 +10,9 @@ A failed write (disk full, quota, read-only or failing file system) is raised as
 an :class:`OSError` with the errno and the *target* path, whatever raised it: polars
 reports an ENOSPC as an ``OSError`` without errno, or as a ``ComputeError`` whose
 text ends in ``(os error 28)``. Callers can then say which file could not be written.
+
+It sits at the package top, below every floor: graph/ writes graph files with it and
+results/ writes run files, and graph must not import results.
 """
 
 from __future__ import annotations
