@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
 
 from hipdnn_trace.backends.reference.ops.rounding import round_to  # noqa: E402
-from hipdnn_trace.bench import counter_rng  # noqa: E402
-from hipdnn_trace.bench import inputs as inputs_module  # noqa: E402
+from hipdnn_trace.bench import counter_rng, inputs as inputs_module  # noqa: E402
 from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
 from hipdnn_trace.graph.load import load_file  # noqa: E402
 from hipdnn_trace.graph.model import Graph  # noqa: E402

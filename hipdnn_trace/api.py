@@ -15,7 +15,6 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.metadata import new_run_id
 from hipdnn_trace.results.rundir import Run, load_run
 
-
 #: Options that are on by default and switched off with --no-<name>.
 NEGATABLE = {"isolate", "trace"}
 

@@ -22,7 +22,6 @@ from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun
 from hipdnn_trace.graph.ops import graph_bytes, graph_flops
 from hipdnn_trace.results.stats import timing_stats
 
-
 #: Characters a terminal acts on instead of showing: C0/C1 controls (newline, ESC, ...), DEL, line
 #: and paragraph separators, bidirectional overrides, and lone surrogates (undecodable file names).
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"

@@ -26,7 +26,6 @@ from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Tensor
 
-
 try:   # imported here so the isolation fork server preloads it; importing creates no device context
     import torch as _preloaded_torch  # noqa: F401
 except ImportError:

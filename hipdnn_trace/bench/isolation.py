@@ -39,8 +39,7 @@ from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError, describe
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import GraphSource, MemberBytes
-from hipdnn_trace.markers import Markers
-from hipdnn_trace.markers import select as select_markers
+from hipdnn_trace.markers import Markers, select as select_markers
 
 #: Default --graph-timeout: generous for one graph on a GPU, short enough to catch a hang.
 DEFAULT_TIMEOUT_S = 600.0

@@ -6,9 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hipdnn_trace.errors import UserError
-
 from hipdnn_trace.commands.compare import add_comparison_options, comparison_options
+from hipdnn_trace.errors import UserError
 
 DESCRIPTION = """\
 Write one self-contained HTML file (figures embedded, nothing fetched when it opens)

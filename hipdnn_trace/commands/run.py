@@ -17,35 +17,30 @@ import numpy as np
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, float64_rate
-from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES
-from hipdnn_trace.backends.reference.xp import cuda_missing, resolve_device
-from hipdnn_trace.bench import shard as sharding
-from hipdnn_trace.bench import cpu_share
-from hipdnn_trace.bench import gpus as gpu_pool
+from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES, cuda_missing, resolve_device
+from hipdnn_trace.bench import cpu_share, gpus as gpu_pool, shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.counter_rng import GENERATOR
 from hipdnn_trace.bench.graph_run import RunSettings
-from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
+from hipdnn_trace.bench.interrupts import Interrupted, InterruptGuard
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import FAILED, OK, GraphRun
-from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
+from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import argtypes
 from hipdnn_trace.console import Progress, Reporter, escape
-from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
+from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
-from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
-from hipdnn_trace.profilers.base import load as load_profiler
+from hipdnn_trace.profilers.base import REGISTRY as PROFILERS, load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import (RunWriter, check_resumable, clear_stranded, is_stranded, load_run,
-                                         write_json)
+from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run, write_json
 
 EXAMPLES = """\
 examples:

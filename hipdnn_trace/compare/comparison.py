@@ -33,7 +33,6 @@ from hipdnn_trace.compare.verdict import (
 )
 from hipdnn_trace.errors import UserError
 
-
 #: Bootstrap replicates per row; 2000 keeps the 2.5% / 97.5% percentiles stable to
 #: well under the threshold's resolution while a 500-row suite stays a few seconds.
 N_BOOT = 2000

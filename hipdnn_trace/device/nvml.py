@@ -16,6 +16,7 @@ from typing import Any
 
 from hipdnn_trace.errors import ToolMissingError
 
+
 def _pynvml() -> Any:
     try:
         import pynvml

@@ -34,7 +34,6 @@ from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.results import schemas
 
 
-
 def _cupti() -> Any:
     return cupti_activity.cupti()
 

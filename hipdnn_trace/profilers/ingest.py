@@ -26,15 +26,14 @@ from pathlib import Path
 
 import polars as pl
 
-from hipdnn_trace.results.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu
-from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2
-from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import Detected, check_format, detect
 from hipdnn_trace.profilers.rocprof.frames import AGENTS, API, COUNTERS_FULL, KERNELS_FULL, MARKERS, MEMORY, STATS
 from hipdnn_trace.profilers.rocprof.markers_join import has_harness_markers, join_iterations
+from hipdnn_trace.results.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.results.schemas import conform
 
 _PASS_DIR = re.compile(r"^(?:pmc|pass)_(\d+)$")

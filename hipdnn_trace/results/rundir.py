@@ -36,8 +36,7 @@ import polars as pl
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results import rows as R
-from hipdnn_trace.results import schemas
+from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.atomic import write_atomic, write_text_atomic
 from hipdnn_trace.results.breakdown import breakdown_rows
 

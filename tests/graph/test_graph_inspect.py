@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import GRAPHS, as_json, conv_bias_relu, fixture_graph_files
+
 from hipdnn_trace import backends
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder

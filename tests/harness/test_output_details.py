@@ -8,11 +8,11 @@ import json
 import math
 from pathlib import Path
 
+import graph_dicts as hg
 import numpy as np
 import polars as pl
 import pytest
 
-import graph_dicts as hg
 from hipdnn_trace import backends
 from hipdnn_trace.backends.reference import ReferenceBackend, ReferenceSession
 from hipdnn_trace.cli import main

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from hipdnn_trace.backends import cudnn as cudnn_backend
-from hipdnn_trace.backends import cudnn_graph as cg
+from hipdnn_trace.backends import cudnn as cudnn_backend, cudnn_graph as cg
 from hipdnn_trace.graph.build import GraphBuilder
 
 

@@ -7,13 +7,12 @@ import shutil
 
 import polars as pl
 import pytest
+from amd_fixtures import make_rocpd
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.profilers.ingest import ingest
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS
 from hipdnn_trace.trace.reader import read_trace
-
-from amd_fixtures import make_rocpd
 
 
 def run(*argv: str) -> int:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from amd_fixtures import make_rocpd
 
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.profilers.rocprof import legacy, rocprofv2
-from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import check_format, detect
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import read_rocpd
 from hipdnn_trace.profilers.rocprof.table import parse_int
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS
-
-from amd_fixtures import make_rocpd
 
 
 def test_rocm7_kernel_trace_columns_by_name(data):

@@ -8,14 +8,12 @@ rocprof-compute) writes.
 from __future__ import annotations
 
 import pytest
+from amd_fixtures import upstream_file
 
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.profilers.rocprof import legacy, rocprofv2
-from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import detect
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import read_rocpd
-
-from amd_fixtures import upstream_file
 
 
 def test_kernel_trace_rocm_6_2_0_has_no_thread_or_dispatch_and_a_raw_queue_handle(upstream):

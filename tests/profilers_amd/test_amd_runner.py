@@ -18,13 +18,13 @@ import pytest
 
 from hipdnn_trace.errors import ToolMissingError, UserError
 from hipdnn_trace.profilers.base import load
+from hipdnn_trace.profilers.profiles import profile_for_arch
 from hipdnn_trace.profilers.rocprof.runner import (
     RocprofLegacyProfiler,
     Rocprofv3Profiler,
     markers_from_iterations,
     requested_counters,
 )
-from hipdnn_trace.profilers.profiles import profile_for_arch
 
 CHILD = ["python", "-m", "hipdnn_trace", "run", "g.json", "--profile-child", "rocprofv3", "--markers", "roctx"]
 

@@ -4,12 +4,11 @@ hipDNN's routing contract, FLOPs from the real per-expert counts and the cuDNN p
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from finite_differences import numeric_grad
 from graph_dicts import load_error
+
 from hipdnn_trace.backends import cudnn_graph
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.backends.reference.ops import moe_grouped_matmul, moe_grouped_matmul_backward

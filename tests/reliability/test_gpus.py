@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.config import Config
@@ -37,8 +38,6 @@ from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace import read_trace
-
-from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
 TIMING = ["-w", "1", "-i", "6"]
 VISIBLE_SPEC = "visible_backend:VisibleBackend"

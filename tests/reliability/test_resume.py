@@ -13,12 +13,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import assert_same_results, cli, write_graphs
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace import read_trace
-
-from reliability_helpers import assert_same_results, cli, write_graphs
 
 TIMING = ["-w", "1", "-i", "3"]
 

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import assert_same_results, cli_env, graph_json, write_graphs
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results import rundir
 from hipdnn_trace.results.rundir import load_run
-from hipdnn_trace.trace import read_trace
-from hipdnn_trace.trace import writer as trace_writer
-
-from reliability_helpers import assert_same_results, cli_env, graph_json, write_graphs
+from hipdnn_trace.trace import read_trace, writer as trace_writer
 
 TIMING = ["-w", "1", "-i", "3", "-q"]
 

@@ -11,6 +11,7 @@ import shutil
 
 import polars as pl
 import pytest
+from reliability_helpers import assert_same_results, graph_json, write_graphs
 
 from hipdnn_trace.bench.shard import ShardSpec, assign, select, source_key
 from hipdnn_trace.cli import main as cli_main
@@ -18,8 +19,6 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace import read_trace
-
-from reliability_helpers import assert_same_results, graph_json, write_graphs
 
 NAMES = ["ok__a", "nan__b", "ok__c", "unwritten__d", "raise__e", "ok__f", "ok__g", "ok__h"]
 

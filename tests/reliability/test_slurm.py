@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from reliability_helpers import REPO, assert_same_results
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results.rundir import load_run
-
-from reliability_helpers import REPO, assert_same_results
 
 #: eight small bundled graphs (about 0.2 s of reference work in all)
 SUITE = [REPO / "graphs" / p for p in (

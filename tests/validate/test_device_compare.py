@@ -17,16 +17,20 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from chunked_compare_oracle import compare_chunked
 from compare_cases import ALL_TYPES, BOOLEAN, FLOATS, INTEGERS, Case, cases, same
-from hipdnn_trace.validate.compare import compare_tensor
-from hipdnn_trace.validate.device_compare import (DEVICE_BYTES_PER_ELEMENT, DEVICE_CHUNK_CAP, DEVICE_CHUNK_FLOOR,
-                                                  HOST_MEMORY_CHUNK_ELEMENTS, budget_chunk_elements)
-from hipdnn_trace.validate.poison import poison
+from hypothesis import HealthCheck, given, settings, strategies as st
 from peak_rss import CHILD_HELPERS, can_reset_peak, fixed_mmap_env
+
+from hipdnn_trace.validate.compare import compare_tensor
+from hipdnn_trace.validate.device_compare import (
+    DEVICE_BYTES_PER_ELEMENT,
+    DEVICE_CHUNK_CAP,
+    DEVICE_CHUNK_FLOOR,
+    HOST_MEMORY_CHUNK_ELEMENTS,
+    budget_chunk_elements,
+)
+from hipdnn_trace.validate.poison import poison
 
 REPO = Path(__file__).resolve().parents[2]
 #: numpy types torch has (fp4 stored a byte per element has no torch type)

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder
@@ -17,7 +16,6 @@ from hipdnn_trace.graph.dtypes import is_integer, to_integer
 from hipdnn_trace.validate.compare import compare_tensor
 from hipdnn_trace.validate.integers import allowed_range
 from hipdnn_trace.validate.tolerances import graph_tolerance, tolerance_for
-
 
 # ---------------------------------------------------------------- the conversions, by definition
 

@@ -21,12 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.backends.reference import ops as ref
-from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference import ops as ref, xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import f64, size
-from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
+from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal

@@ -12,9 +12,8 @@ array-api-strict, the tests' stand-in for "any other namespace", runs).
 
 from __future__ import annotations
 
-import functools
-
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64
-from hipdnn_trace.backends.reference.xp import matmul as xp_matmul
-from hipdnn_trace.backends.reference.xp import namespace
+from hipdnn_trace.backends.reference.xp import matmul as xp_matmul, namespace
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["matmul", "matmul_output_shape"]
