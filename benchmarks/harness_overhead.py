@@ -136,7 +136,7 @@ def write_100k(tmp: Path) -> tuple[float, float]:
     c.phases = [Phase("init", start - 1000, start), Phase("execute", start, start + 30_000 * n)]
     run.configs.append(c)
     meta = run_metadata(run_id="bench", argv=[], timing={}, seed=0, configs=[])
-    import hipdnn_trace.results.timeline  # noqa: F401 - a run imports these once, at start
+    import hipdnn_trace.results.timeline  # a run imports these once, at start
     import hipdnn_trace.trace.writer  # noqa: F401
 
     t0 = time.perf_counter()

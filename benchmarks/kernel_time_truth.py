@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for backend, relative in JOBS:
         try:
             rows.append(measure(backend, relative, markers))
-        except Exception as exc:  # noqa: BLE001 - one graph must not end the benchmark
+        except Exception as exc:  # one graph must not end the benchmark
             print(f"skip {backend} {relative}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}",
                   file=sys.stderr)
             continue

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
 
-from hipdnn_trace.backends.reference.ops import conv_dgrad, conv_fwd, conv_wgrad, matmul  # noqa: E402
+from hipdnn_trace.backends.reference.ops import conv_dgrad, conv_fwd, conv_wgrad, matmul
 
 try:
     import torch

@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "config", None) is not None:   # a recipe: defaults < file < flags given
         from hipdnn_trace.commands.recipe import apply_recipe
 
-        sub = next(a for a in parser._actions if a.dest == "command").choices[args.command]   # noqa: SLF001
+        sub = next(a for a in parser._actions if a.dest == "command").choices[args.command]
         try:
             args = apply_recipe(parser, sub, given, args)
         except UserError as exc:

@@ -374,7 +374,7 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
         if session is not None:
             try:
                 session.close()
-            except Exception as exc:   # noqa: BLE001 - a failed close must not hide the result
+            except Exception as exc:   # a failed close must not hide the result
                 run.info["close_error"] = describe(exc)
     return run
 

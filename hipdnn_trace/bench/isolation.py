@@ -195,7 +195,7 @@ def _release_device_caches() -> None:
         try:
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:  # best effort
             pass
 
 
@@ -247,7 +247,7 @@ def run_job(payload: bytes, status: Connection) -> int:
         return 0
     except MemoryError as exc:
         send("failed", f"out of memory ({describe(exc)})")
-    except Exception as exc:   # noqa: BLE001 - reported, with its traceback in the output tail
+    except Exception as exc:   # reported, with its traceback in the output tail
         import traceback
 
         traceback.print_exc()

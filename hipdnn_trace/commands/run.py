@@ -589,7 +589,7 @@ def main(args: argparse.Namespace) -> int:
             gpu_info = getattr(backends.get(name), "gpu_info", None)
             if meta.get("gpu") is None and gpu_info is not None:
                 meta["gpu"] = gpu_info(args.device)
-        except Exception:   # noqa: BLE001 - a version probe never stops a run
+        except Exception:   # a version probe never stops a run
             pass
     for hook in hooks:
         hook.run_id = run_id

@@ -510,7 +510,7 @@ class CudaGraph:
         try:
             result = rt().cudaGraphGetNodes(self._graph)
             return int(result[-1]) if _status_ok(result[0]) else None
-        except Exception:  # noqa: BLE001 - only informative
+        except Exception:  # only informative
             return None
 
     def kernel_nodes(self) -> int:

@@ -76,7 +76,7 @@ class CuptiProfiler:
             import importlib.metadata
 
             self.meta["cupti_python"] = importlib.metadata.version("cupti-python")
-        except Exception:  # noqa: BLE001 - informative only
+        except Exception:  # informative only
             pass
 
     def _drain(self) -> list[Record]:

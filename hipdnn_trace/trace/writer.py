@@ -119,7 +119,7 @@ class TraceWriter:
         self._fsync = fsync
         if append and self.path.exists():
             repair(self.path)
-        self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
+        self._file = open(self.path, "ab" if append else "wb", buffering=0)
         self._sequence_id = secrets.randbits(31) or 1
         self._flow_base = secrets.randbits(32) << 32
         self._flow_counter = itertools.count(1)

@@ -116,7 +116,7 @@ class DevTools:
     def close(self) -> None:
         try:
             self.send("Browser.close", timeout=5)
-        except Exception:  # noqa: BLE001 - it may be gone already
+        except Exception:  # it may be gone already
             pass
         try:
             self._proc.wait(timeout=10)

@@ -67,7 +67,7 @@ class AllNaNBackend(ReferenceBackend):
 @pytest.fixture
 def all_nan(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setitem(backends.REGISTRY, "allnan", "tests:AllNaNBackend")
-    monkeypatch.setitem(backends._instances, "allnan", AllNaNBackend())   # noqa: SLF001
+    monkeypatch.setitem(backends._instances, "allnan", AllNaNBackend())
     return "allnan"
 
 

@@ -41,7 +41,7 @@ class _FakePyGraph:
     def tensor(self, **kw: Any) -> _FakeTensor:
         return _FakeTensor(**kw)
 
-    def batchnorm(self, input, scale, bias, in_running_mean, in_running_var, epsilon, momentum,  # noqa: A002
+    def batchnorm(self, input, scale, bias, in_running_mean, in_running_var, epsilon, momentum,
                   peer_stats=(), compute_data_type=None, name=""):
         args = dict(input=input, scale=scale, bias=bias, in_running_mean=in_running_mean,
                     in_running_var=in_running_var, epsilon=epsilon, momentum=momentum)

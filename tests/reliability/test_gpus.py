@@ -271,7 +271,7 @@ def test_resume_after_a_kill_finishes_the_rest(suite, serial, tmp_path):
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             recorded = load_run(folder).summary.get_column("source").n_unique()
-        except Exception:   # noqa: BLE001 - not written yet
+        except Exception:   # not written yet
             recorded = 0
         if recorded >= 2:
             break
@@ -318,7 +318,7 @@ def test_sigterm_stops_every_worker_and_keeps_finished_graphs(suite, tmp_path):
         try:
             if load_run(folder).summary.height >= 1 and len(_descendants(proc.pid)) >= 4:
                 break   # a graph recorded, and both fork servers have a child running
-        except Exception:   # noqa: BLE001 - not written yet
+        except Exception:   # not written yet
             pass
         time.sleep(0.05)
     workers = _descendants(proc.pid)

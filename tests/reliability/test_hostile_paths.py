@@ -72,7 +72,7 @@ def finishes(action, timeout_s: float = 60.0) -> object:
     def target() -> None:
         try:
             box["value"] = action()
-        except BaseException as exc:   # noqa: BLE001 - re-raised below
+        except BaseException as exc:   # re-raised below
             box["error"] = exc
 
     thread = threading.Thread(target=target, daemon=True)

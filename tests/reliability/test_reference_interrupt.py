@@ -30,7 +30,7 @@ def _matmul_graph(folder: Path, name: str, size: int) -> None:
 def _recorded(folder: Path) -> int:
     try:
         return load_run(folder).summary.height
-    except Exception:   # noqa: BLE001 - not written yet
+    except Exception:   # not written yet
         return 0
 
 

@@ -34,7 +34,7 @@ def _wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
 def _graphs_recorded(folder: Path) -> int:
     try:
         return load_run(folder).summary.get_column("source").n_unique()
-    except Exception:   # noqa: BLE001 - not written yet
+    except Exception:   # not written yet
         return 0
 
 

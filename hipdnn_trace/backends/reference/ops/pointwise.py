@@ -67,7 +67,7 @@ class _Params:
         return lower, upper, slope
 
 
-def _ns(x: np.ndarray):   # noqa: ANN202 - an Array API namespace
+def _ns(x: np.ndarray):   # an Array API namespace
     return shim.namespace(x)
 
 
