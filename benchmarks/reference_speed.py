@@ -142,7 +142,7 @@ def gemm_row(name: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], repe
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
     nbytes = a.nbytes + b.nbytes + np.matmul(a, b).nbytes
-    fn = lambda: matmul(a, b)  # noqa: E731
+    fn = lambda: matmul(a, b)
     impls: dict[str, Callable[[], object]] = {"ours": fn}
     if torch is not None:
         a64, b64 = torch.from_numpy(a), torch.from_numpy(b)

@@ -76,7 +76,7 @@ def si_rate(per_second: float, unit: str) -> str:
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     """Left-aligned text columns padded to their widest cell (the last column is not padded)."""
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r[:-1], widths)) + "  " + str(r[-1])   # noqa: E731
+    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r[:-1], widths)) + "  " + str(r[-1])
     return [fmt(header).rstrip(), *(fmt(r).rstrip() for r in rows)]
 
 

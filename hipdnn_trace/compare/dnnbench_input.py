@@ -69,7 +69,7 @@ def _plan(path: Path, where: str, row: dict[str, Any]) -> tuple[str, dict[str, A
 
 def _stats_row(path: Path, where: str, name: Any, row: dict[str, Any]) -> dict[str, Any]:
     at, kernel, timing = _plan(path, where, row)
-    number = lambda key: _field(path, f"{at}.kernel.{key}", kernel.get(key), (int, float), "a number")  # noqa: E731
+    number = lambda key: _field(path, f"{at}.kernel.{key}", kernel.get(key), (int, float), "a number")
     n = kernel.get("n", timing.get("samples"))   # the newest layout also counts them in timing.samples
     engine = row.get("engine") if isinstance(row.get("engine"), dict) else {}
     return {"graph": name,

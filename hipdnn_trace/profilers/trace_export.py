@@ -72,7 +72,7 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
         names = [n or "<unnamed range>" for n in group["name"].to_list()]
         lanes = _nest_lanes(start, end)
         for lane in sorted(set(lanes)):
-            idx = [i for i, l in enumerate(lanes) if l == lane]
+            idx = [i for i, at in enumerate(lanes) if at == lane]
             # Ranges that do not nest (process ranges, several threads' ranges under tid 0) go
             # to extra tracks; only those get a synthetic tid.
             track = writer.thread_track(f"roctx tid {tid}" + (f" ({lane})" if lane else ""), proc,
@@ -105,7 +105,7 @@ def add_memory(writer: TraceWriter, memory: pl.DataFrame) -> int:
             for lane in sorted(set(lanes)):
                 track = writer.thread_track(kind_name.lower().replace("_", " ") + (f" ({lane})" if lane else ""),
                                             root, tid=MEMORY_PID_BASE + 100 * k + lane)
-                for i in (i for i, l in enumerate(lanes) if l == lane):
+                for i in (i for i, at in enumerate(lanes) if at == lane):
                     writer.slice(track, names[i], start[i], end[i],
                                  args={"bytes": sizes[i]} if sizes[i] is not None else None)
                     written += 1

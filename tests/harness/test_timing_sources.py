@@ -173,8 +173,10 @@ def test_isolated_child_reports_phases_not_iterations():
     sent: list[tuple[str, str]] = []
     markers = _ReportingMarkers(Markers(), lambda kind, value: sent.append((kind, value)))
     markers.push("graph g1 cudnn")
-    markers.push("init"); markers.pop()
-    markers.push("warmup"); markers.pop()
+    markers.push("init")
+    markers.pop()
+    markers.push("warmup")
+    markers.pop()
     markers.push("execute")
     before = len(sent)
     for i in range(500):

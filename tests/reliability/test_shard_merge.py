@@ -85,7 +85,7 @@ def test_slice_does_not_depend_on_listing_order(tmp_path):
     backward = expand([str(p) for p in reversed(paths)])
     for index in (1, 2, 3):
         spec = ShardSpec(index, 3)
-        pick = lambda sources: {sources[i].name for i in select([source_key(s) for s in sources], spec)}
+        pick = lambda sources, spec=spec: {sources[i].name for i in select([source_key(s) for s in sources], spec)}
         assert pick(forward) == pick(backward)
 
 
