@@ -444,9 +444,6 @@ class CudnnBackend:
                 cudnn.destroy_handle(handle)
         return list(self._listing[key][0])
 
-    def skipped_plans(self, graph: Graph, device: int = 0) -> list[str]:
-        return list(self._listing.get((graph.graph_id, device), ([], []))[1])
-
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> CudnnSession:
         plan = self._plan(graph)
         _refuse_known_crashes(plan, _cudnn().backend_version())

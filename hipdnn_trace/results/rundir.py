@@ -222,10 +222,6 @@ class RunWriter:
         if df.height:
             _write_frame(self.folder / "breakdown.csv", df, "csv")
 
-    def add_frame(self, name: str, df: pl.DataFrame) -> None:
-        """Frames made after the fact (a parsed external profiler run)."""
-        self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
-
     def frame(self, name: str) -> pl.DataFrame:
         parts = [f for f in self.frames[name] if f.height]
         if not parts:
