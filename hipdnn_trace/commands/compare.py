@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.compare import compare_runs, render
 from hipdnn_trace.compare.comparison import N_BOOT
 from hipdnn_trace.compare.matching import MODES
@@ -40,7 +41,7 @@ examples:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "compare",
-        help="significance-tested A/B of two runs (verdict per graph)",
+        help=SUMMARIES["compare"],
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -31,7 +31,7 @@ from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
-from hipdnn_trace.commands import argtypes
+from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import Progress, Reporter, escape
 from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
 from hipdnn_trace.device.kernel_clock import KernelClock
@@ -91,7 +91,7 @@ def _reference_cache(args: argparse.Namespace) -> ReferenceCache | None:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "run", help="time, validate and record graphs",
+        "run", help=SUMMARIES["run"],
         description="Run hipDNN graph files (files, folders, globs, tarballs) on a backend: build "
                     "(timed as init), bind seeded inputs, warm up, time iterations with device events, "
                     "fetch outputs, validate against the float64 reference, and write a run directory.",
