@@ -3,8 +3,8 @@
 Vendor libraries segfault, abort and hang. With ``--isolate`` each graph runs
 :func:`~hipdnn_trace.bench.graph_run.run_graph` in a fresh child process; the
 child validates there (so no tensors cross the process boundary, except the
-outputs a split A/B sends back for B-against-A) and sends the :class:`GraphRun` back. If it dies instead, the parent records every
-configuration as ``error`` with what killed it (signal name, out-of-memory,
+outputs a split A/B sends back for B-against-A) and sends the :class:`GraphRun` back. If it dies
+instead, the parent records every configuration as ``error`` with what killed it (signal name, out-of-memory,
 timeout), the last phase it reported and the tail of its output, and the suite
 goes on. Children come from :mod:`hipdnn_trace.bench.forkserver` (a clean
 process that forks one per graph in milliseconds).

@@ -94,8 +94,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 def comparison_options(args: argparse.Namespace) -> dict:
     """Those options as keyword arguments of :func:`hipdnn_trace.compare.compare_runs`."""
     return dict(by=args.by, threshold=args.threshold, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
-                allow_clock_mismatch=args.allow_clock_mismatch, seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative,
-                min_coverage=args.min_coverage)
+                allow_clock_mismatch=args.allow_clock_mismatch, seed=args.seed, n_boot=args.bootstrap, drift=args.drift,
+                relative=args.relative, min_coverage=args.min_coverage)
 
 
 def _write(path: Path, text: str) -> None:

@@ -121,7 +121,8 @@ def add_parser(sub: Any) -> None:
                    help="with the reference backend, also run folders named 'perf' (GPU-sized graphs)")
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", "-w", type=argtypes.non_negative_int, default=10, help="warmup iterations (default 10)")
-    t.add_argument("--iters", "-i", type=argtypes.non_negative_int, default=100, help="minimum timed iterations (default 100)")
+    t.add_argument("--iters", "-i", type=argtypes.non_negative_int, default=100,
+                   help="minimum timed iterations (default 100)")
     t.add_argument("--min-time-ms", type=float, default=0.0, help="keep timing until this much time passed")
     t.add_argument("--max-rel-ci", type=argtypes.fraction, default=None,
                    help="then until the median's 95%% CI is within this fraction (0.01 = 1%%)")
@@ -559,7 +560,8 @@ def main(args: argparse.Namespace) -> int:
               "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
               "kernel_clock": kernel_clock_note,
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
-              "clock_lock": None if args.clocks == "off" else args.clocks,   # what --clocks asked; run.json clocks: what held
+              # what --clocks asked; run.json's clocks: what held
+              "clock_lock": None if args.clocks == "off" else args.clocks,
               "profiler": wanted,
               "clocks": clocks}
     # the run's own command line, also when it came from hipdnn_trace.run() inside a script

@@ -166,7 +166,8 @@ def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, labe
     table, logs, ses = [], [], []
     for a, b in pairs:
         row = {k: None for k in TABLE_SCHEMA}
-        row.update(graph=a["graph"], config=a["config"] if a["config"] == b["config"] else f"{a['config']} / {b['config']}",
+        row.update(graph=a["graph"],
+                   config=a["config"] if a["config"] == b["config"] else f"{a['config']} / {b['config']}",
                    config_a=a["config"], config_b=b["config"], status_a=a["status"], status_b=b["status"],
                    n_a=a["n"], n_b=b["n"], median_a=a["median"], median_b=b["median"])
         sa, sb = _log_se(a), _log_se(b)

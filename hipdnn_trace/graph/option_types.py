@@ -108,7 +108,8 @@ def option_problems(node: Node, sections: Mapping[str, str]) -> list[tuple[str, 
         kind = kinds.get(key)
         expected = kind(value) if kind is not None else None
         if expected is not None:
-            shown = repr(value) if not isinstance(value, (list, dict)) or len(repr(value)) < 40 else type(value).__name__
+            shown = (repr(value) if not isinstance(value, (list, dict)) or len(repr(value)) < 40
+                     else type(value).__name__)
             problems.append((option_path(node, key, sections.get(key, "attributes")),
                              f"{node.op} option {key} must be {expected}, got {shown}"))
     return problems

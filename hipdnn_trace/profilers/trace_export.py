@@ -59,7 +59,8 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
     """roctx ranges/marks as slices on "<capture> pid <pid>" / "tid <tid>" tracks."""
     if markers.is_empty():
         return 0
-    m = markers.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+    m = markers.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null()
+                       & (pl.col("end_ns") >= pl.col("start_ns")))
     if "capture" not in m.columns:
         m = m.with_columns(pl.lit(None, dtype=pl.String).alias("capture"))
     m = m.with_columns(pl.col("process_id").fill_null(0), pl.col("thread_id").fill_null(0))
@@ -77,7 +78,8 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
             # to extra tracks; only those get a synthetic tid.
             track = writer.thread_track(f"roctx tid {tid}" + (f" ({lane})" if lane else ""), proc,
                                         tid=int(tid) if lane == 0 else int(tid) * 1000 + lane)
-            writer.slices(track, [names[i] for i in idx], np.array([start[i] for i in idx]), np.array([end[i] for i in idx]))
+            writer.slices(track, [names[i] for i in idx], np.array([start[i] for i in idx]),
+                          np.array([end[i] for i in idx]))
             written += len(idx)
     return written
 

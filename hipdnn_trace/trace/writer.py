@@ -551,7 +551,8 @@ class TraceWriter:
             # InternedData by hand: a run may intern 100k names ("iter <i>").
             entries = [
                 wire.len_field(field, wire.varint_field(1, iid) + wire.len_field(2, name.encode()))
-                for field, new in ((_INTERNED_EVENT_NAMES, self._new_event_names), (_INTERNED_ARG_NAMES, self._new_arg_names))
+                for field, new in ((_INTERNED_EVENT_NAMES, self._new_event_names),
+                                   (_INTERNED_ARG_NAMES, self._new_arg_names))
                 for iid, name in new
             ]
             packet = wire.len_field(_PACKET_INTERNED_DATA, b"".join(entries)) + self._tail

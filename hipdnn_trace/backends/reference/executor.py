@@ -151,7 +151,8 @@ def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | No
 
 def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return ref.rmsnorm(x["x"], x["scale"], x.get("bias"),
-                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=rmsnorm_count(node, graph))
+                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"),
+                       normalized_dim_count=rmsnorm_count(node, graph))
 
 
 def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionConfig, dict[str, Any]]:
@@ -228,7 +229,8 @@ def _layernorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.nda
 
 
 def _rmsnorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"], start=_norm_backward_start(node, graph)))
+    return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"],
+                                     start=_norm_backward_start(node, graph)))
 
 
 def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:

@@ -161,7 +161,8 @@ def _ordinals(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def map_to_main(counters: pl.DataFrame, pass_kernels: pl.DataFrame, main_kernels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def map_to_main(counters: pl.DataFrame, pass_kernels: pl.DataFrame,
+                main_kernels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Give a counter pass's dispatches the ids of the same kernels in the measured run.
 
     Returns (counters, number of counted dispatches without a same-named twin in pass 0;
