@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         values = json.loads(lines[-1])
         mark = "yes" if local and cpu in local else "no" if local else "?"
-        print(f"| {cpu} | {mark} | " + " | ".join(f"{values[Path(g).stem]:.2f}" for g in args.graphs) + " |", flush=True)
+        cells = " | ".join(f"{values[Path(g).stem]:.2f}" for g in args.graphs)
+        print(f"| {cpu} | {mark} | " + cells + " |", flush=True)
     return 0
 
 

@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iters", type=int, default=3000, help="timed iterations per measurement")
     parser.add_argument("--graphs", nargs="+", default=GRAPHS, help="graphs under graphs/ (default: five sizes)")
-    parser.add_argument("--cli-args", default="", help="extra arguments for the CLI run (to find where a cost comes from)")
+    parser.add_argument("--cli-args", default="",
+                        help="extra arguments for the CLI run (to find where a cost comes from)")
     parser.add_argument("--rounds", type=int, default=8, help="fresh processes per side and graph")
     parser.add_argument("--bare", metavar="GRAPH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     walls.append(wall)
                     gaps.append(gap)
                     kernels.append(kernel)
-            rows.append((Path(relative).stem, statistics.median(kernels), bares, walls, statistics.median(gaps), source))
+            rows.append((Path(relative).stem, statistics.median(kernels), bares, walls, statistics.median(gaps),
+                         source))
             print(rows[-1], flush=True)
         write_s, trace_mb = write_100k(Path(tmp))
     gpu = (gpu_info(0) or {}).get("name", "?")

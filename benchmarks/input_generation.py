@@ -92,7 +92,8 @@ def main() -> int:
         n = sum(math.prod(t.dims) for t in graph.input_tensors)
         uniform = _best(lambda n=n: np.random.default_rng(0).random(n, dtype=np.float32), args.repeats)
         ours = _best(lambda graph=graph: inputs_module.make_inputs(graph, 0), args.repeats)
-        old = float("nan") if args.no_old else _best(lambda graph=graph: _old_recipe(graph, 0), max(1, args.repeats // 2))
+        old = (float("nan") if args.no_old
+               else _best(lambda graph=graph: _old_recipe(graph, 0), max(1, args.repeats // 2)))
         print(f"| {Path(name).stem} | {n / 1e6:.1f}M | {uniform:.3f} | {ours:.3f} | {ours / uniform:.2f} | {old:.2f} |")
     return 0
 

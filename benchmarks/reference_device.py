@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         device = f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
     else:
         device = args.device
-    summary = {"compared": len(compared), "of": len(items), "worst_rel": max((r["rel"] for r in compared), default=None),
+    summary = {"compared": len(compared), "of": len(items),
+               "worst_rel": max((r["rel"] for r in compared), default=None),
                f"over_{GOAL:g}": [r["graph"] for r in compared if r["rel"] > GOAL],
                "nonfinite_mismatch": [r["graph"] for r in compared if not r["nonfinite_same"]],
                "errors": [r for r in rows if "error" in r], "host_only": host_only,

@@ -123,7 +123,8 @@ def test_collect_maps_counter_passes_onto_the_measured_run_with_stand_in_output(
     got = prof.collect(folder, pass_dirs, _iterations("r1"), args())
     k = got.kernels
     assert k.select("dispatch_id", "graph", "graph_id", "config", "phase", "iteration", "run_id", "pass").rows() == [
-        (1, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0), (2, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0)]
+        (1, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0),
+        (2, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0)]
     c = got.counters
     assert sorted(set(c.select("dispatch_id", "pass").rows())) == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert set(c["correlation_id"].to_list()) == {9, 10}  # pass 0's ids: counters join to kernels

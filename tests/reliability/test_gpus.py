@@ -195,7 +195,8 @@ def test_every_graph_once_each_worker_pinned_to_its_gpu(on_two_gpus):
     assert meta["isolation"]["enabled"] is True
     slices = read_trace(folder / "trace.pftrace").slices
     graph_slices = slices.filter(pl.col("name").str.starts_with("graph "))
-    lanes = {name.removeprefix("graph "): track for name, track in graph_slices.select("name", "track_name").iter_rows()}
+    lanes = {name.removeprefix("graph "): track
+             for name, track in graph_slices.select("name", "track_name").iter_rows()}
     assert lanes == {graph: f"harness gpu {gpu}" for graph, gpu in where.items()}, "one trace track per GPU"
     assert graph_slices.get_column("depth").to_list() == [0] * len(NAMES), "overlapping graphs do not nest"
 

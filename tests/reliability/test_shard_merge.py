@@ -23,7 +23,8 @@ from hipdnn_trace.trace import read_trace
 NAMES = ["ok__a", "nan__b", "ok__c", "unwritten__d", "raise__e", "ok__f", "ok__g", "ok__h"]
 
 
-@pytest.mark.parametrize("text, spec", [("1/1", ShardSpec(1, 1)), ("4/4", ShardSpec(4, 4)), (" 2 / 16 ", ShardSpec(2, 16))])
+@pytest.mark.parametrize("text, spec", [("1/1", ShardSpec(1, 1)), ("4/4", ShardSpec(4, 4)),
+                                        (" 2 / 16 ", ShardSpec(2, 16))])
 def test_shard_spec_parses(text, spec):
     assert ShardSpec.parse(text) == spec and str(spec) == f"{spec.index}/{spec.count}"
 

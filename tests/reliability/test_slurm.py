@@ -332,7 +332,8 @@ def slurm_cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
         key.chmod(0o600)
         start("munged", ["munged", "--force", f"--key-file={key}", f"--socket={root}/munge/socket",
                          f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/munge/munged.log",
-                         f"--seed-file={root}/munge/seed"], root / "munge" / "munged.pid", root / "munge" / "munged.log")
+                         f"--seed-file={root}/munge/seed"],
+              root / "munge" / "munged.pid", root / "munge" / "munged.log")
         start("slurmctld", ["slurmctld", "-i", "-f", str(conf)], root / "slurmctld.pid", root / "slurmctld.log")
         start("slurmd", ["slurmd", "-f", str(conf), "-N", "localhost"], root / "slurmd.pid", root / "slurmd.log")
 

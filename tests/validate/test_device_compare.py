@@ -197,7 +197,8 @@ from hipdnn_trace.validate.compare import compare_tensor
 
 torch.set_num_threads(1)
 n, kind, masked = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "masked"
-source = np.random.default_rng(0).standard_normal(n) if kind == "half" else np.random.default_rng(0).uniform(-100, 100, n)
+rng = np.random.default_rng(0)
+source = rng.standard_normal(n) if kind == "half" else rng.uniform(-100, 100, n)
 reference = torch.from_numpy(source)
 if kind == "half":
     actual = reference.to(torch.float16)
@@ -209,7 +210,8 @@ ignore = None
 if masked:
     ignore = torch.zeros(n, dtype=torch.bool)
     ignore[1::3] = True
-compare_tensor(actual[:1000], reference[:1000], atol=1e-3, rtol=1e-3, dtype=kind, chunk_elements=100)   # torch's own warm-up
+# torch's own warm-up
+compare_tensor(actual[:1000], reference[:1000], atol=1e-3, rtol=1e-3, dtype=kind, chunk_elements=100)
 gc.collect()
 base = status("VmRSS")
 reset_peak()

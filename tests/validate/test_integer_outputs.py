@@ -172,7 +172,8 @@ _EDGES = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 127.5, 128.0, -128.5, 255.5, 256
                        min_size=1, max_size=30),
        dtype=st.sampled_from(["int8", "uint8", "int32", "int64"]),
        atol=st.sampled_from([0.0, 0.01, 0.5, 1.0, 3.0, 1e300]), rtol=st.sampled_from([0.0, 0.01, 0.5, 1e300]))
-def test_allowed_range_equals_to_integer_per_rounding(values: list[float], dtype: str, atol: float, rtol: float) -> None:
+def test_allowed_range_equals_to_integer_per_rounding(values: list[float], dtype: str, atol: float,
+                                                      rtol: float) -> None:
     """The Array API formulas give, bit for bit (the sign of zero too), the range the conversions of
     ``graph.dtypes.to_integer`` gave (the oracle keeps that version)."""
     from chunked_compare_oracle import allowed_range as by_to_integer
