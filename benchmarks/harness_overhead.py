@@ -137,7 +137,7 @@ def write_100k(tmp: Path) -> tuple[float, float]:
     run.configs.append(c)
     meta = run_metadata(run_id="bench", argv=[], timing={}, seed=0, configs=[])
     import hipdnn_trace.results.timeline  # a run imports these once, at start
-    import hipdnn_trace.trace.writer  # noqa: F401
+    import hipdnn_trace.trace.writer  # noqa: F401 - loaded for the same reason
 
     t0 = time.perf_counter()
     writer = RunWriter(tmp / "bench", meta, formats=["parquet"], trace=True)

@@ -27,6 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
 
+# E402 below: the package comes from the checkout put on sys.path above
 from hipdnn_trace.backends.reference.ops.rounding import round_to  # noqa: E402
 from hipdnn_trace.bench import counter_rng, inputs as inputs_module  # noqa: E402
 from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
