@@ -34,8 +34,8 @@ import numpy as np
 import polars as pl
 
 from hipdnn_trace.compare import FASTER, SLOWER, VERDICTS, compare_runs
-from hipdnn_trace.results.rundir import Run
 from hipdnn_trace.results import schemas
+from hipdnn_trace.results.rundir import Run
 
 TIMING = {"timer": "synthetic", "cache": "warm", "clock_control": None,
           "cuda_graph": False, "staged": False}

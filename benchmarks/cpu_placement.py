@@ -78,7 +78,7 @@ def child(cpu: int, graphs: list[str], n: int) -> None:
     """Pinned to ``cpu``: us per bare iteration of each graph, as one JSON line."""
     os.sched_setaffinity(0, {cpu})
     sys.path.insert(0, str(ROOT))
-    from harness_overhead import bare_loop_us   # this folder's: the same bare loop as the overhead table's
+    from harness_overhead import bare_loop_us  # this folder's: the same bare loop as the overhead table's
 
     out = {Path(relative).stem: round(bare_loop_us(ROOT / relative, n), 2) for relative in graphs}
     print(json.dumps(out))
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         values = json.loads(lines[-1])
         mark = "yes" if local and cpu in local else "no" if local else "?"
-        print(f"| {cpu} | {mark} | " + " | ".join(f"{values[Path(g).stem]:.2f}" for g in args.graphs) + " |", flush=True)
+        cells = " | ".join(f"{values[Path(g).stem]:.2f}" for g in args.graphs)
+        print(f"| {cpu} | {mark} | " + cells + " |", flush=True)
     return 0
 
 

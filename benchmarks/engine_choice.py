@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     for relative in graphs:
         try:
             rows.append(measure(relative, args.max_plans))
-        except Exception as exc:  # noqa: BLE001 - report and go on
+        except Exception as exc:  # report and go on
             print(f"skip {relative}: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}", file=sys.stderr)
             continue
         print(rows[-1], flush=True)

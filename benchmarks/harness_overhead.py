@@ -136,8 +136,8 @@ def write_100k(tmp: Path) -> tuple[float, float]:
     c.phases = [Phase("init", start - 1000, start), Phase("execute", start, start + 30_000 * n)]
     run.configs.append(c)
     meta = run_metadata(run_id="bench", argv=[], timing={}, seed=0, configs=[])
-    import hipdnn_trace.results.timeline  # noqa: F401 - a run imports these once, at start
-    import hipdnn_trace.trace.writer  # noqa: F401
+    import hipdnn_trace.results.timeline  # a run imports these once, at start
+    import hipdnn_trace.trace.writer  # noqa: F401 - loaded for the same reason
 
     t0 = time.perf_counter()
     writer = RunWriter(tmp / "bench", meta, formats=["parquet"], trace=True)
@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iters", type=int, default=3000, help="timed iterations per measurement")
     parser.add_argument("--graphs", nargs="+", default=GRAPHS, help="graphs under graphs/ (default: five sizes)")
-    parser.add_argument("--cli-args", default="", help="extra arguments for the CLI run (to find where a cost comes from)")
+    parser.add_argument("--cli-args", default="",
+                        help="extra arguments for the CLI run (to find where a cost comes from)")
     parser.add_argument("--rounds", type=int, default=8, help="fresh processes per side and graph")
     parser.add_argument("--bare", metavar="GRAPH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     walls.append(wall)
                     gaps.append(gap)
                     kernels.append(kernel)
-            rows.append((Path(relative).stem, statistics.median(kernels), bares, walls, statistics.median(gaps), source))
+            rows.append((Path(relative).stem, statistics.median(kernels), bares, walls, statistics.median(gaps),
+                         source))
             print(rows[-1], flush=True)
         write_s, trace_mb = write_100k(Path(tmp))
     gpu = (gpu_info(0) or {}).get("name", "?")

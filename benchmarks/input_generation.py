@@ -27,9 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
 
+# E402 below: the package comes from the checkout put on sys.path above
 from hipdnn_trace.backends.reference.ops.rounding import round_to  # noqa: E402
-from hipdnn_trace.bench import counter_rng  # noqa: E402
-from hipdnn_trace.bench import inputs as inputs_module  # noqa: E402
+from hipdnn_trace.bench import counter_rng, inputs as inputs_module  # noqa: E402
 from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
 from hipdnn_trace.graph.load import load_file  # noqa: E402
 from hipdnn_trace.graph.model import Graph  # noqa: E402
@@ -91,9 +91,10 @@ def main() -> int:
     counter_rng.table("any", "half")   # tables are made once per process: not part of a run
     for name, graph in cases:
         n = sum(math.prod(t.dims) for t in graph.input_tensors)
-        uniform = _best(lambda: np.random.default_rng(0).random(n, dtype=np.float32), args.repeats)
-        ours = _best(lambda: inputs_module.make_inputs(graph, 0), args.repeats)
-        old = float("nan") if args.no_old else _best(lambda: _old_recipe(graph, 0), max(1, args.repeats // 2))
+        uniform = _best(lambda n=n: np.random.default_rng(0).random(n, dtype=np.float32), args.repeats)
+        ours = _best(lambda graph=graph: inputs_module.make_inputs(graph, 0), args.repeats)
+        old = (float("nan") if args.no_old
+               else _best(lambda graph=graph: _old_recipe(graph, 0), max(1, args.repeats // 2)))
         print(f"| {Path(name).stem} | {n / 1e6:.1f}M | {uniform:.3f} | {ours:.3f} | {ours / uniform:.2f} | {old:.2f} |")
     return 0
 

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for backend, relative in JOBS:
         try:
             rows.append(measure(backend, relative, markers))
-        except Exception as exc:  # noqa: BLE001 - one graph must not end the benchmark
+        except Exception as exc:  # one graph must not end the benchmark
             print(f"skip {backend} {relative}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}",
                   file=sys.stderr)
             continue
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| graph | backend | kernels/iter | CUPTI (independent) | harness kernel_ms | diff | goal | staged span | "
           "torch.cuda.Event | do_bench (cold) | latency_ms |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    fmt = lambda v: "-" if v is None or v != v else f"{v:.2f}"  # noqa: E731
+    fmt = lambda v: "-" if v is None or v != v else f"{v:.2f}"
     for r in rows:
         print(f"| {r['graph']} | {r['backend']} | {r['kernels_per_iter']} | {r['cupti_us']:.2f} | "
               f"{r['kernel_ms_us']:.2f} | {r['kernel_minus_cupti_us']:+.3f} | {'yes' if r['goal_met'] else 'NO'} | "

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
 
-from hipdnn_trace.backends.reference.ops import conv_dgrad, conv_fwd, conv_wgrad, matmul  # noqa: E402
+from hipdnn_trace.backends.reference.ops import conv_dgrad, conv_fwd, conv_wgrad, matmul
 
 try:
     import torch
@@ -55,7 +55,8 @@ CONV_CASES = [
     ConvCase("3x3/2 N8 C128 28x28 K256", (8, 128, 28, 28), (256, 128, 3, 3), 1, 2),
     ConvCase("3x3 N32 C512 7x7 K512", (32, 512, 7, 7), (512, 512, 3, 3), 1, 1),
 ]
-GEMM_CASES = [("GEMM 1024^3", (1024, 1024), (1024, 1024)), ("batched GEMM 16x256x512x256", (16, 256, 512), (16, 512, 256))]
+GEMM_CASES = [("GEMM 1024^3", (1024, 1024), (1024, 1024)),
+              ("batched GEMM 16x256x512x256", (16, 256, 512), (16, 512, 256))]
 QUICK_CONV = CONV_CASES[:2]
 QUICK_GEMM = GEMM_CASES[:1]
 
@@ -142,7 +143,7 @@ def gemm_row(name: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], repe
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
     nbytes = a.nbytes + b.nbytes + np.matmul(a, b).nbytes
-    fn = lambda: matmul(a, b)  # noqa: E731
+    fn = lambda: matmul(a, b)
     impls: dict[str, Callable[[], object]] = {"ours": fn}
     if torch is not None:
         a64, b64 = torch.from_numpy(a), torch.from_numpy(b)
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- command: `{command}`")
     print(f"- numpy {np.__version__}, torch {torch.__version__ if torch is not None else 'not installed'}, "
           f"Python {platform.python_version()}")
-    print("- times: best of the timed rounds (implementations alternate within a round), ms; ratio = torch float64 time / ours (goal >= 0.5); "
+    print("- times: best of the timed rounds (implementations alternate within a round), ms; "
+          "ratio = torch float64 time / ours (goal >= 0.5); "
           "peak = tracemalloc peak / bytes of the op's float64 tensors (goal < 3x)")
     print()
     header = ["op", "shape", "ours f64 ms", "torch f64 ms", "ratio", "torch f32 ms", "peak mem"]

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
 
+# E402 below: the package comes from the checkout put on sys.path above
 from hipdnn_trace.backends.reference import executor  # noqa: E402
 from hipdnn_trace.backends.reference.ops import sdpa as sdpa_ops  # noqa: E402
 from hipdnn_trace.bench.inputs import make_inputs  # noqa: E402

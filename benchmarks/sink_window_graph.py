@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# E402 below: the package comes from the checkout put on sys.path above
 from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
 from hipdnn_trace.graph.write import dumps  # noqa: E402
 

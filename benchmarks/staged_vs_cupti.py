@@ -23,7 +23,8 @@ from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.load import load_bytes
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
-JOBS = [("cudnn", "perf/conv/resnet50_res4_3x3_256_fwd_fp16.json"), ("cudnn", "perf/matmul/gemm_4096x4096x4096_fp16.json"),
+JOBS = [("cudnn", "perf/conv/resnet50_res4_3x3_256_fwd_fp16.json"),
+        ("cudnn", "perf/matmul/gemm_4096x4096x4096_fp16.json"),
         ("cudnn", "perf/norm/llm_layernorm_8x2048x4096_fp16.json"), ("cudnn", "conv/conv_fwd_nhwc_stride2_fp16.json"),
         ("cudnn", "pointwise/relu_clip_fp16.json"), ("torch", "fused/matmul_bias_gelu_fp16.json"),
         ("torch", "perf/conv/resnet50_res4_3x3_256_fwd_fp16.json")]

@@ -88,7 +88,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     first = next((r for r in rows if "verdicts" in r), None)
     for r in rows:
         if "stages_s" not in r:
-            print(f"{r['tree']:>10} {r['gpus']:>5} {r['wall_s']:8.1f}  no run folder (exit {r['exit']}): {r['tail'][-200:]}")
+            print(f"{r['tree']:>10} {r['gpus']:>5} {r['wall_s']:8.1f}  no run folder (exit {r['exit']}): "
+                  f"{r['tail'][-200:]}")
             continue
         s = r["stages_s"]
         init = s.get("t_init_ms", 0) + s.get("t_bind_ms", 0) + s.get("t_other_ms", 0)
@@ -127,7 +128,8 @@ def main() -> int:
             r["contention"] = c
             print(f"{tree}: --gpus {gpus} against one GPU: wall x{c.get('wall_ratio', float('nan')):.3f}, "
                   f"per-graph wall median x{c.get('graph_ratio_median', float('nan')):.3f}, "
-                  f"max x{c.get('graph_ratio_max', float('nan')):.3f}, within 10%: {100 * c.get('within_10pct', 0):.0f}%")
+                  f"max x{c.get('graph_ratio_max', float('nan')):.3f}, "
+                  f"within 10%: {100 * c.get('within_10pct', 0):.0f}%")
     trees = [t for t in dict.fromkeys(r["tree"] for r in rows)]
     if len(trees) > 1 and (trees[0], "1") in by and (trees[-1], "1") in by:
         print(f"one GPU: {trees[-1]} wall / {trees[0]} wall = "

@@ -67,7 +67,7 @@ def main() -> int:
     stream = cuda.Stream()
     no_op = cuda.StallGate(0)
     no_op._flag[0] = NO_OP_FLAG          # never released: the flag already satisfies any generation
-    launch = lambda: no_op.arm(stream.handle)  # noqa: E731
+    launch = lambda: no_op.arm(stream.handle)
     kernel_us = _cupti_kernel_us(stream, launch, ITERS)
     print(f"Timer floor, {info.name}, {datetime.date.today()}, `python benchmarks/timer_floor.py` "
           f"({WARMUP} warmup + {ITERS} iterations, medians, us); CUPTI no-op kernel duration {kernel_us:.2f} us\n")

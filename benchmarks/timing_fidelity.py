@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     for backend, relative in jobs:
         try:
             rows.append(measure(backend, relative, markers, samplers))
-        except Exception as exc:  # noqa: BLE001 - one unsupported graph must not end the benchmark
+        except Exception as exc:  # one unsupported graph must not end the benchmark
             print(f"skip {backend} {relative}: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}",
                   file=sys.stderr)
             continue

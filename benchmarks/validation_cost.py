@@ -37,6 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))   # run from a checkout
 
+# E402 below: the package comes from the checkout put on sys.path above
 from hipdnn_trace.graph.load import load_file  # noqa: E402
 from hipdnn_trace.validate.compare import compare_tensor  # noqa: E402
 from hipdnn_trace.validate.tolerances import scaled_atol, tolerance_for  # noqa: E402

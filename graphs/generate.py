@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:   # run as a script from a checkout
     sys.path.insert(0, str(HERE.parent))
 
+# E402 below: the package comes from the checkout put on sys.path above
 from hipdnn_trace.graph.build import GraphBuilder  # noqa: E402
 from hipdnn_trace.graph.layout import packed_strides  # noqa: E402
 from hipdnn_trace.graph.model import Graph  # noqa: E402

@@ -15,7 +15,6 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.metadata import new_run_id
 from hipdnn_trace.results.rundir import Run, load_run
 
-
 #: Options that are on by default and switched off with --no-<name>.
 NEGATABLE = {"isolate", "trace"}
 
@@ -46,8 +45,8 @@ def _check_options(options: dict[str, Any]) -> None:
     from hipdnn_trace.cli import build_parser
 
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command").choices["run"]   # noqa: SLF001
-    known = {a.dest for a in sub._actions} - {"help", "graphs"}   # noqa: SLF001
+    sub = next(a for a in parser._actions if a.dest == "command").choices["run"]
+    known = {a.dest for a in sub._actions} - {"help", "graphs"}
     for key in options:
         if key not in known:
             guess = difflib.get_close_matches(key, sorted(known), n=1)

@@ -2,7 +2,9 @@
 
 Each subcommand lives in ``hipdnn_trace/commands/<name>.py`` with two functions,
 ``add_parser(subparsers)`` and ``main(args) -> int``; this module only wires them
-up and turns user errors into one line on stderr and exit code 1.
+up and turns user errors into one line on stderr and exit code 1. Only the module of
+the command that runs is imported (the others are listed by their summary), so
+``import hipdnn_trace.cli`` and ``--help`` load neither numpy nor polars.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from hipdnn_trace import __version__
+from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
 #: Subcommands in the order ``--help`` lists them.
-COMMANDS = ("run", "inspect", "ingest", "compare", "report", "merge", "slurm")
+COMMANDS = tuple(SUMMARIES)
 
 EPILOG = """\
 examples:
@@ -44,11 +47,14 @@ def register_extra_backends(value: str | None = None) -> list[str]:
     imported only when used, like the built-in ones; isolated child processes
     receive the registry entries they need from the parent.
     """
+    text = os.environ.get(EXTRA_BACKENDS_ENV, "") if value is None else value
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        return []   # nothing to add: the registry (it loads numpy) stays unimported, so --help stays fast
     from hipdnn_trace import backends
 
-    text = os.environ.get(EXTRA_BACKENDS_ENV, "") if value is None else value
-    added = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    added: list[str] = []
+    for item in items:
         m = _EXTRA_BACKEND.match(item)
         if not m:
             raise UserError(f"{EXTRA_BACKENDS_ENV}: {item!r} is not name=module:Class")
@@ -67,7 +73,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With ``load``, only those commands' modules are imported (their
+    options and ``main``); every other command is listed by its summary alone, which is all the
+    top-level ``--help`` shows. Without it, every command is complete (recipes, resume, the API)."""
     parser = _Parser(
         prog="hipdnn-trace",
         description="Run, time, validate and profile hipDNN operation graphs.",
@@ -77,14 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hipdnn-trace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"hipdnn_trace.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"hipdnn_trace.commands.{name}":
-                continue  # command not built yet
-            raise
-        module.add_parser(sub)
+        if load is None or name in load:
+            importlib.import_module(f"hipdnn_trace.commands.{name}").add_parser(sub)
+        else:
+            sub.add_parser(name, help=SUMMARIES[name])
     return parser
+
+
+def command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the top level has only
+    --help and --version, neither taking a value), or None."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,19 +105,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"hipdnn-trace: error: {escape(exc)}", file=sys.stderr)
         return exc.exit_code
-    parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = command_named(given)
+    parser = build_parser(load=[command] if command in COMMANDS else [])
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(given)
     except SystemExit as exc:   # --help, --version and bad flags: argparse already printed
         return int(exc.code or 0)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 1
-    given = list(sys.argv[1:] if argv is None else argv)
     if getattr(args, "config", None) is not None:   # a recipe: defaults < file < flags given
         from hipdnn_trace.commands.recipe import apply_recipe
 
-        sub = next(a for a in parser._actions if a.dest == "command").choices[args.command]   # noqa: SLF001
+        sub = next(a for a in parser._actions if a.dest == "command").choices[args.command]
         try:
             args = apply_recipe(parser, sub, given, args)
         except UserError as exc:

@@ -17,12 +17,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun
-from hipdnn_trace.bench.stats import timing_stats
-from hipdnn_trace.graph.ops import graph_bytes, graph_flops
-
+# Records, FLOP counts and statistics load numpy and polars: the functions that use them import them,
+# so the CLI (which needs only escape) starts without either.
+if TYPE_CHECKING:
+    from hipdnn_trace.bench.records import ConfigRun, GraphRun
 
 #: Characters a terminal acts on instead of showing: C0/C1 controls (newline, ESC, ...), DEL, line
 #: and paragraph separators, bidirectional overrides, and lone surrogates (undecodable file names).
@@ -78,7 +78,7 @@ def si_rate(per_second: float, unit: str) -> str:
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     """Left-aligned text columns padded to their widest cell (the last column is not padded)."""
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r[:-1], widths)) + "  " + str(r[-1])   # noqa: E731
+    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r[:-1], widths)) + "  " + str(r[-1])
     return [fmt(header).rstrip(), *(fmt(r).rstrip() for r in rows)]
 
 
@@ -316,6 +316,10 @@ class Reporter:
     # ----------------------------------------------------------- graph block
 
     def block(self, g: GraphRun) -> None:
+        from hipdnn_trace.bench.records import ERROR, FAILED, UNSUPPORTED
+        from hipdnn_trace.bench.stats import timing_stats
+        from hipdnn_trace.graph.ops import graph_bytes, graph_flops
+
         if g.unrunnable:
             self.print(f"== {g.name}: ERROR {g.error}")
             return
@@ -383,6 +387,8 @@ class Reporter:
         """The rows that did not pass (graph, config, status, median, throughput, the reason), then one
         count line; -q: the count line alone. Passed rows were each printed as they finished and are
         all in summary.csv: repeating them would bury the reasons, at any suite size."""
+        from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED
+
         counts: Counter[str] = Counter()
         rows: list[tuple[str, ...]] = []
         for g in runs:
@@ -421,6 +427,10 @@ def _one_line(text: str | None, width: int) -> str:
 
 
 def _final_row(g: GraphRun, c: ConfigRun, width: int) -> tuple[str, ...]:
+    from hipdnn_trace.bench.records import OK
+    from hipdnn_trace.bench.stats import timing_stats
+    from hipdnn_trace.graph.ops import graph_bytes
+
     median = compute = memory = "-"
     if c.samples is not None and len(c.samples.timed_kernel_ms()):
         med = timing_stats(c.samples.timed_kernel_ms())["median"]
@@ -434,6 +444,8 @@ def _final_row(g: GraphRun, c: ConfigRun, width: int) -> tuple[str, ...]:
 
 
 def _status(c: ConfigRun) -> str:
+    from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED
+
     return {OK: "ok", FAILED: "FAILED", UNSUPPORTED: "unsupp", ERROR: "ERROR"}.get(c.status, c.status)
 
 
@@ -442,6 +454,9 @@ def _engine(c: ConfigRun) -> str:
 
 
 def _brief(g: GraphRun, c: ConfigRun) -> str:
+    from hipdnn_trace.bench.records import FAILED
+    from hipdnn_trace.bench.stats import timing_stats
+
     if c.samples is None or not len(c.samples.timed_kernel_ms()):
         return c.error or ""
     st = timing_stats(c.samples.timed_kernel_ms())
@@ -452,6 +467,8 @@ def _brief(g: GraphRun, c: ConfigRun) -> str:
 
 
 def _throughput(g: GraphRun, median_ms: float | None) -> str:
+    from hipdnn_trace.graph.ops import graph_bytes
+
     if not median_ms or g.graph is None:
         return ""
     flops, nbytes = g.graph_flops(), graph_bytes(g.graph)

@@ -23,8 +23,8 @@ from typing import Any
 from hipdnn_trace.device.cupti_activity import EXTERNAL_PROFILER_ENV, external_profiler
 from hipdnn_trace.markers_base import DOMAIN, ROCTX_PREFIX, Markers, graph_range_name, iteration_name
 
-__all__ = ["DOMAIN", "ROCTX_PREFIX", "Markers", "NvtxMarkers", "graph_range_name", "iteration_name", "nvtx_tool_attached",
-           "select"]
+__all__ = ["DOMAIN", "ROCTX_PREFIX", "Markers", "NvtxMarkers", "graph_range_name", "iteration_name",
+           "nvtx_tool_attached", "select"]
 
 #: Variables an NVTX-consuming tool sets in the process it profiles: the injection path nvtx3
 #: reads, and those that mark an external CUDA profiler.

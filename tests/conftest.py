@@ -28,12 +28,12 @@ def has_cuda() -> bool:
 
         err, count = runtime.cudaGetDeviceCount()
         return int(err) == 0 and count > 0
-    except Exception:  # noqa: BLE001 - any failure means no usable device
+    except Exception:  # any failure means no usable device
         try:
             import torch
 
             return bool(torch.cuda.is_available())
-        except Exception:  # noqa: BLE001
+        except Exception:
             return False
 
 

@@ -20,7 +20,8 @@ def tensor(uid: int, name: str, dims: list[int], dtype: str = "float", virtual: 
 def matmul(name: str = "mm_small", m: int = 8, k: int = 16, n: int = 4, dtype: str = "float") -> dict[str, Any]:
     return {
         "name": name, "compute_data_type": "float", "io_data_type": dtype, "intermediate_data_type": "float",
-        "tensors": [tensor(1, "a", [1, m, k], dtype), tensor(2, "b", [1, k, n], dtype), tensor(3, "c", [1, m, n], dtype)],
+        "tensors": [tensor(1, "a", [1, m, k], dtype), tensor(2, "b", [1, k, n], dtype),
+                    tensor(3, "c", [1, m, n], dtype)],
         "nodes": [{"name": "mm", "type": "MatmulAttributes", "compute_data_type": "float",
                    "inputs": {"a_tensor_uid": 1, "b_tensor_uid": 2}, "outputs": {"c_tensor_uid": 3}}],
     }

@@ -32,8 +32,8 @@ TF32_ENV = "NVIDIA_TF32_OVERRIDE"
 os.environ.setdefault(TF32_ENV, "0")
 
 try:   # imported here so the isolation fork server preloads it; importing creates no CUDA context
-    import cudnn as _preloaded_cudnn  # noqa: F401
-except Exception:  # noqa: BLE001 - absent or broken: reported by available() when used
+    import cudnn as _preloaded_cudnn
+except Exception:  # absent or broken: reported by available() when used
     _preloaded_cudnn = None
 
 #: Numerical notes of engines that compute below the graph's float compute type: lower-precision
@@ -160,7 +160,7 @@ class BuiltGraph:
         try:
             engine_id, knobs = g.get_engine_and_knobs_at_index(index)
             knobs = {_plain(k): _plain(v) for k, v in dict(knobs or {}).items()}
-        except Exception:  # noqa: BLE001 - a delegating entry has no (id, knobs)
+        except Exception:  # a delegating entry has no (id, knobs)
             engine_id, knobs = None, {}
         return name, engine_id, knobs
 
@@ -179,7 +179,7 @@ class BuiltGraph:
         for index in range(self.count()):
             try:
                 engines.append(self.build(index))
-            except Exception as exc:  # noqa: BLE001 - a plan that does not build is not a candidate
+            except Exception as exc:  # a plan that does not build is not a candidate
                 skipped.append(f"{index}: {' '.join(str(exc).split())[:160]}")
         return engines, skipped
 
@@ -191,7 +191,7 @@ class BuiltGraph:
             for index in range(count):
                 try:
                     return self.build(index)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     errors.append(str(exc))
             raise UnsupportedError(f"cuDNN: none of {count} plans builds ({'; '.join(errors)[:300]})")
         for index in range(count):
@@ -443,9 +443,6 @@ class CudnnBackend:
             finally:
                 cudnn.destroy_handle(handle)
         return list(self._listing[key][0])
-
-    def skipped_plans(self, graph: Graph, device: int = 0) -> list[str]:
-        return list(self._listing.get((graph.graph_id, device), ([], []))[1])
 
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> CudnnSession:
         plan = self._plan(graph)

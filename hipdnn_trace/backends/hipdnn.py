@@ -199,14 +199,14 @@ def _engine_name(api: FrontendApi, handle: Any, engine_id: int) -> tuple[str, st
             name = str(getattr(info, "engine_name", "") or "")
             if name:
                 return name, detail
-        except Exception:  # noqa: BLE001 - not loaded under this id: try the registry
+        except Exception:  # not loaded under this id: try the registry
             pass
     if api.engine_names:
         try:
             name = str(api.module.engine_id_to_name(engine_id) or "")
             if name:
                 return name, ""
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     return known_engine_name(engine_id), ""
 
@@ -306,7 +306,7 @@ class HipdnnSession:
         if loaded is not None:
             try:
                 self._info["loaded_plugins"] = [str(p) for p in loaded()]
-            except Exception:  # noqa: BLE001 - informational only
+            except Exception:  # informational only
                 pass
 
     def _record_engine(self) -> None:

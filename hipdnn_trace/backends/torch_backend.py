@@ -26,9 +26,8 @@ from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Tensor
 
-
 try:   # imported here so the isolation fork server preloads it; importing creates no device context
-    import torch as _preloaded_torch  # noqa: F401
+    import torch as _preloaded_torch
 except ImportError:
     _preloaded_torch = None
 
@@ -364,7 +363,7 @@ class TorchBackend:
         try:
             if torch.backends.cudnn.is_available():
                 out["torch_cudnn"] = str(torch.backends.cudnn.version())
-        except Exception:  # noqa: BLE001 - versions never stop a run
+        except Exception:  # versions never stop a run
             pass
         return out
 

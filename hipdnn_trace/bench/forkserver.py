@@ -144,7 +144,7 @@ def serve() -> None:
     for name in sys.argv[2:]:
         try:
             importlib.import_module(name)
-        except Exception:   # noqa: BLE001 - the child will import it again and report the error
+        except Exception:   # the child will import it again and report the error
             pass
     while True:
         try:

@@ -66,7 +66,7 @@ def estimate_s(source: GraphSource, *, allow_unknown: bool = False) -> float:
         return max(graph_flops(graph) / NOMINAL_FLOPS_PER_S, graph_bytes(graph) / NOMINAL_BYTES_PER_S)
     except UserError:
         return 0.0
-    except Exception:   # noqa: BLE001 - an estimate never stops a run; the child reports the problem
+    except Exception:   # an estimate never stops a run; the child reports the problem
         return 0.0
 
 
@@ -173,7 +173,7 @@ class GpuPool:
                 if self._stop.is_set():
                     break   # interrupted: the suite records nothing more
                 results.put(("done", worker, (position, g)))
-        except BaseException as exc:   # noqa: BLE001 - handed to the suite thread, which raises it
+        except BaseException as exc:   # handed to the suite thread, which raises it
             results.put(("raise", worker, exc))
         finally:
             results.put(("idle", worker, None))

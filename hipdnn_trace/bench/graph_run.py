@@ -19,20 +19,20 @@ from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, time_refusal
 from hipdnn_trace.bench import engines as engine_choice
-from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.attention_inputs import undefined_elements
+from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, same_place, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
-from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
+from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.stages import with_stages
-from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers, graph_range_name
 from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS, compare_tensor
@@ -375,7 +375,7 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
         if session is not None:
             try:
                 session.close()
-            except Exception as exc:   # noqa: BLE001 - a failed close must not hide the result
+            except Exception as exc:   # a failed close must not hide the result
                 run.info["close_error"] = describe(exc)
     return run
 
@@ -533,8 +533,8 @@ def run_graph(
 
 def _save_bundle(graph: Graph, run: GraphRun, inputs: dict[int, np.ndarray], folder: Path) -> None:
     """Inputs, outputs of the first configuration that ran, and intermediates, as a golden bundle."""
-    from hipdnn_trace.graph import golden
     from hipdnn_trace.backends.reference.ops import round_to
+    from hipdnn_trace.graph import golden
 
     produced = next((c.outputs for c in run.configs if c.outputs), None)
     if produced is None:

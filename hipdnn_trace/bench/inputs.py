@@ -24,10 +24,9 @@ from hipdnn_trace.bench import attention_inputs, counter_rng, device_arrays, moe
 from hipdnn_trace.bench.counter_rng import GENERATOR
 from hipdnn_trace.bench.device_arrays import host_array
 from hipdnn_trace.graph import dtypes
-from hipdnn_trace.graph.dtypes import scalar_value
-from hipdnn_trace.graph.model import Graph, Node, Tensor
+from hipdnn_trace.graph.model import Graph, Tensor
 
-__all__ = ["GENERATOR", "drawn", "host_array", "make_input", "make_inputs", "node_scalar"]
+__all__ = ["GENERATOR", "drawn", "host_array", "make_input", "make_inputs"]
 
 #: Domains: "any" (both signs), "positive" (> 0, e.g. variances), "nonzero" (|x| >= 0.25).
 POSITIVE_PORTS = {
@@ -184,13 +183,3 @@ def _saved_norm_statistics(graph: Graph, inputs: dict[int, Any]) -> dict[int, np
                 t = graph.by_uid[uid]
                 out[uid] = round_to(value.reshape(t.dims), t.data_type)
     return out
-
-
-def node_scalar(graph: Graph, node: Node, port: str) -> float | None:
-    """A by-value scalar input of a node, or None if the port is not a by-value tensor."""
-    uid = node.inputs.get(port)
-    if isinstance(uid, int):
-        t = graph.by_uid[uid]
-        if t.is_value:
-            return scalar_value(t)
-    return None

@@ -3,8 +3,8 @@
 Vendor libraries segfault, abort and hang. With ``--isolate`` each graph runs
 :func:`~hipdnn_trace.bench.graph_run.run_graph` in a fresh child process; the
 child validates there (so no tensors cross the process boundary, except the
-outputs a split A/B sends back for B-against-A) and sends the :class:`GraphRun` back. If it dies instead, the parent records every
-configuration as ``error`` with what killed it (signal name, out-of-memory,
+outputs a split A/B sends back for B-against-A) and sends the :class:`GraphRun` back. If it dies
+instead, the parent records every configuration as ``error`` with what killed it (signal name, out-of-memory,
 timeout), the last phase it reported and the tail of its output, and the suite
 goes on. Children come from :mod:`hipdnn_trace.bench.forkserver` (a clean
 process that forks one per graph in milliseconds).
@@ -40,8 +40,7 @@ from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError, describe
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import GraphSource, MemberBytes
-from hipdnn_trace.markers import Markers
-from hipdnn_trace.markers import select as select_markers
+from hipdnn_trace.markers import Markers, select as select_markers
 
 #: Default --graph-timeout: generous for one graph on a GPU, short enough to catch a hang.
 DEFAULT_TIMEOUT_S = 600.0
@@ -152,7 +151,7 @@ def _release_device_caches() -> None:
         try:
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:  # best effort
             pass
 
 
@@ -205,7 +204,7 @@ def run_job(payload: bytes, status: Connection) -> int:
         return 0
     except MemoryError as exc:
         send("failed", f"out of memory ({describe(exc)})")
-    except Exception as exc:   # noqa: BLE001 - reported, with its traceback in the output tail
+    except Exception as exc:   # reported, with its traceback in the output tail
         import traceback
 
         traceback.print_exc()

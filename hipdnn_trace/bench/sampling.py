@@ -40,7 +40,7 @@ class BackgroundSampler:
         try:
             for sampler in self.samplers:
                 reading.update(sampler())
-        except Exception as exc:   # noqa: BLE001 - a failing sampler ends sampling, not the measurement
+        except Exception as exc:   # a failing sampler ends sampling, not the measurement
             self.error = f"{type(exc).__name__}: {exc}"
             return False
         with self._lock:

@@ -82,7 +82,7 @@ def run_in_process(source: GraphSource, configs: Sequence[Config], settings: Run
     try:
         return run_graph(replace(source, read=read_once), configs, settings, markers, on_iteration=on_iteration,
                          on_stage=on_stage)
-    except Exception as exc:   # noqa: BLE001 - recorded, the suite goes on
+    except Exception as exc:   # recorded, the suite goes on
         from hipdnn_trace.bench.isolation import failure_run
 
         what = "out of memory" if isinstance(exc, MemoryError) else "unexpected error"

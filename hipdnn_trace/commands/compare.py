@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.compare import compare_runs, render
 from hipdnn_trace.compare.comparison import N_BOOT
 from hipdnn_trace.compare.matching import MODES
@@ -40,7 +41,7 @@ examples:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "compare",
-        help="significance-tested A/B of two runs (verdict per graph)",
+        help=SUMMARIES["compare"],
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -93,8 +94,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 def comparison_options(args: argparse.Namespace) -> dict:
     """Those options as keyword arguments of :func:`hipdnn_trace.compare.compare_runs`."""
     return dict(by=args.by, threshold=args.threshold, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
-                allow_clock_mismatch=args.allow_clock_mismatch, seed=args.seed, n_boot=args.bootstrap, drift=args.drift, relative=args.relative,
-                min_coverage=args.min_coverage)
+                allow_clock_mismatch=args.allow_clock_mismatch, seed=args.seed, n_boot=args.bootstrap, drift=args.drift,
+                relative=args.relative, min_coverage=args.min_coverage)
 
 
 def _write(path: Path, text: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.profilers.rocprof.detect import FORMATS
 
 EXAMPLES = """\
@@ -30,7 +31,7 @@ exit codes: 0 ok, 1 error (unreadable or malformed file, nothing to ingest)
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "ingest",
-        help="read rocprofv3/rocpd/rocprof output made elsewhere into kernels/counters frames",
+        help=SUMMARIES["ingest"],
         description="Parse AMD profiler output (rocprofv3 CSV of ROCm 6.2-7.x, rocpd SQLite or its CSV "
                     "conversion, legacy rocprof v1 results, rocprofv2 text, rocprof-compute workloads) into "
                     "the kernels and counters frames hipdnn-trace runs write, join kernels to hipdnn-trace "

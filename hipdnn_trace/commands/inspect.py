@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipdnn_trace import backends
-from hipdnn_trace.console import escape, escape_strings
 from hipdnn_trace.backends.reference import memory_refusal as reference_memory_refusal
 from hipdnn_trace.bench.graph_run import host_memory_refusal
-from hipdnn_trace.errors import UserError
-from hipdnn_trace.errors import describe as describe_error
+from hipdnn_trace.commands import SUMMARIES
+from hipdnn_trace.console import escape, escape_strings
+from hipdnn_trace.errors import UserError, describe as describe_error
 from hipdnn_trace.graph import ops, sources
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
@@ -39,7 +39,7 @@ examples:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "inspect",
-        help="shapes, FLOPs, bytes and which backends can run each graph",
+        help=SUMMARIES["inspect"],
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

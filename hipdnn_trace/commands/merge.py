@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hipdnn_trace.commands import argtypes
+from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 
@@ -29,7 +29,7 @@ order when the inputs are shards of one suite (--shard I/N); traces are concaten
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "merge", help="combine shard runs into one run directory",
+        "merge", help=SUMMARIES["merge"],
         description="Combine run directories (the shards of one sweep, see run --shard) into one run "
                     "directory with every table and the trace.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,

@@ -44,13 +44,13 @@ ALWAYS: dict[str, tuple[Any, str]] = {
 
 
 def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {a.dest: a for a in parser._actions   # noqa: SLF001 - argparse has no public listing
+    return {a.dest: a for a in parser._actions   # argparse has no public listing
             if a.dest not in ("help", "config") and a.help != argparse.SUPPRESS}
 
 
 def _convert(source: Path, key: str, value: Any, action: argparse.Action) -> Any:
     where = f"{source}: {key}"
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):   # noqa: SLF001
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
         if not isinstance(value, bool):
             raise UserError(f"{where}: expected true or false, got {value!r}")
         return value

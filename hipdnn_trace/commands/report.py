@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hipdnn_trace.errors import UserError
-
+from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.commands.compare import add_comparison_options, comparison_options
+from hipdnn_trace.errors import UserError
 
 DESCRIPTION = """\
 Write one self-contained HTML file (figures embedded, nothing fetched when it opens)
@@ -31,7 +31,7 @@ examples:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "report",
-        help="HTML + Markdown report of a run, or of run B against run A",
+        help=SUMMARIES["report"],
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

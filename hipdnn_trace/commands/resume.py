@@ -73,7 +73,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], path: Path) -> argp
 
 
 def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    return next(a for a in parser._actions if a.dest == "command").choices["run"]   # noqa: SLF001
+    return next(a for a in parser._actions if a.dest == "command").choices["run"]
 
 
 def _interrupted_values(build_parser: Callable[[], argparse.ArgumentParser], folder: Path) -> dict[str, Any]:

@@ -17,36 +17,31 @@ import numpy as np
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
-from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES
-from hipdnn_trace.backends.reference.xp import cuda_missing, resolve_device
-from hipdnn_trace.bench import shard as sharding
-from hipdnn_trace.bench import cpu_share
-from hipdnn_trace.bench import gpus as gpu_pool
+from hipdnn_trace.backends.reference.xp import DEVICES as REFERENCE_DEVICES, cuda_missing, resolve_device
+from hipdnn_trace.bench import cpu_share, gpus as gpu_pool, shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, build_configs
 from hipdnn_trace.bench.counter_rng import GENERATOR
 from hipdnn_trace.bench.estimate import GraphEstimate, estimate_suite
 from hipdnn_trace.bench.graph_run import RunSettings
-from hipdnn_trace.bench.interrupts import InterruptGuard, Interrupted
+from hipdnn_trace.bench.interrupts import Interrupted, InterruptGuard
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import FAILED, OK, GraphRun
-from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
+from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
-from hipdnn_trace.commands import argtypes
+from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import Progress, Reporter, escape, fmt_duration
-from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
+from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
-from hipdnn_trace.profilers.base import REGISTRY as PROFILERS
-from hipdnn_trace.profilers.base import load as load_profiler
+from hipdnn_trace.profilers.base import REGISTRY as PROFILERS, load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
-from hipdnn_trace.results.rundir import (RunWriter, check_resumable, clear_stranded, is_stranded, load_run,
-                                         write_json)
+from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run, write_json
 
 EXAMPLES = """\
 examples:
@@ -97,7 +92,7 @@ def _reference_cache(args: argparse.Namespace) -> ReferenceCache | None:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "run", help="time, validate and record graphs",
+        "run", help=SUMMARIES["run"],
         description="Run hipDNN graph files (files, folders, globs, tarballs) on a backend: build "
                     "(timed as init), bind seeded inputs, warm up, time iterations with device events, "
                     "fetch outputs, validate against the float64 reference, and write a run directory.",
@@ -127,7 +122,8 @@ def add_parser(sub: Any) -> None:
                    help="with the reference backend, also run folders named 'perf' (GPU-sized graphs)")
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", "-w", type=argtypes.non_negative_int, default=10, help="warmup iterations (default 10)")
-    t.add_argument("--iters", "-i", type=argtypes.non_negative_int, default=100, help="minimum timed iterations (default 100)")
+    t.add_argument("--iters", "-i", type=argtypes.non_negative_int, default=100,
+                   help="minimum timed iterations (default 100)")
     t.add_argument("--min-time-ms", type=float, default=0.0, help="keep timing until this much time passed")
     t.add_argument("--max-rel-ci", type=argtypes.fraction, default=None,
                    help="then until the median's 95%% CI is within this fraction (0.01 = 1%%)")
@@ -568,7 +564,8 @@ def main(args: argparse.Namespace) -> int:
               "max_rel_ci": args.max_rel_ci, "staged": options.timing == "staged", "timing": args.timing,
               "kernel_clock": kernel_clock_note,
               "cuda_graph": args.cuda_graph, "clock_control": None, "markers": markers.kind,
-              "clock_lock": None if args.clocks == "off" else args.clocks,   # what --clocks asked; run.json clocks: what held
+              # what --clocks asked; run.json's clocks: what held
+              "clock_lock": None if args.clocks == "off" else args.clocks,
               "profiler": wanted,
               "clocks": clocks}
     # the run's own command line, also when it came from hipdnn_trace.run() inside a script
@@ -598,7 +595,7 @@ def main(args: argparse.Namespace) -> int:
             gpu_info = getattr(backends.get(name), "gpu_info", None)
             if meta.get("gpu") is None and gpu_info is not None:
                 meta["gpu"] = gpu_info(args.device)
-        except Exception:   # noqa: BLE001 - a version probe never stops a run
+        except Exception:   # a version probe never stops a run
             pass
     for hook in hooks:
         hook.run_id = run_id

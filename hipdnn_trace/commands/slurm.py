@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.commands.argtypes import positive_int
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
@@ -82,7 +83,7 @@ def _split_run_options(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "slurm", help="run a suite over a Slurm job array, then merge",
+        "slurm", help=SUMMARIES["slurm"],
         description="Write (and with --submit submit) an sbatch script for a job array over a suite, one "
                     "shard per task, and a merge job that runs once every task has ended.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,

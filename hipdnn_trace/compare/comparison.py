@@ -13,7 +13,7 @@ from hipdnn_trace.compare import dnnbench_input, stats
 from hipdnn_trace.compare.loading import load_input, run_label
 from hipdnn_trace.compare.matching import match, units
 from hipdnn_trace.compare.method import clock_difference, method_differences, run_status_notes
-from hipdnn_trace.compare.result import (  # noqa: F401 - re-exported: callers import them from here
+from hipdnn_trace.compare.result import (  # re-exported: callers import them from here
     RATIO_DEFINITION,
     TABLE_SCHEMA,
     UNMATCHED_SCHEMA,
@@ -32,7 +32,6 @@ from hipdnn_trace.compare.verdict import (
     decide,
 )
 from hipdnn_trace.errors import UserError
-
 
 #: Bootstrap replicates per row; 2000 keeps the 2.5% / 97.5% percentiles stable to
 #: well under the threshold's resolution while a 500-row suite stays a few seconds.

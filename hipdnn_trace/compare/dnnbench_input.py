@@ -69,7 +69,7 @@ def _plan(path: Path, where: str, row: dict[str, Any]) -> tuple[str, dict[str, A
 
 def _stats_row(path: Path, where: str, name: Any, row: dict[str, Any]) -> dict[str, Any]:
     at, kernel, timing = _plan(path, where, row)
-    number = lambda key: _field(path, f"{at}.kernel.{key}", kernel.get(key), (int, float), "a number")  # noqa: E731
+    number = lambda key: _field(path, f"{at}.kernel.{key}", kernel.get(key), (int, float), "a number")
     n = kernel.get("n", timing.get("samples"))   # the newest layout also counts them in timing.samples
     engine = row.get("engine") if isinstance(row.get("engine"), dict) else {}
     return {"graph": name,
@@ -166,7 +166,8 @@ def compare_stats(rows_a: pl.DataFrame, rows_b: pl.DataFrame, label_a: str, labe
     table, logs, ses = [], [], []
     for a, b in pairs:
         row = {k: None for k in TABLE_SCHEMA}
-        row.update(graph=a["graph"], config=a["config"] if a["config"] == b["config"] else f"{a['config']} / {b['config']}",
+        row.update(graph=a["graph"],
+                   config=a["config"] if a["config"] == b["config"] else f"{a['config']} / {b['config']}",
                    config_a=a["config"], config_b=b["config"], status_a=a["status"], status_b=b["status"],
                    n_a=a["n"], n_b=b["n"], median_a=a["median"], median_b=b["median"])
         sa, sb = _log_se(a), _log_se(b)

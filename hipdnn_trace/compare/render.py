@@ -37,7 +37,7 @@ def fmt_p(value: float | None) -> str:
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
     rows = [[escape(c) for c in r] for r in rows]   # names are data: escaped before the widths are measured
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
@@ -122,7 +122,7 @@ def _clean(value: Any) -> Any:
 
 def to_dict(comparison: Comparison) -> dict[str, Any]:
     c = comparison
-    records = lambda df: [{k: _clean(v) for k, v in r.items()} for r in df.iter_rows(named=True)]  # noqa: E731
+    records = lambda df: [{k: _clean(v) for k, v in r.items()} for r in df.iter_rows(named=True)]
     return {
         "a": c.label_a,
         "b": c.label_b,

@@ -20,8 +20,8 @@ from hipdnn_trace.compare.comparison import SLOWER, Comparison
 from hipdnn_trace.compare.loading import run_label
 from hipdnn_trace.compare.matching import units
 from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
-from hipdnn_trace.console import fmt_share, si_rate
 from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
+from hipdnn_trace.console import fmt_share, si_rate
 
 
 @dataclass

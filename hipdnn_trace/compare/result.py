@@ -14,7 +14,6 @@ import polars as pl
 from hipdnn_trace.compare.verdict import FASTER, INCONCLUSIVE, SAME, SLOWER, VERDICTS
 from hipdnn_trace.errors import UserError
 
-
 #: The one ratio every output shows (run's A/B line, compare's table, CSV and JSON, the report): B's median
 #: time over A's, so above 1 B is slower. One direction and one name everywhere, so no reader has to
 #: guess whether 1.05 is good news.

@@ -130,7 +130,7 @@ class NvmlClocks:
     def close(self) -> None:
         try:
             self.nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - shutting down twice is harmless
+        except Exception:  # shutting down twice is harmless
             pass
 
 
@@ -209,7 +209,7 @@ class AmdSmiClocks:
     def close(self) -> None:
         try:
             self.smi.amdsmi_shut_down()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -302,7 +302,7 @@ class ClockLock:
                 self.warn(f"--clocks {self.policy}: clocks not locked: {exc}")
             else:
                 self.info["stale_lock"] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - a management library failing never stops a run
+        except Exception as exc:  # a management library failing never stops a run
             self.info["state"] = f"unlocked ({type(exc).__name__}: {exc})" if self.policy != "off" else "off"
             if self.policy != "off":
                 self.warn(f"--clocks {self.policy}: clocks not locked: {exc}")

@@ -92,12 +92,6 @@ class DeviceInfo:
     driver_version: int
     runtime_version: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "arch": "sm_" + self.compute_capability.replace(".", ""),
-                "compute_capability": self.compute_capability, "sm_count": self.sm_count,
-                "l2_bytes": self.l2_bytes, "memory_bytes": self.memory_bytes,
-                "cuda_driver": self.driver_version, "cuda_runtime": self.runtime_version}
-
 
 def device_count() -> int:
     try:
@@ -510,7 +504,7 @@ class CudaGraph:
         try:
             result = rt().cudaGraphGetNodes(self._graph)
             return int(result[-1]) if _status_ok(result[0]) else None
-        except Exception:  # noqa: BLE001 - only informative
+        except Exception:  # only informative
             return None
 
     def kernel_nodes(self) -> int:

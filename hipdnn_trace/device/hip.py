@@ -126,7 +126,7 @@ class HipEventTimer:
         for event in (self._start, self._stop):
             try:
                 self.events.destroy(event)
-            except Exception:  # noqa: BLE001 - teardown must not hide the run's result
+            except Exception:  # teardown must not hide the run's result
                 pass
 
 
@@ -181,7 +181,7 @@ class StagedHipTimer(HipEventTimer):
             if self._device_synchronize is not None:
                 try:
                     self._device_synchronize()
-                except Exception:  # noqa: BLE001 - the execution error is what matters
+                except Exception:  # the execution error is what matters
                     pass
 
     def close(self) -> None:
@@ -191,7 +191,7 @@ class StagedHipTimer(HipEventTimer):
             if callable(teardown):
                 try:
                     teardown()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
                 break
         super().close()
@@ -263,11 +263,11 @@ def open_stall_gate(module: Any) -> tuple[Any | None, str]:
         try:
             if not can_wait():
                 return None, "the device cannot hipStreamWaitValue32"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return None, f"hip_can_use_stream_wait_value failed: {exc}"
     try:
         return module.HipStallGate(), ""
-    except Exception as exc:  # noqa: BLE001 - the constructor raises when unsupported
+    except Exception as exc:  # the constructor raises when unsupported
         return None, f"HipStallGate could not be created: {' '.join(str(exc).split())}"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from hipdnn_trace.errors import ToolMissingError
 
+
 def _pynvml() -> Any:
     try:
         import pynvml
@@ -69,7 +70,7 @@ class ClockSampler:
         if self._nvml is not None:
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001 - shutting down twice is harmless
+            except Exception:  # shutting down twice is harmless
                 pass
             self._nvml = self._handle = None
 
@@ -85,7 +86,7 @@ def opened() -> Iterator[Any | None]:
     try:
         nvml = _pynvml()
         nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML
+    except Exception:  # no NVML
         yield None
         return
     try:
@@ -93,7 +94,7 @@ def opened() -> Iterator[Any | None]:
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -105,7 +106,7 @@ def gpu_info(device: int = 0) -> dict[str, Any] | None:
             return None
         try:
             return _facts(nvml, device)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
 
@@ -116,7 +117,7 @@ def gpu_count() -> int | None:
             return None
         try:
             return int(nvml.nvmlDeviceGetCount())
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
 
@@ -135,7 +136,7 @@ def _facts(nvml: Any, device: int) -> dict[str, Any]:
     for key, probe in probes.items():
         try:
             out[key] = probe()
-        except Exception:  # noqa: BLE001 - a missing fact is left out
+        except Exception:  # a missing fact is left out
             continue
     if "compute_capability" in out:
         out["arch"] = "sm_" + out["compute_capability"].replace(".", "")

@@ -427,7 +427,8 @@ SPECS: tuple[OpSpec, ...] = (
            check=check, flops=flops, notes=notes, flops_use_values=True),
     OpSpec(SDPA_BACKWARD, ("q", "k", "v", "o", "do", "stats"), ("dq", "dk", "dv"),
            optional_inputs=BWD_OPTIONAL_INPUTS, optional_outputs=BWD_OPTIONAL_OUTPUTS,
-           options=dict.fromkeys(BWD_OPTIONS, "parameters"), check=check, flops=flops, notes=notes, flops_use_values=True),
+           options=dict.fromkeys(BWD_OPTIONS, "parameters"), check=check, flops=flops, notes=notes,
+           flops_use_values=True),
 )
 
 

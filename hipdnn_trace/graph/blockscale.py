@@ -86,7 +86,8 @@ def _dequantize_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
         return []
     sizes = node.params.get("block_size")
     sizes = [sizes] if _int(sizes) else sizes
-    if not isinstance(sizes, list) or not sizes or not all(_int(b) and b >= 1 for b in sizes) or len(sizes) > len(x.dims):
+    if (not isinstance(sizes, list) or not sizes or not all(_int(b) and b >= 1 for b in sizes)
+            or len(sizes) > len(x.dims)):
         return [(option_path(node, "block_size", "node"), f"must be a list of 1..{len(x.dims)} positive integers "
                  f"(one per trailing dim of x), got {node.params.get('block_size')!r}")]
     if not isinstance(node.params.get("is_negative_scale", False), bool):

@@ -8,7 +8,6 @@ under ``attributes``, backward options under ``parameters``. Mixed into
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,8 +108,3 @@ class AttentionBuilder:
                   "diagonal_alignment": alignment}
         self._node(attention.SDPA_BACKWARD, node, inputs, outputs, params, compute)   # type: ignore[attr-defined]
         return SdpaBackwardOutputs(dq, dk, dv, db)
-
-
-def default_scale(d_qk: int) -> float:
-    """hipDNN's reference default when attn_scale_value is absent."""
-    return 1.0 / math.sqrt(d_qk)

@@ -58,7 +58,8 @@ def _routing_contract(node: Node, graph: Graph, experts: int) -> list[tuple[str,
         return [(where_mode, f"unknown mode {node.params.get('mode')!r} (hipDNN: {', '.join(MODES)})")]
     if not isinstance(k, int) or isinstance(k, bool):
         return [(where_k, f"must be an integer, got {k!r}")]
-    has_index, has_ks = port_tensor(node, graph, "token_index") is not None, port_tensor(node, graph, "token_ks") is not None
+    has_index = port_tensor(node, graph, "token_index") is not None
+    has_ks = port_tensor(node, graph, "token_ks") is not None
     wants = {"NONE": (False, False), "GATHER": (True, False), "SCATTER": (True, True)}[m]
     problems = []
     for port, has, want in (("token_index", has_index, wants[0]), ("token_ks", has_ks, wants[1])):

@@ -19,8 +19,8 @@ from hipdnn_trace.graph.opspec import option_path, port_path, port_tensor
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
 
-__all__ = ["layernorm_forward_check", "norm_backward_check", "rmsnorm_forward_check", "norm_backward_start", "rmsnorm_count", "rmsnorm_refusal",
-           "rmsnorm_start", "rmsnorm_start_axis"]
+__all__ = ["layernorm_forward_check", "norm_backward_check", "rmsnorm_forward_check", "norm_backward_start",
+           "rmsnorm_count", "rmsnorm_refusal", "rmsnorm_start", "rmsnorm_start_axis"]
 
 RMSNORM_RULE = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
                 "test_sdk CpuReferenceRMSNorm.hpp, frontend validateScaleNormalizedShape")
@@ -111,7 +111,8 @@ def norm_backward_start(node: Node, graph: Graph) -> int | None:
     count = node.params.get("normalized_dim_count")
     if isinstance(count, int) and not isinstance(count, bool):
         return len(x.dims) - count if 1 <= count <= len(x.dims) else None
-    stat = port_tensor(node, graph, "inv_rms") or port_tensor(node, graph, "inv_variance") or port_tensor(node, graph, "mean")
+    stat = (port_tensor(node, graph, "inv_rms") or port_tensor(node, graph, "inv_variance")
+            or port_tensor(node, graph, "mean"))
     if stat is None or len(stat.dims) != len(x.dims):
         return None
     reduced = [a for a, (xd, sd) in enumerate(zip(x.dims, stat.dims)) if sd == 1 and xd > 1]

@@ -32,7 +32,8 @@ from hipdnn_trace.graph.opspec import FlopCount, Notes, OpSpec, ShapeCheck, opti
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
 
-__all__ = ["OpSpec", "SPECS", "norm_backward_start", "rmsnorm_refusal", "graph_bytes", "graph_flops", "node_flops", "node_notes", "spec"]
+__all__ = ["OpSpec", "SPECS", "norm_backward_start", "rmsnorm_refusal", "graph_bytes", "graph_flops", "node_flops",
+           "node_notes", "spec"]
 
 _t = port_tensor
 _port_path = port_path
@@ -329,15 +330,18 @@ SPECS: dict[str, OpSpec] = {
     for s in (
         OpSpec(
             "ConvolutionFwdAttributes", ("x", "w"), ("y",),
-            options=_CONV_OPTIONS, check=_conv_check("x", "w", "y"), notes=_conv_notes("x", "w"), flops=_conv_flop_count("w", "y"),
+            options=_CONV_OPTIONS, check=_conv_check("x", "w", "y"), notes=_conv_notes("x", "w"),
+            flops=_conv_flop_count("w", "y"),
         ),
         OpSpec(
             "ConvolutionBwdAttributes", ("dy", "w"), ("dx",),
-            options=_CONV_OPTIONS, check=_conv_check("dx", "w", "dy"), notes=_conv_notes("dx", "w"), flops=_conv_flop_count("w", "dy"),
+            options=_CONV_OPTIONS, check=_conv_check("dx", "w", "dy"), notes=_conv_notes("dx", "w"),
+            flops=_conv_flop_count("w", "dy"),
         ),
         OpSpec(
             "ConvolutionWrwAttributes", ("x", "dy"), ("dw",),
-            options=_CONV_OPTIONS, check=_conv_check("x", "dw", "dy"), notes=_conv_notes("x", "dw"), flops=_conv_flop_count("dw", "dy"),
+            options=_CONV_OPTIONS, check=_conv_check("x", "dw", "dy"), notes=_conv_notes("x", "dw"),
+            flops=_conv_flop_count("dw", "dy"),
         ),
         OpSpec(
             "MatmulAttributes", ("a", "b"), ("c",),

@@ -24,7 +24,6 @@ DERIVED = "derived:"
 
 ShapeCheck = Callable[["Node", "Graph"], "list[tuple[str, str]]"]   # -> [(json path suffix, problem)]
 FlopCount = Callable[["Node", "Graph"], float]
-ByteCount = Callable[["Node", "Graph"], float]
 Notes = Callable[["Node", "Graph"], "list[str]"]                    # facts inspect shows a reader
 
 

@@ -50,7 +50,7 @@ NAME_OR_NUMBER_OR_NULL = _kind(lambda v: isinstance(v, str) or _is_int(v), "an e
 INT_LIST = _kind(lambda v: isinstance(v, list) and all(_is_int(x) for x in v), "a list of integers")
 INT_OR_INT_LIST = _kind(lambda v: _is_int(v) or (isinstance(v, list) and all(_is_int(x) for x in v)),
                         "an integer or a list of integers")
-ANY: Kind = lambda value: None   # noqa: E731  (opaque to hipDNN too: a test-generation marker)
+ANY: Kind = lambda value: None   # opaque to hipDNN too: a test-generation marker
 
 _CONV = {"pre_padding": INT_LIST, "post_padding": INT_LIST, "stride": INT_LIST, "dilation": INT_LIST,
          "conv_mode": STRING}
@@ -108,7 +108,8 @@ def option_problems(node: Node, sections: Mapping[str, str]) -> list[tuple[str, 
         kind = kinds.get(key)
         expected = kind(value) if kind is not None else None
         if expected is not None:
-            shown = repr(value) if not isinstance(value, (list, dict)) or len(repr(value)) < 40 else type(value).__name__
+            shown = (repr(value) if not isinstance(value, (list, dict)) or len(repr(value)) < 40
+                     else type(value).__name__)
             problems.append((option_path(node, key, sections.get(key, "attributes")),
                              f"{node.op} option {key} must be {expected}, got {shown}"))
     return problems

@@ -125,7 +125,8 @@ def _notes(node: Node, graph: Graph) -> list[str]:
         p = pooling(node)
     except (KeyError, TypeError, ValueError):
         return []
-    note = f"{p.mode} window {list(p.window)} stride {list(p.stride)} pad {list(p.pre)}/{list(p.post)}, {p.padding_mode}"
+    note = (f"{p.mode} window {list(p.window)} stride {list(p.stride)} pad {list(p.pre)}/{list(p.post)}, "
+            f"{p.padding_mode}")
     if p.mode == "MAXPOOL" and port_tensor(node, graph, "index") is not None:
         note += "; index = flat spatial index of the max in x's plane (-1 when a zero pad wins)"
     return [note]

@@ -83,7 +83,8 @@ def wide_counters(counters: pl.DataFrame, kernels: pl.DataFrame | None = None) -
     if clash.height:
         row = clash.row(0, named=True)
         raise UserError(
-            f"dispatch {row['dispatch_id']} (capture {row['capture'] or '-'}) is {' / '.join(map(str, row['names'][:2]))} "
+            f"dispatch {row['dispatch_id']} (capture {row['capture'] or '-'}) is "
+            f"{' / '.join(map(str, row['names'][:2]))} "
             "in different counter passes: the passes did not replay the same work"
         )
 
@@ -113,9 +114,11 @@ def wide_counters(counters: pl.DataFrame, kernels: pl.DataFrame | None = None) -
     )
     values = df.group_by(key + ["counter"]).agg(pl.col("value").mean())
     out = meta.join(_pivot(values, key), on=key, how="left", nulls_equal=True)
-    front = [c for c in LABEL_COLUMNS if c in out.columns] + ["kernel", "dispatch_id", "device", "duration_ns", "passes"]
+    front = ([c for c in LABEL_COLUMNS if c in out.columns]
+             + ["kernel", "dispatch_id", "device", "duration_ns", "passes"])
     counters_cols = sorted(c for c in out.columns if c not in front)
-    return out.select(front + counters_cols).sort([c for c in ("capture", "dispatch_id") if c in out.columns], nulls_last=True)
+    return out.select(front + counters_cols).sort([c for c in ("capture", "dispatch_id") if c in out.columns],
+                                                  nulls_last=True)
 
 
 def _pivot(values: pl.DataFrame, key: list[str]) -> pl.DataFrame:
@@ -126,7 +129,8 @@ def _pivot(values: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     """
     rows = values.select(key).unique(maintain_order=True).with_row_index("_r")
     names = sorted(values["counter"].unique().to_list())
-    cols = pl.DataFrame({"counter": names, "_c": list(range(len(names)))}, schema={"counter": pl.String, "_c": pl.Int64})
+    cols = pl.DataFrame({"counter": names, "_c": list(range(len(names)))},
+                        schema={"counter": pl.String, "_c": pl.Int64})
     idx = values.join(rows, on=key, how="left", nulls_equal=True).join(cols, on="counter", how="left")
     grid = np.full((rows.height, len(names)), np.nan)
     grid[idx["_r"].to_numpy(), idx["_c"].to_numpy()] = idx["value"].cast(pl.Float64).fill_null(np.nan).to_numpy()
@@ -159,7 +163,8 @@ def derive(
         df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("duration_ns"))
     cols = set(df.columns)
     if profile.duration is not None and _computable(profile.duration, cols, consts):
-        df = df.with_columns(pl.coalesce(profile.duration.to_polars(consts), pl.col("duration_ns")).alias("duration_ns"))
+        df = df.with_columns(
+            pl.coalesce(profile.duration.to_polars(consts), pl.col("duration_ns")).alias("duration_ns"))
     df = df.with_columns(pl.col("duration_ns").cast(pl.Float64))
 
     flop_cols = [f"flops_{k}" for k, e in profile.flops.items() if _computable(e, cols, consts)]
@@ -167,7 +172,8 @@ def derive(
         [e.to_polars(consts).alias(f"flops_{k}") for k, e in profile.flops.items() if _computable(e, cols, consts)]
         + [e.to_polars(consts).alias(f"iops_{k}") for k, e in profile.iops.items() if _computable(e, cols, consts)]
         + [e.to_polars(consts).alias(f"{k}_bytes") for k, e in profile.bytes.items() if _computable(e, cols, consts)]
-        + [m.expr.to_polars(consts).alias(name) for name, m in profile.metrics.items() if _computable(m.expr, cols, consts)]
+        + [m.expr.to_polars(consts).alias(name) for name, m in profile.metrics.items()
+           if _computable(m.expr, cols, consts)]
     )
     dur = pl.col("duration_ns")
     if flop_cols:
@@ -177,7 +183,8 @@ def derive(
         df = df.with_columns(pl.when(dur > 0).then(pl.col("dram_bytes") / dur).alias("dram_gbps"))
         if flop_cols:
             df = df.with_columns(
-                pl.when(pl.col("dram_bytes") > 0).then(pl.col("flops") / pl.col("dram_bytes")).alias("arithmetic_intensity")
+                pl.when(pl.col("dram_bytes") > 0).then(pl.col("flops") / pl.col("dram_bytes"))
+                .alias("arithmetic_intensity")
             )
     if gpu is not None:
         df = _against_peaks(df, flop_cols, gpu)
@@ -205,7 +212,8 @@ def _against_peaks(df: pl.DataFrame, flop_cols: list[str], gpu: GpuSpec) -> pl.D
             ).alias("peak_class"),
         )
         df = df.with_columns(
-            pl.col("peak_class").replace_strict(names, peaks.to_list(), default=None, return_dtype=pl.Float64).alias("peak_tflops")
+            pl.col("peak_class").replace_strict(names, peaks.to_list(), default=None, return_dtype=pl.Float64)
+            .alias("peak_tflops")
         ).drop(util_cols)
     if "dram_gbps" in df.columns:
         df = df.with_columns((100 * pl.col("dram_gbps") / gpu.dram_gbps).alias("pct_peak_dram"))
@@ -307,13 +315,15 @@ def graph_verdicts(
         g = g.with_columns((pl.col("dram_bytes") / pl.col("duration_ns")).alias("dram_gbps"))
         if flop_cols:
             g = g.with_columns(
-                pl.when(pl.col("dram_bytes") > 0).then(pl.col("flops") / pl.col("dram_bytes")).alias("arithmetic_intensity")
+                pl.when(pl.col("dram_bytes") > 0).then(pl.col("flops") / pl.col("dram_bytes"))
+                .alias("arithmetic_intensity")
             )
     if gpu is not None:
         g = _against_peaks(g, flop_cols, gpu)
     g = _verdicts(g, thresholds)
     if "_mix" in g.columns:
-        g = g.with_columns(pl.Series("kernel_verdicts", [_mix(m) for m in g["_mix"].to_list()], dtype=pl.String)).drop("_mix")
+        g = g.with_columns(pl.Series("kernel_verdicts", [_mix(m) for m in g["_mix"].to_list()], dtype=pl.String))
+        g = g.drop("_mix")
     if kernels is not None and not kernels.is_empty():
         g = _with_idle(g, kernels, key, thresholds)
     if analytical is not None:
@@ -324,7 +334,8 @@ def graph_verdicts(
 def _mix(items: list[dict]) -> str:
     total: dict[str, float] = {}
     for item in items:
-        total[item["verdict"] or "no verdict"] = total.get(item["verdict"] or "no verdict", 0.0) + (item["duration_ns"] or 0.0)
+        verdict = item["verdict"] or "no verdict"
+        total[verdict] = total.get(verdict, 0.0) + (item["duration_ns"] or 0.0)
     whole = sum(total.values()) or 1.0
     return ", ".join(f"{k} {100 * v / whole:.0f}%" for k, v in sorted(total.items(), key=lambda kv: -kv[1]))
 
@@ -338,7 +349,8 @@ def _with_idle(g: pl.DataFrame, kernels: pl.DataFrame, key: list[str], threshold
     spans = (
         k.filter(pl.col("iteration").is_not_null())
         .group_by(key + ["iteration"])
-        .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("span"), pl.col("duration_ns").sum().alias("busy"))
+        .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("span"),
+             pl.col("duration_ns").sum().alias("busy"))
         .group_by(key)
         .agg((100 * (1 - pl.col("busy").sum() / pl.col("span").sum())).clip(lower_bound=0).alias("gpu_idle_pct"))
     )
@@ -348,7 +360,8 @@ def _with_idle(g: pl.DataFrame, kernels: pl.DataFrame, key: list[str], threshold
     return g.with_columns(
         pl.when(launch).then(pl.lit("latency-bound")).otherwise(pl.col("verdict")).alias("verdict"),
         pl.when(launch)
-        .then(pl.format("GPU idle {}% of the iterations between kernels (launch/latency-bound); ", idle.round(1)) + pl.col("verdict_reason"))
+        .then(pl.format("GPU idle {}% of the iterations between kernels (launch/latency-bound); ", idle.round(1))
+              + pl.col("verdict_reason"))
         .otherwise(pl.col("verdict_reason"))
         .alias("verdict_reason"),
     )
@@ -367,7 +380,8 @@ def compare_flops(graph_table: pl.DataFrame, analytical: pl.DataFrame | Mapping[
     on = [c for c in ("graph_id", "config") if c in analytical.columns and c in graph_table.columns]
     if not on:
         raise UserError("compare_flops: analytical FLOPs need a graph_id column")
-    ref = analytical.select(*on, pl.col("flops").cast(pl.Float64).alias("analytical_flops")).unique(subset=on, keep="first")
+    ref = analytical.select(*on, pl.col("flops").cast(pl.Float64).alias("analytical_flops"))
+    ref = ref.unique(subset=on, keep="first")
     out = graph_table.join(ref, on=on, how="left", nulls_equal=True)
     if "flops" not in out.columns:
         return out.with_columns(pl.lit(None, dtype=pl.Float64).alias("flops_ratio"))

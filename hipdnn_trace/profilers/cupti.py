@@ -34,7 +34,6 @@ from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.results import schemas
 
 
-
 def _cupti() -> Any:
     return cupti_activity.cupti()
 
@@ -77,7 +76,7 @@ class CuptiProfiler:
             import importlib.metadata
 
             self.meta["cupti_python"] = importlib.metadata.version("cupti-python")
-        except Exception:  # noqa: BLE001 - informative only
+        except Exception:  # informative only
             pass
 
     def _drain(self) -> list[Record]:

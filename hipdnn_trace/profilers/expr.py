@@ -188,7 +188,8 @@ class Expr:
     def to_polars(self, constants: Mapping[str, float] | None = None) -> pl.Expr:
         return _to_polars(self.node, dict(constants or {}), self.text)
 
-    def evaluate(self, values: Mapping[str, float | None], constants: Mapping[str, float] | None = None) -> float | None:
+    def evaluate(self, values: Mapping[str, float | None],
+                 constants: Mapping[str, float] | None = None) -> float | None:
         """Scalar evaluation (same semantics as :meth:`to_polars`)."""
         return _eval(self.node, values, dict(constants or {}), self.text)
 

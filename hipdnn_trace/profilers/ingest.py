@@ -30,8 +30,7 @@ from hipdnn_trace.atomic import write_atomic, write_path_atomic, write_text_atom
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu
-from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2
-from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import Detected, check_format, detect
 from hipdnn_trace.profilers.rocprof.frames import AGENTS, API, COUNTERS_FULL, KERNELS_FULL, MARKERS, MEMORY, STATS
 from hipdnn_trace.profilers.rocprof.markers_join import has_harness_markers, join_iterations
@@ -185,7 +184,8 @@ def _load_capture(cap: _Capture, notes: list[str]) -> dict[str, pl.DataFrame]:
     for d in sorted(cap.files, key=lambda d: (_KERNEL_PRIORITY.get(d.kind, 9), d.path.name)):
         frames = _parse(d)
         if d.kind == "rocpd" and csv_kernels:
-            notes.append(f"{d.path}: kernels/counters taken from the CSV files of the same run; database used for markers only")
+            notes.append(f"{d.path}: kernels/counters taken from the CSV files of the same run; "
+                         "database used for markers only")
             frames = {k: v for k, v in frames.items() if k in ("markers", "api", "agents")}
         for kind, frame in frames.items():
             parts[kind].append((_KERNEL_PRIORITY.get(d.kind, 9), frame))
@@ -205,7 +205,8 @@ def _load_capture(cap: _Capture, notes: list[str]) -> dict[str, pl.DataFrame]:
             subset=["dispatch_id", "device", "kernel", "counter", "start_ns"], keep="first", maintain_order=True
         )
         if out["counters"].height < before:
-            notes.append(f"capture {cap.name}: {before - out['counters'].height} counter values repeated across files, kept once")
+            notes.append(f"capture {cap.name}: {before - out['counters'].height} counter values repeated "
+                         "across files, kept once")
     tag = [pl.lit(cap.name).alias("capture"), pl.lit(cap.pass_no, dtype=pl.Int64).alias("pass")]
     out["kernels"] = out["kernels"].with_columns(tag)
     out["counters"] = out["counters"].with_columns(tag)
@@ -244,7 +245,8 @@ def gpu_facts(agents: pl.DataFrame) -> tuple[str | None, str | None, dict[str, f
     archs = sorted({normalize_arch(a) for a in gpus["arch"].to_list() if a}) if gpus.height else []
     if len(archs) != 1:
         return None, None, {}
-    row = gpus.filter(pl.col("arch").map_elements(normalize_arch, return_dtype=pl.String) == archs[0]).row(0, named=True)
+    row = gpus.filter(pl.col("arch").map_elements(normalize_arch, return_dtype=pl.String) == archs[0]).row(
+        0, named=True)
     consts = {"num_xcd": row["num_xcc"], "cu_count": row["cu_count"], "max_clock_mhz": row["max_clock_mhz"],
               "wave_size": row["wave_size"]}
     return archs[0], row["product"], {k: float(v) for k, v in consts.items() if v}
@@ -279,9 +281,11 @@ def ingest(
                 profile = None
             if profile is not None:
                 peaks = load_peaks()
-                spec = select_gpu(peaks, use_arch, product, int(consts["cu_count"]) if "cu_count" in consts else None, gpu)
+                cu_count = int(consts["cu_count"]) if "cu_count" in consts else None
+                spec = select_gpu(peaks, use_arch, product, cu_count, gpu)
                 if spec is None:
-                    notes.append(f"no peak-table entry for {product or use_arch}: % of peak and verdicts skipped (pass --gpu)")
+                    notes.append(f"no peak-table entry for {product or use_arch}: % of peak and verdicts skipped "
+                                 "(pass --gpu)")
                 metrics = derived_metrics.derive(wide, profile, spec, consts)
                 graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=_one_pass(frames["kernels"]))
     return Ingested(

@@ -31,8 +31,7 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.errors import ToolMissingError, UserError
-from hipdnn_trace.profilers import counters as derived_metrics
-from hipdnn_trace.profilers import ncu_csv
+from hipdnn_trace.profilers import counters as derived_metrics, ncu_csv
 from hipdnn_trace.profilers.base import Collected
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.results import schemas

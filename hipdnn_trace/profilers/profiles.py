@@ -226,19 +226,22 @@ def load_profile(path: Path) -> Profile:
         names = tuple(spec["counters"])
         unknown = [c for c in names if c not in counters]
         if unknown:
-            raise ProfileError(f"{path.name}: presets.{name}: counter(s) not declared in [counters]: {', '.join(unknown)}")
+            raise ProfileError(f"{path.name}: presets.{name}: counter(s) not declared in [counters]: "
+                               f"{', '.join(unknown)}")
         if len(set(names)) != len(names):
             raise ProfileError(f"{path.name}: presets.{name}: a counter is listed twice")
         presets[name] = Preset(name, str(spec.get("help", "")), names)
 
-    profile = Profile(path, arch, vendor, tool, tuple(gpus), limits, counters, flops, iops, nbytes, metrics, presets, duration)
+    profile = Profile(path, arch, vendor, tool, tuple(gpus), limits, counters, flops, iops, nbytes, metrics, presets,
+                      duration)
     for key, expr in profile.formulas().items():
         bad = sorted(n for n in expr.names if n not in counters and n not in BUILTIN_COLUMNS)
         if bad:
             raise ProfileError(f"{path.name}: {key}: formula reads undeclared counter(s) {', '.join(bad)}")
         bad = sorted(c for c in expr.constants if c not in CONSTANTS)
         if bad:
-            raise ProfileError(f"{path.name}: {key}: unknown constant(s) ${', $'.join(bad)} (known: {', '.join(CONSTANTS)})")
+            raise ProfileError(f"{path.name}: {key}: unknown constant(s) ${', $'.join(bad)} "
+                               f"(known: {', '.join(CONSTANTS)})")
     return profile
 
 

@@ -59,7 +59,8 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
     """roctx ranges/marks as slices on "<capture> pid <pid>" / "tid <tid>" tracks."""
     if markers.is_empty():
         return 0
-    m = markers.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+    m = markers.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null()
+                       & (pl.col("end_ns") >= pl.col("start_ns")))
     if "capture" not in m.columns:
         m = m.with_columns(pl.lit(None, dtype=pl.String).alias("capture"))
     m = m.with_columns(pl.col("process_id").fill_null(0), pl.col("thread_id").fill_null(0))
@@ -72,12 +73,13 @@ def add_markers(writer: TraceWriter, markers: pl.DataFrame) -> int:
         names = [n or "<unnamed range>" for n in group["name"].to_list()]
         lanes = _nest_lanes(start, end)
         for lane in sorted(set(lanes)):
-            idx = [i for i, l in enumerate(lanes) if l == lane]
+            idx = [i for i, at in enumerate(lanes) if at == lane]
             # Ranges that do not nest (process ranges, several threads' ranges under tid 0) go
             # to extra tracks; only those get a synthetic tid.
             track = writer.thread_track(f"roctx tid {tid}" + (f" ({lane})" if lane else ""), proc,
                                         tid=int(tid) if lane == 0 else int(tid) * 1000 + lane)
-            writer.slices(track, [names[i] for i in idx], np.array([start[i] for i in idx]), np.array([end[i] for i in idx]))
+            writer.slices(track, [names[i] for i in idx], np.array([start[i] for i in idx]),
+                          np.array([end[i] for i in idx]))
             written += len(idx)
     return written
 
@@ -105,7 +107,7 @@ def add_memory(writer: TraceWriter, memory: pl.DataFrame) -> int:
             for lane in sorted(set(lanes)):
                 track = writer.thread_track(kind_name.lower().replace("_", " ") + (f" ({lane})" if lane else ""),
                                             root, tid=MEMORY_PID_BASE + 100 * k + lane)
-                for i in (i for i, l in enumerate(lanes) if l == lane):
+                for i in (i for i, at in enumerate(lanes) if at == lane):
                     writer.slice(track, names[i], start[i], end[i],
                                  args={"bytes": sizes[i]} if sizes[i] is not None else None)
                     written += 1

@@ -119,7 +119,7 @@ def _correctness(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not rows:
         return None
     # a maximum is NaN where no element had finite values to measure (validate/compare.py): no number
-    measured = lambda key: [r[key] for r in rows if _f(r[key]) is not None]   # noqa: E731
+    measured = lambda key: [r[key] for r in rows if _f(r[key]) is not None]
     worst = max(rows, key=lambda r: _f(r["max_rel"]) if _f(r["max_rel"]) is not None else -1.0)
     return {"match": all(bool(r["passed"]) for r in rows), "rtol": _f(worst["rtol"]), "atol": _f(worst["atol"]),
             "max_abs_diff": _f(max(measured("max_abs"))) if measured("max_abs") else None,
@@ -266,7 +266,7 @@ def to_dnnbench(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.Data
 
     graphs = _graphs(meta, summary, iterations, validation)
     rows = [r for g in graphs for r in g["results"]]
-    count = lambda v: sum(r["verdict"] == v for r in rows)   # noqa: E731
+    count = lambda v: sum(r["verdict"] == v for r in rows)
     complete = meta.get("status") == "complete"
     return rounded({
         "schema_version": SCHEMA_VERSION,

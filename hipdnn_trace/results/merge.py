@@ -7,8 +7,8 @@ when every input is a shard of the same suite (``run.json`` ``shard.positions``)
 so merging shards 1..N gives the tables an unsharded run would have written.
 Inputs are read strictly (a missing, empty or garbage summary.csv is refused by
 name), and rows whose graph has no summary row (a shard killed between two
-renames) are dropped with a warning, never merged. Traces are concatenated: each input's valid prefix (cut back to its last complete
-flush), one packet sequence per writer; Perfetto reads such a concatenation as one
+renames) are dropped with a warning, never merged. Traces are concatenated: each input's valid prefix
+(cut back to its last complete flush), one packet sequence per writer; Perfetto reads such a concatenation as one
 trace (sequence ids are random per writer and checked for clashes).
 """
 

@@ -37,8 +37,7 @@ from hipdnn_trace.atomic import write_atomic, write_text_atomic
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results import rows as R
-from hipdnn_trace.results import schemas
+from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.breakdown import breakdown_rows
 
 #: Frames that can be big: written in the formats of --format (parquet by default).
@@ -222,10 +221,6 @@ class RunWriter:
         df = self.frame("breakdown")
         if df.height:
             _write_frame(self.folder / "breakdown.csv", df, "csv")
-
-    def add_frame(self, name: str, df: pl.DataFrame) -> None:
-        """Frames made after the fact (a parsed external profiler run)."""
-        self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
 
     def frame(self, name: str) -> pl.DataFrame:
         parts = [f for f in self.frames[name] if f.height]

@@ -264,7 +264,7 @@ def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     lane_end: list[int] = []
     lanes = np.empty(start.size, dtype=np.int64)
     for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
-        for lane, busy_until in enumerate(lane_end):
+        for lane, busy_until in enumerate(lane_end):  # noqa: B007 - the lane found is used after the loop
             if s >= busy_until:
                 break
         else:

@@ -227,7 +227,8 @@ def _decode(trace: pb.Trace) -> tuple[dict[int, dict], list[tuple], list[tuple[i
                 for a in e.debug_annotations:
                     key = a.name if a.HasField("name") else arg_names[seq].get(a.name_iid, f"arg{a.name_iid}")
                     args[key] = _annotation_value(a)
-            events.append((packet.timestamp, index, e.track_uuid, e.type, name, args, e.flow_ids, e.terminating_flow_ids))
+            events.append((packet.timestamp, index, e.track_uuid, e.type, name, args, e.flow_ids,
+                           e.terminating_flow_ids))
         elif data == "track_descriptor":
             tracks[packet.track_descriptor.uuid] = _track(packet.track_descriptor)
         elif data is None and len(packet.ListFields()) <= 2 and not packet.HasField("interned_data"):

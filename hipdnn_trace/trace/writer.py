@@ -119,7 +119,7 @@ class TraceWriter:
         self._fsync = fsync
         if append and self.path.exists():
             repair(self.path)
-        self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
+        self._file = open(self.path, "ab" if append else "wb", buffering=0)
         self._sequence_id = secrets.randbits(31) or 1
         self._flow_base = secrets.randbits(32) << 32
         self._flow_counter = itertools.count(1)
@@ -551,7 +551,8 @@ class TraceWriter:
             # InternedData by hand: a run may intern 100k names ("iter <i>").
             entries = [
                 wire.len_field(field, wire.varint_field(1, iid) + wire.len_field(2, name.encode()))
-                for field, new in ((_INTERNED_EVENT_NAMES, self._new_event_names), (_INTERNED_ARG_NAMES, self._new_arg_names))
+                for field, new in ((_INTERNED_EVENT_NAMES, self._new_event_names),
+                                   (_INTERNED_ARG_NAMES, self._new_arg_names))
                 for iid, name in new
             ]
             packet = wire.len_field(_PACKET_INTERNED_DATA, b"".join(entries)) + self._tail

@@ -29,8 +29,17 @@ import numpy as np
 from hipdnn_trace.graph.dtypes import from_numpy, is_integer
 from hipdnn_trace.validate.integers import allowed_range
 from hipdnn_trace.validate.poison import POISON_BYTE, unwritten_elements
-from hipdnn_trace.validate.tally import (TOP, Candidate, ChunkResult, Element, Tally, TensorComparison, best,
-                                         passing_chunk, shape_mismatch)
+from hipdnn_trace.validate.tally import (
+    TOP,
+    Candidate,
+    ChunkResult,
+    Element,
+    Tally,
+    TensorComparison,
+    best,
+    passing_chunk,
+    shape_mismatch,
+)
 
 __all__ = ["TOP", "CHUNK_ELEMENTS", "CHUNK_BYTES_PER_ELEMENT", "HOST_CHUNK_ELEMENTS", "Element",
            "TensorComparison", "compare_tensor"]

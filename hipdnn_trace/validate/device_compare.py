@@ -26,8 +26,7 @@ import numpy as np
 from hipdnn_trace.graph.dtypes import is_integer
 from hipdnn_trace.validate.integers import allowed_range
 from hipdnn_trace.validate.poison import unwritten_elements
-from hipdnn_trace.validate.tally import (TOP, Candidate, ChunkResult, Tally, TensorComparison, best,
-                                         shape_mismatch)
+from hipdnn_trace.validate.tally import TOP, Candidate, ChunkResult, Tally, TensorComparison, best, shape_mismatch
 
 #: Peak device temporaries per element of a chunk (float64 a, e, bound, err, |e|, rel and the masked
 #: maxima, booleans; an integer output's allowed range adds a few): tests/validate/test_device_compare.py

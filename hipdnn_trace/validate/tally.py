@@ -57,7 +57,8 @@ class TensorComparison:
             return self.shape_problem
         skipped = f"; {self.ignored} padded element(s) not compared" if self.ignored else ""
         if self.integer and self.passed:
-            return (f"every element {_article(self.integer)} {self.integer} conversion of the reference (truncated or rounded to "
+            return (f"every element {_article(self.integer)} {self.integer} conversion of the reference "
+                    "(truncated or rounded to "
                     f"nearest, saturated; fractional values within atol {self.atol:g} rtol {self.rtol:g}){skipped}")
         if self.passed:
             return (f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} within atol {self.atol:g} "

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graph_dicts import matmul, tensor
-from graph_dicts import write as write_graphs
+from graph_dicts import matmul, tensor, write as write_graphs
+
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 

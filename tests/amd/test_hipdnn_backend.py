@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from amd_helpers import conv_nhwc, load_graph, matmul
+
 from hipdnn_trace.backends import hipdnn as hipdnn_backend
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.hipdnn import HipdnnBackend, PluginPathConflict, hipdnn_json
@@ -206,6 +206,7 @@ def test_bind_writes_strided_layout_and_poisons_outputs_with_stand_in_hipdnn_fro
 def test_run_command_validates_hipdnn_outputs_end_to_end_with_stand_in_hipdnn_frontend(
         stand_in_frontend, tmp_path) -> None:
     from amd_helpers import write_graphs
+
     from hipdnn_trace.cli import main
     from hipdnn_trace.results.rundir import load_run
 
@@ -223,6 +224,7 @@ def test_run_command_validates_hipdnn_outputs_end_to_end_with_stand_in_hipdnn_fr
 def test_outputs_an_engine_never_writes_fail_validation_as_unwritten_with_stand_in_hipdnn_frontend(
         stand_in_frontend, tmp_path, capsys) -> None:
     from amd_helpers import write_graphs
+
     from hipdnn_trace.cli import main
 
     stand_in_frontend("newest", writes_outputs=False)
@@ -266,7 +268,8 @@ def test_a_second_plugin_path_in_one_process_is_refused_with_stand_in_hipdnn_fro
     assert backend.process_key(RunOptions(plugin_path=str(a))) != backend.process_key(RunOptions(plugin_path=str(b)))
 
 
-def test_default_plugins_then_a_plugin_path_is_refused_with_stand_in_hipdnn_frontend(stand_in_frontend, tmp_path) -> None:
+def test_default_plugins_then_a_plugin_path_is_refused_with_stand_in_hipdnn_frontend(stand_in_frontend,
+                                                                                     tmp_path) -> None:
     stand_in_frontend("newest")
     backend, graph = HipdnnBackend(), load_graph(matmul())
     backend.prepare(graph, None, RunOptions()).close()
@@ -313,7 +316,8 @@ def test_versions_say_which_api_generation_was_found_with_stand_in_hipdnn_fronte
     assert "stall gate: close" in newest["hipdnn_frontend_api"]
     assert older["hipdnn_frontend"] == "1.0.0.stand-in"
     assert "hard-select" not in older["hipdnn_frontend_api"]
-    assert "hip events: functions" in older["hipdnn_frontend_api"] and "stall gate: none" in older["hipdnn_frontend_api"]
+    assert "hip events: functions" in older["hipdnn_frontend_api"]
+    assert "stall gate: none" in older["hipdnn_frontend_api"]
 
 
 @pytest.mark.parametrize("generation, kind, record", [("newest", "class", "HipEvent.record"),

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import polars as pl
-
 from amd_helpers import REPO, STAND_INS, matmul, write_graphs
 
 

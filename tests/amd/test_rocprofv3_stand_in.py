@@ -18,8 +18,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from amd_helpers import REPO, STAND_INS, matmul, write_graphs
+
 from hipdnn_trace.results.rundir import load_run
 
 

@@ -13,12 +13,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
 from amd_helpers import STAND_INS
+
 from hipdnn_trace import markers_roctx
 from hipdnn_trace.errors import ToolMissingError
-from hipdnn_trace.markers import graph_range_name
-from hipdnn_trace.markers import select as select_markers
+from hipdnn_trace.markers import graph_range_name, select as select_markers
 from hipdnn_trace.markers_roctx import REGIONS_ENV, RoctxMarkers, find_roctx, load_library, roctx_available
 
 

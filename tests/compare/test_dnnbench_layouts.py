@@ -21,7 +21,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "dnnbench"
 OLDER, NEWEST = DATA / "older-layout.json", DATA / "newest-layout.json"
 
 
-def _copy(source: Path, out: Path, edit) -> Path:   # noqa: ANN001 - a small in-place editor
+def _copy(source: Path, out: Path, edit) -> Path:   # a small in-place editor
     data = json.loads(source.read_text())
     edit(data)
     out.write_text(json.dumps(data))

@@ -102,7 +102,7 @@ def test_throughput_section_follows_the_data(make_run, timings) -> None:
 
 def test_roofline_caption_says_whether_peaks_are_known(make_run, timings) -> None:
     run = load_input(make_run("roof", {"g": timings(1.0, 0.05, 10)}))
-    captions = lambda r: [b.caption for s in build_report([r], None).sections  # noqa: E731
+    captions = lambda r: [b.caption for s in build_report([r], None).sections
                           if s.id == "throughput" for b in s.blocks if isinstance(b, Image)]
     assert captions(run) == ["Achieved compute (no roof: the GPU's peaks are not in run.json)"]
     run.meta["gpu"] = {"peak_tflops": 50.0, "peak_gbps": 1000.0}

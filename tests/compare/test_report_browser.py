@@ -86,9 +86,9 @@ class DevTools:
             request["sessionId"] = session
         try:
             os.write(self._to_child, json.dumps(request).encode() + b"\0")
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
             self._proc.wait(timeout=10)
-            raise RuntimeError(f"chromium exited {self._proc.returncode}: {self.log_tail()}")
+            raise RuntimeError(f"chromium exited {self._proc.returncode}: {self.log_tail()}") from exc
         deadline = time.monotonic() + timeout
         while True:
             message = self._read_message(deadline)
@@ -116,7 +116,7 @@ class DevTools:
     def close(self) -> None:
         try:
             self.send("Browser.close", timeout=5)
-        except Exception:  # noqa: BLE001 - it may be gone already
+        except Exception:  # it may be gone already
             pass
         try:
             self._proc.wait(timeout=10)

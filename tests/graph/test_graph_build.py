@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import GRAPHS
+
 from hipdnn_trace.backends.reference.executor import check, evaluate
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.errors import GraphError
@@ -112,7 +112,7 @@ def test_pointwise_writes_every_key_null_when_unset() -> None:
 def test_norms_and_reduction() -> None:
     b = GraphBuilder("n", io="half")
     x = b.tensor("x", [2, 4, 3, 3])
-    c = lambda name: b.tensor(name, [1, 4, 1, 1], dtype="float")  # noqa: E731
+    c = lambda name: b.tensor(name, [1, 4, 1, 1], dtype="float")
     bn = b.batchnorm(x, c("s"), c("b"), momentum=0.2, prev_running_mean=c("rm"), prev_running_variance=c("rv"))
     assert bn.next_running_variance is not None and bn.mean.data_type == "float"
     bwd = b.batchnorm_backward(x, x, c("s2"), mean=bn.mean, inv_variance=bn.inv_variance)

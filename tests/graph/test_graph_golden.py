@@ -9,8 +9,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-
 from conftest import conv_bias_relu
+
 from hipdnn_trace.backends.reference.executor import evaluate
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.errors import UserError

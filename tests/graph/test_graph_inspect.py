@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import GRAPHS, as_json, conv_bias_relu, fixture_graph_files
+
 from hipdnn_trace import backends
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder
@@ -188,7 +188,8 @@ def test_inspect_gives_the_host_memory_refusal_run_gives() -> None:
 
 
 def test_inspect_gives_the_reference_memory_refusal_prepare_gives() -> None:
-    """Host tensors fit, the float64 evaluation does not: inspect says the reference cannot run, with prepare's words."""
+    """Host tensors fit, the float64 evaluation does not: inspect says the reference cannot run, with
+    prepare's words."""
     from hipdnn_trace.backends.base import RunOptions
     from hipdnn_trace.backends.reference import ReferenceBackend, available_memory_bytes, needed_memory_bytes
     from hipdnn_trace.commands.inspect import _Backends

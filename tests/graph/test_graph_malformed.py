@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import as_json, batchnorm_graph, conv_bias_relu, matmul_graph, reduction_graph
+
 from hipdnn_trace.cli import main
 
 BASES = {
@@ -129,7 +129,8 @@ CASES: list[tuple[str, str, Mutation, str]] = [
     ("inputs_not_object", "conv", setting("nodes.0.inputs", [1, 2]), "$.nodes[0].inputs: expected an object"),
     ("dangling_reference", "conv", setting("nodes.0.inputs.w_tensor_uid", 99),
      "$.nodes[0].inputs.w_tensor_uid: uid 99 is not a tensor"),
-    ("port_float", "conv", setting("nodes.0.inputs.x_tensor_uid", 1.0), "$.nodes[0].inputs.x_tensor_uid: expected an integer"),
+    ("port_float", "conv", setting("nodes.0.inputs.x_tensor_uid", 1.0),
+     "$.nodes[0].inputs.x_tensor_uid: expected an integer"),
     ("missing_input_port", "conv", deleting("nodes.0.inputs.w_tensor_uid"), "ConvolutionFwd needs input w_tensor_uid"),
     ("null_required_port", "conv", setting("nodes.1.inputs.in_0_tensor_uid", None), "Pointwise needs input in_0"),
     ("missing_output_port", "conv", deleting("nodes.2.outputs.out_0_tensor_uid"), "Pointwise needs output out_0"),
@@ -140,25 +141,31 @@ CASES: list[tuple[str, str, Mutation, str]] = [
     ("virtual_never_written", "conv", setting("tensors.0.virtual", True), "reads virtual tensor 1"),
     ("value_as_output", "bn", setting("nodes.0.outputs.y_tensor_uid", 4), "by-value scalar and cannot be an output"),
     ("conv_output_dims", "conv", setting("tensors.3.dims", [2, 8, 5, 5]), "do not match the convolution's output"),
-    ("conv_missing_stride", "conv", deleting("nodes.0.parameters.stride"), "$.nodes[0].parameters.stride: must be a list"),
+    ("conv_missing_stride", "conv", deleting("nodes.0.parameters.stride"),
+     "$.nodes[0].parameters.stride: must be a list"),
     ("conv_zero_stride", "conv", setting("nodes.0.parameters.stride", [0, 1]), "stride and dilation must be >= 1"),
     ("conv_negative_pad", "conv", setting("nodes.0.parameters.pre_padding", [-1, 1]), "padding must be >= 0"),
     ("conv_groups", "conv", setting("tensors.1.dims", [8, 3, 3, 3]), "not a multiple of w's 3 channels"),
     ("conv_rank", "conv", lambda g: setting("tensors.1.strides", [36, 9, 1])(setting("tensors.1.dims", [8, 4, 9])(g)),
      "convolution tensors need equal rank"),
     ("conv_mode", "conv", setting("nodes.0.parameters.conv_mode", "SIDEWAYS"), "$.nodes[0].parameters.conv_mode"),
-    ("matmul_inner_dims", "matmul", lambda g: setting("tensors.1.strides", [60, 4, 1])(setting("tensors.1.dims", [2, 15, 4])(g)),
+    ("matmul_inner_dims", "matmul",
+     lambda g: setting("tensors.1.strides", [60, 4, 1])(setting("tensors.1.dims", [2, 15, 4])(g)),
      "inner dims differ"),
-    ("matmul_batch", "matmul", lambda g: setting("tensors.1.strides", [64, 4, 1])(setting("tensors.1.dims", [3, 16, 4])(g)),
+    ("matmul_batch", "matmul",
+     lambda g: setting("tensors.1.strides", [64, 4, 1])(setting("tensors.1.dims", [3, 16, 4])(g)),
      "do not broadcast"),
-    ("matmul_output_dims", "matmul", lambda g: setting("tensors.2.strides", [40, 5, 1])(setting("tensors.2.dims", [2, 8, 5])(g)),
+    ("matmul_output_dims", "matmul",
+     lambda g: setting("tensors.2.strides", [40, 5, 1])(setting("tensors.2.dims", [2, 8, 5])(g)),
      "do not match a @ b"),
     ("pointwise_broadcast", "conv", setting("tensors.2.dims", [1, 3, 1, 1]), "do not broadcast to the output"),
     ("pointwise_unknown_mode", "conv", setting("nodes.2.inputs.operation", "relu"), "$.nodes[2].inputs.operation"),
-    ("pointwise_missing_mode", "conv", deleting("nodes.1.inputs.operation"), "$.nodes[1].inputs: missing required field 'operation'"),
+    ("pointwise_missing_mode", "conv", deleting("nodes.1.inputs.operation"),
+     "$.nodes[1].inputs: missing required field 'operation'"),
     ("pointwise_arity", "conv", setting("nodes.1.inputs.in_1_tensor_uid", None), "add takes 2 input(s)"),
     ("reduction_missing_mode", "reduce", deleting("nodes.0.mode"), "$.nodes[0]: missing required field 'mode'"),
-    ("batchnorm_per_channel", "bn", lambda g: setting("tensors.1.strides", [5, 1, 1, 1])(setting("tensors.1.dims", [1, 5, 1, 1])(g)),
+    ("batchnorm_per_channel", "bn",
+     lambda g: setting("tensors.1.strides", [5, 1, 1, 1])(setting("tensors.1.dims", [1, 5, 1, 1])(g)),
      "expected one per channel (4)"),
     ("reduction_dims", "reduce", setting("tensors.1.dims", [2, 1]), "are not a reduction of"),
     ("reduction_mode", "reduce", setting("nodes.0.mode", "median"), "$.nodes[0].mode"),

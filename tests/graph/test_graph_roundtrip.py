@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from conftest import GRAPHS, as_json, batchnorm_graph, conv_bias_relu, fixture_graph_files, matmul_graph
+from hypothesis import HealthCheck, given, settings, strategies as st
+
 from hipdnn_trace.graph.load import load_bytes, load_file, parse_graph
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.write import canonical, dumps, graph_to_json, write_file

@@ -11,8 +11,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from conftest import as_json, conv_bias_relu, matmul_graph
+
 from hipdnn_trace.cli import main
 from hipdnn_trace.errors import GraphError, UserError
 from hipdnn_trace.graph.load import load_bytes

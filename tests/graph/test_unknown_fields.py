@@ -67,7 +67,8 @@ def test_run_and_inspect_take_the_flag(tmp_path: Path, capsys: pytest.CaptureFix
 
 @pytest.mark.parametrize(("rel", "key", "value", "fragment"), [
     ("norm/layernorm_fp32.json", "forward_phase", "BOGUS", "unknown forward_phase 'BOGUS'"),
-    ("norm/layernorm_fp32.json", "normalized_dim_count", "one", "option normalized_dim_count must be an integer or null, got 'one'"),
+    ("norm/layernorm_fp32.json", "normalized_dim_count", "one",
+     "option normalized_dim_count must be an integer or null, got 'one'"),
     ("norm/rmsnorm_fp32.json", "forward_phase", 7, "unknown forward_phase 7"),
     ("norm/layernorm_fp32.json", "normalized_dim_count", 9, "must be an integer from 1 to x's rank 3"),
 ])

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import graph_dicts as hg
 import numpy as np
 import polars as pl
 import pytest
 
-import graph_dicts as hg
 from hipdnn_trace import backends
 from hipdnn_trace.backends.reference import ReferenceBackend, ReferenceSession
 from hipdnn_trace.cli import main
@@ -115,7 +115,8 @@ def test_nan_in_an_output_always_fails_with_its_own_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], test_backends: None
 ) -> None:
     code = main(["run", str(_graph(tmp_path)), "--backend", "nan", "-w", "0", "-i", "2",
-                 "--out", str(tmp_path / "runs"), "--run-id", "nan", "--atol", "1e6", "--rtol", "1"])   # the loosest allowed
+                 "--out", str(tmp_path / "runs"), "--run-id", "nan",
+                 "--atol", "1e6", "--rtol", "1"])   # the loosest allowed
     assert code == 2
     run = load_run(tmp_path / "runs" / "nan")
     row = run.validation.row(0, named=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import graph_dicts as hg
 import polars as pl
 import pytest
 
-import graph_dicts as hg
 from hipdnn_trace.cli import main
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.breakdown import CONFIG_PHASES, GRAPH_PHASES

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hipdnn_trace.device import clock_lock
 from hipdnn_trace.compare.method import clock_policy
+from hipdnn_trace.device import clock_lock
 from hipdnn_trace.device.clock_lock import STATE_DIR_ENV, ClockLock, state_path
 
 #: a stand-in pynvml: same function names, NVMLError with .value, calls logged to a file
@@ -187,6 +187,7 @@ def test_no_gpu_and_no_library_are_refusals_not_errors(monkeypatch: pytest.Monke
 def test_run_records_the_clocks_and_warns_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     import graph_dicts as hg
+
     from hipdnn_trace.cli import main
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))

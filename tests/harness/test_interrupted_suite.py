@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import graph_dicts as hg
 import polars as pl
 
-import graph_dicts as hg
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace.reader import read_trace
 

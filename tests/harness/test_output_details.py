@@ -8,11 +8,11 @@ import json
 import math
 from pathlib import Path
 
+import graph_dicts as hg
 import numpy as np
 import polars as pl
 import pytest
 
-import graph_dicts as hg
 from hipdnn_trace import backends
 from hipdnn_trace.backends.reference import ReferenceBackend, ReferenceSession
 from hipdnn_trace.cli import main
@@ -67,7 +67,7 @@ class AllNaNBackend(ReferenceBackend):
 @pytest.fixture
 def all_nan(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setitem(backends.REGISTRY, "allnan", "tests:AllNaNBackend")
-    monkeypatch.setitem(backends._instances, "allnan", AllNaNBackend())   # noqa: SLF001
+    monkeypatch.setitem(backends._instances, "allnan", AllNaNBackend())
     return "allnan"
 
 

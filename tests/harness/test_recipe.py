@@ -109,7 +109,7 @@ def test_the_readme_python_example_runs_as_written(tmp_path: Path, monkeypatch) 
     for run_id in ("A", "B"):
         hipdnn_trace.run("graphs/matmul", run_id=run_id, iters=5, warmup=1, trace=False)
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)   # noqa: S102 - the README's own code
+    exec(compile(block, "README.md", "exec"), namespace)   # the README's own code
     assert namespace["cmp"].table.height == 9 and namespace["again"].summary.height == 9
 
 
@@ -122,7 +122,7 @@ def test_dnn_benchmarkings_newest_keys_are_read_as_ours(tmp_path: Path) -> None:
 
     parser = argparse.ArgumentParser()
     run_command.add_parser(parser.add_subparsers(dest="command"))
-    sub = parser._subparsers._group_actions[0].choices["run"]   # noqa: SLF001 - the run subparser
+    sub = parser._subparsers._group_actions[0].choices["run"]   # the run subparser
     torch = _recipe(tmp_path / "t", 'runtime = "pytorch"\nmetrics = true\n')
     assert recipe_defaults(torch, sub) == {"backend": "torch"}
     recipe = _recipe(tmp_path / "r", f'graphs = ["{GRAPH}"]\nruntime = "reference"\nmetrics = true\n'

@@ -202,8 +202,11 @@ def test_memory_plan_counts_a_cached_reference_as_its_outputs_only(tmp_path: Pat
     """With just enough memory for the mapped outputs and one comparison chunk, a cached reference
     validates where evaluating it would have been dropped by the memory plan."""
     import hipdnn_trace.backends.reference as reference_backend
-    from hipdnn_trace.backends.reference.memory import (cached_reference_bytes, needed_memory_bytes,
-                                                        validation_memory_bytes)
+    from hipdnn_trace.backends.reference.memory import (
+        cached_reference_bytes,
+        needed_memory_bytes,
+        validation_memory_bytes,
+    )
     from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS
 
     cache = ReferenceCache(tmp_path / "cache")

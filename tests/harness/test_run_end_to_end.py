@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import graph_dicts as hg
 import numpy as np
 import polars as pl
 import pytest
 
-import graph_dicts as hg
 from hipdnn_trace.cli import main
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.rundir import load_run

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from hipdnn_trace.bench.stages import StageMarkers
 from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
+from hipdnn_trace.bench.stages import StageMarkers
 from hipdnn_trace.device.kernel_clock import KernelClock, KernelTimes, kernel_times
 from hipdnn_trace.markers import Markers
 
@@ -173,8 +173,10 @@ def test_isolated_child_reports_phases_not_iterations():
     sent: list[tuple[str, str]] = []
     markers = StageMarkers(Markers(), lambda value: sent.append(("phase", value)))
     markers.push("graph g1 cudnn")
-    markers.push("init"); markers.pop()
-    markers.push("warmup"); markers.pop()
+    markers.push("init")
+    markers.pop()
+    markers.push("warmup")
+    markers.pop()
     markers.push("execute")
     before = len(sent)
     for i in range(500):

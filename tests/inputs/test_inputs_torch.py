@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hipdnn_trace.bench import counter_rng as cr  # noqa: E402
-from hipdnn_trace.bench import device_arrays  # noqa: E402
+# E402 below: these modules are imported only once importorskip("torch") has let the module run
+from hipdnn_trace.bench import counter_rng as cr, device_arrays  # noqa: E402
 from hipdnn_trace.bench.attention_inputs import undefined_elements  # noqa: E402
 from hipdnn_trace.bench.inputs import host_array, make_inputs  # noqa: E402
 from hipdnn_trace.graph import ops  # noqa: E402

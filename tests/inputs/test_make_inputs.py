@@ -117,7 +117,8 @@ class DeviceOnly:
         raise TypeError("can't convert cuda:0 device type tensor to numpy")
 
 
-@pytest.mark.parametrize("name", ["moe/moe_grouped_matmul_none_fp16.json", "moe/moe_grouped_matmul_scatter_top2_bf16.json",
+@pytest.mark.parametrize("name", ["moe/moe_grouped_matmul_none_fp16.json",
+                                  "moe/moe_grouped_matmul_scatter_top2_bf16.json",
                                   "attention/sdpa_varlen_causal_bf16.json"])
 def test_flops_read_metadata_from_device_tensors(name: str) -> None:
     graph = load_file(GRAPHS / name)

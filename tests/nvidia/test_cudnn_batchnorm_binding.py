@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from hipdnn_trace.backends import cudnn as cudnn_backend
-from hipdnn_trace.backends import cudnn_graph as cg
+from hipdnn_trace.backends import cudnn as cudnn_backend, cudnn_graph as cg
 from hipdnn_trace.graph.build import GraphBuilder
 
 
@@ -42,7 +41,7 @@ class _FakePyGraph:
     def tensor(self, **kw: Any) -> _FakeTensor:
         return _FakeTensor(**kw)
 
-    def batchnorm(self, input, scale, bias, in_running_mean, in_running_var, epsilon, momentum,  # noqa: A002
+    def batchnorm(self, input, scale, bias, in_running_mean, in_running_var, epsilon, momentum,
                   peer_stats=(), compute_data_type=None, name=""):
         args = dict(input=input, scale=scale, bias=bias, in_running_mean=in_running_mean,
                     in_running_var=in_running_var, epsilon=epsilon, momentum=momentum)
@@ -73,7 +72,8 @@ def _training_bn(*, running: bool, momentum: float | None = None):
     b = GraphBuilder("bn_train", io="half", compute="float", intermediate="float")
     x = b.tensor("x", [2, 8, 4, 4], layout="NHWC")
     scale, bias = (b.tensor(n, [1, 8, 1, 1], dtype="float") for n in ("scale", "bias"))
-    prev = [b.tensor(n, [1, 8, 1, 1], dtype="float") for n in ("running_mean", "running_var")] if running else [None, None]
+    prev = ([b.tensor(n, [1, 8, 1, 1], dtype="float") for n in ("running_mean", "running_var")] if running
+            else [None, None])
     b.batchnorm(x, scale, bias, momentum=momentum, prev_running_mean=prev[0], prev_running_variance=prev[1])
     return b.build()
 
@@ -105,7 +105,8 @@ def test_fake_cudnn_batchnorm_with_running_stats_binds_the_graphs_tensors(fake_c
     plan = cg.plan(graph)
     cudnn_backend.BuiltGraph(plan, handle=None)
     (op,) = plan.ops
-    names = {k: next(t.name for t in plan.inputs if t.key == op.tensors[k]) for k in ("in_running_mean", "in_running_var")}
+    names = {k: next(t.name for t in plan.inputs if t.key == op.tensors[k])
+             for k in ("in_running_mean", "in_running_var")}
     assert names == {"in_running_mean": "running_mean", "in_running_var": "running_var"}
     fetched = {plan.output(k).hipdnn_uid for k in op.outputs[3:]}
     assert fetched == {t.uid for t in graph.output_tensors if "next_running" in t.name}

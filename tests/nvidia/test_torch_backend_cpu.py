@@ -13,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# E402 below: these modules are imported only once importorskip("torch") has let the module run
 from hipdnn_trace import backends  # noqa: E402
 from hipdnn_trace.backends.base import RunOptions  # noqa: E402
 from hipdnn_trace.backends.torch_backend import to_numpy, to_torch  # noqa: E402

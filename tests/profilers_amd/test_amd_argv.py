@@ -7,8 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hipdnn_trace.errors import ToolMissingError, UserError
 from hipdnn_trace.profilers.profiles import ProfileError, load_profiles, profile_for_arch
@@ -58,7 +57,8 @@ def test_counter_argv_per_preset(arch, preset):
 
 def test_gfx942_pass_counts():
     p = profile_for_arch("gfx942")
-    assert [len(cmd.split_passes(p.preset(n).counters, p)) for n in ("basic", "memory", "compute", "roofline")] == [1, 2, 3, 3]
+    passes = [len(cmd.split_passes(p.preset(n).counters, p)) for n in ("basic", "memory", "compute", "roofline")]
+    assert passes == [1, 2, 3, 3]
 
 
 def test_exact_roofline_passes_gfx942():
@@ -75,6 +75,7 @@ def test_derived_counters_sharing_a_base_share_its_slot():
     p = profile_for_arch("gfx942")
     # four TCC counters fill the block; TCC_HIT and TCC_HIT_sum would cost one slot together
     import dataclasses
+
     from hipdnn_trace.profilers.profiles import CounterSpec
     counters = dict(p.counters, TCC_HIT=CounterSpec("TCC_HIT", "TCC", None))
     q = dataclasses.replace(p, counters=counters)

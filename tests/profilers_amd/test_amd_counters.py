@@ -26,7 +26,8 @@ def row(dispatch, kernel, counter, value, start=0, end=1_000_000, pass_no=1, **l
 def gfx942_wide(values: dict[str, float], duration_ns: float = 1e6) -> pl.DataFrame:
     base = {c: 0.0 for c in profile_for_arch("gfx942").counters}
     base.update(values)
-    return pl.DataFrame({"kernel": ["k"], "dispatch_id": [1], "duration_ns": [duration_ns], **{k: [v] for k, v in base.items()}})
+    return pl.DataFrame({"kernel": ["k"], "dispatch_id": [1], "duration_ns": [duration_ns],
+                         **{k: [v] for k, v in base.items()}})
 
 
 def test_mfma_flops_dram_bytes_and_roofline_mi300x():
@@ -69,7 +70,8 @@ def test_without_the_xcd_division_utilisation_would_be_8x_low():
 def test_mi200_hbm_formula():
     p = profile_for_arch("gfx90a")
     base = {c: 0.0 for c in p.counters}
-    base.update({"TCC_EA_RDREQ_sum": 1000, "TCC_EA_RDREQ_32B_sum": 100, "TCC_EA_WRREQ_sum": 500, "TCC_EA_WRREQ_64B_sum": 200})
+    base.update({"TCC_EA_RDREQ_sum": 1000, "TCC_EA_RDREQ_32B_sum": 100,
+                 "TCC_EA_WRREQ_sum": 500, "TCC_EA_WRREQ_64B_sum": 200})
     wide = pl.DataFrame({"duration_ns": [1000.0], **{k: [v] for k, v in base.items()}})
     d = derive(wide, p, load_peaks()["MI250X"], {"num_xcd": 1}).row(0, named=True)
     assert d["dram_bytes"] == 32 * 100 + 64 * 900 + 64 * 200 + 32 * 300
@@ -111,7 +113,8 @@ def test_wide_merges_passes_and_averages_repeated_counters():
         row(2, "copy", "SQ_WAVES", 4.0, 200, 240, 1),
     ])
     w = wide_counters(long)
-    assert w.select("dispatch_id", "kernel", "passes", "duration_ns", "SQ_WAVES", "TCC_HIT_sum", "GRBM_GUI_ACTIVE").rows() == [
+    columns = ("dispatch_id", "kernel", "passes", "duration_ns", "SQ_WAVES", "TCC_HIT_sum", "GRBM_GUI_ACTIVE")
+    assert w.select(*columns).rows() == [
         (1, "gemm", 2, 110.0, 10.0, 7.0, 60.0), (2, "copy", 1, 40.0, 4.0, None, None)]
 
 
@@ -156,7 +159,8 @@ def test_graph_with_gpu_idle_between_kernels_is_latency_bound():
                               "dispatch_id": 1, "duration_ns": 1e6, **base, "SQ_INSTS_VALU_MFMA_MOPS_F16": 2e9}]),
                p, MI300X, {"num_xcd": 8})
     kernels = pl.DataFrame({"graph_id": ["g", "g"], "config": ["c", "c"], "phase": ["timed"] * 2, "iteration": [0, 0],
-                            "start_ns": [0, 3_000_000], "end_ns": [500_000, 3_500_000], "duration_ns": [500_000, 500_000]})
+                            "start_ns": [0, 3_000_000], "end_ns": [500_000, 3_500_000],
+                            "duration_ns": [500_000, 500_000]})
     g = graph_verdicts(d, MI300X, kernels=kernels).row(0, named=True)
     assert g["gpu_idle_pct"] == pytest.approx(100 * (1 - 1e6 / 3.5e6))
     assert g["verdict"] == "latency-bound" and g["verdict_reason"].startswith("GPU idle 71.4%")

@@ -7,13 +7,12 @@ import shutil
 
 import polars as pl
 import pytest
+from amd_fixtures import make_rocpd
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.profilers.ingest import ingest
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS
 from hipdnn_trace.trace.reader import read_trace
-
-from amd_fixtures import make_rocpd
 
 
 def run(*argv: str) -> int:
@@ -28,7 +27,8 @@ def test_harness_capture_directory(data, tmp_path, capsys):
     kernels = pl.read_parquet(out / "kernels.parquet")
     assert list(kernels.columns[: len(KERNELS)]) == list(KERNELS)
     assert kernels["run_id"].is_null().all() and kernels["graph"].is_null().all()
-    assert kernels.filter(pl.col("dispatch_id") == 8).select("graph_id", "config", "phase", "iteration", "join").rows() == [
+    eighth = kernels.filter(pl.col("dispatch_id") == 8)
+    assert eighth.select("graph_id", "config", "phase", "iteration", "join").rows() == [
         ("3f9a2c", "conv fwd fp16", "timed", 2, "api")]
     counters = pl.read_csv(out / "counters.csv")
     assert list(counters.columns[: len(COUNTERS)]) == list(COUNTERS)
@@ -86,7 +86,8 @@ def test_legacy_results_set(data, tmp_path):
 
 def test_arch_flag_enables_metrics_for_files_without_agent_info(data, tmp_path):
     out = tmp_path / "out"
-    assert run(data / "v64" / "counter_collection.csv", "--out", out, "--quiet", "--arch", "gfx942", "--gpu", "MI300X") == 0
+    assert run(data / "v64" / "counter_collection.csv", "--out", out, "--quiet",
+               "--arch", "gfx942", "--gpu", "MI300X") == 0
     metrics = pl.read_csv(out / "metrics.csv")
     assert metrics["gpu"].to_list() == ["MI300X", "MI300X"]
 
@@ -135,7 +136,8 @@ def test_upstream_directories_ingest(upstream, tmp_path):
 
 def test_rocprof_compute_workload_gets_verdicts(upstream, tmp_path):
     out = tmp_path / "bmm"
-    assert main(["ingest", str(upstream / "rocprof-compute3.3_bmm1_MI300X"), "--out", str(out), "--quiet", "--no-trace"]) == 0
+    assert main(["ingest", str(upstream / "rocprof-compute3.3_bmm1_MI300X"), "--out", str(out),
+                 "--quiet", "--no-trace"]) == 0
     metrics = pl.read_parquet(out / "metrics.parquet")
     gemm = metrics.filter(pl.col("kernel").str.contains("batched_matrix_multiplication")).row(0, named=True)
     assert gemm["gpu"] == "MI300X" and gemm["peak_class"] == "bf16_matrix" and gemm["verdict"] in (

@@ -5,16 +5,14 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from amd_fixtures import make_rocpd
 
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.profilers.rocprof import legacy, rocprofv2
-from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import check_format, detect
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import read_rocpd
 from hipdnn_trace.profilers.rocprof.table import parse_int
 from hipdnn_trace.results.schemas import COUNTERS, KERNELS
-
-from amd_fixtures import make_rocpd
 
 
 def test_rocm7_kernel_trace_columns_by_name(data):
@@ -56,7 +54,8 @@ def test_legacy_results_names_lose_code_object_suffixes(data):
 
 def test_legacy_stats_rejoin_unquoted_names(data):
     s = v3.read_stats(data / "rocprof_v1" / "results.stats.csv")
-    assert s["name"].to_list() == ["void run<Kokkos::RangePolicy<int, long>, 2u>(int, long)", "__amd_rocclr_copyBuffer.kd"]
+    assert s["name"].to_list() == ["void run<Kokkos::RangePolicy<int, long>, 2u>(int, long)",
+                                   "__amd_rocclr_copyBuffer.kd"]
     assert s["calls"].to_list() == [1, 1] and s["domain"].to_list() == ["kernel", "kernel"]
 
 
@@ -133,7 +132,8 @@ def test_rocpd_sqlite_own(tmp_path):
     db = make_rocpd(tmp_path / "run_results.db")
     assert detect(db).kind == "rocpd"
     d = read_rocpd(db)
-    assert d["kernels"].select("name", "correlation_id", "dispatch_id", "device", "thread_id").rows() == [("gemm", 9, 3, 1, 100)]
+    assert d["kernels"].select("name", "correlation_id", "dispatch_id", "device", "thread_id").rows() == [
+        ("gemm", 9, 3, 1, 100)]
     assert d["markers"]["name"].to_list() == ["hipdnn_trace:iter 0"]
     assert d["api"]["function"].to_list() == ["hipLaunchKernel"]
     assert d["counters"].select("counter", "value", "dispatch_id").rows() == [("SQ_WAVES", 1024.0, 3)]

@@ -8,14 +8,12 @@ rocprof-compute) writes.
 from __future__ import annotations
 
 import pytest
+from amd_fixtures import upstream_file
 
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.profilers.rocprof import legacy, rocprofv2
-from hipdnn_trace.profilers.rocprof import rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import detect
 from hipdnn_trace.profilers.rocprof.rocpd_sqlite import read_rocpd
-
-from amd_fixtures import upstream_file
 
 
 def test_kernel_trace_rocm_6_2_0_has_no_thread_or_dispatch_and_a_raw_queue_handle(upstream):
@@ -109,7 +107,8 @@ def test_counter_values_in_exponent_notation(upstream):
     assert c["device"].to_list()[0] == 1  # "Agent 1"
 
 
-@pytest.mark.parametrize("rel", ["sdk-docs_rocm6.2.0/marker_api_trace.csv", "sdk-docs_v1.0.0_rocm7.0/marker_api_trace.csv"])
+@pytest.mark.parametrize("rel", ["sdk-docs_rocm6.2.0/marker_api_trace.csv",
+                                 "sdk-docs_v1.0.0_rocm7.0/marker_api_trace.csv"])
 def test_marker_trace_ranges_and_marks(upstream, rel):
     m = v3.read_marker_trace(upstream_file(upstream, rel))
     names = m["name"].to_list()
@@ -119,9 +118,10 @@ def test_marker_trace_ranges_and_marks(upstream, rel):
 
 
 def test_marker_trace_names_with_commas_and_control_rows(upstream):
-    k = v3.read_marker_trace(upstream_file(upstream, "sdk-howto-using-rocprofv3_v1.0.0/210_marker_api_trace_kokkos.csv"))
+    howto = "sdk-howto-using-rocprofv3_v1.0.0"
+    k = v3.read_marker_trace(upstream_file(upstream, f"{howto}/210_marker_api_trace_kokkos.csv"))
     assert any("Kokkos::RangePolicy<Kokkos::Serial>, CountFunctor" in n for n in k["name"].to_list())
-    c = v3.read_marker_trace(upstream_file(upstream, "sdk-howto-using-rocprofv3_v1.0.0/210_marker_api_trace_roctx-control.csv"))
+    c = v3.read_marker_trace(upstream_file(upstream, f"{howto}/210_marker_api_trace_roctx-control.csv"))
     assert "roctxProfilerPause" not in c["name"].to_list()  # MARKER_CONTROL_API rows are not ranges
     assert "HIP_Kernel-1" in c["name"].to_list()
 
@@ -177,7 +177,8 @@ def test_legacy_v1_counter_results(upstream):
 def test_legacy_stats_with_unquoted_commas(upstream):
     s = v3.read_stats(upstream_file(upstream, "rocprof-v1_kokkos_2021/results.stats.csv"))
     assert s["calls"].is_not_null().all() and s["percentage"].is_not_null().all()
-    assert any(n.startswith("void Kokkos::Experimental::Impl::hip_parallel_launch_local_memory<") for n in s["name"].to_list())
+    assert any(n.startswith("void Kokkos::Experimental::Impl::hip_parallel_launch_local_memory<")
+               for n in s["name"].to_list())
     assert "Unknown command type" in s["name"].to_list()
 
 
@@ -209,7 +210,8 @@ def test_rocprofv2_text(upstream):
 def test_rocprof_compute_wide_files(upstream, rel, source):
     path = upstream_file(upstream, rel)
     found = detect(path)
-    k, c = legacy.read_v1_results(path, found.table) if found.kind == "v1_results" else legacy.read_wide(path, found.table)
+    k, c = (legacy.read_v1_results(path, found.table) if found.kind == "v1_results"
+            else legacy.read_wide(path, found.table))
     assert c.height > 0 and c["source"].unique().to_list() == [source]
     assert not c["counter"].str.contains(r"^(Kernel_ID|Wave_Size|Correlation_ID|obj)(_\d+)?$").any()
 

@@ -24,7 +24,8 @@ def test_every_profile_names_gpus_of_its_arch_in_the_peak_table():
         for name in profile.gpus:
             assert peaks[name].arch == arch
             # every FLOP class the profile counts has a peak on its GPUs (else % of peak undercounts)
-            assert set(profile.flops) <= set(peaks[name].tflops), (arch, name, set(profile.flops) - set(peaks[name].tflops))
+            assert set(profile.flops) <= set(peaks[name].tflops), (arch, name,
+                                                                   set(profile.flops) - set(peaks[name].tflops))
 
 
 def test_every_profile_has_the_four_presets_and_roofline_counts_flops_and_bytes():
@@ -70,13 +71,16 @@ PROFILE_HEAD = 'schema = 1\nvendor = "amd"\narch = "gfx999"\ntool = "rocprofv3"\
 
 
 @pytest.mark.parametrize("body, message", [
-    ('[counters]\nSQ_WAVES = "SQ"\n[presets.basic]\ncounters = ["SQ_WAVEZ"]\n', "not declared in \\[counters\\]: SQ_WAVEZ"),
-    ('[counters]\nSQ_WAVES = "TCC"\n[presets.basic]\ncounters = ["SQ_WAVES"]\n', "block 'TCC' has no entry in \\[limits\\]"),
+    ('[counters]\nSQ_WAVES = "SQ"\n[presets.basic]\ncounters = ["SQ_WAVEZ"]\n',
+     "not declared in \\[counters\\]: SQ_WAVEZ"),
+    ('[counters]\nSQ_WAVES = "TCC"\n[presets.basic]\ncounters = ["SQ_WAVES"]\n',
+     "block 'TCC' has no entry in \\[limits\\]"),
     ('[counters]\nSQ_WAVES = "SQ"\n[flops]\nx = "2 * SQ_CYCLES"\n[presets.basic]\ncounters = ["SQ_WAVES"]\n',
      "flops.x: formula reads undeclared counter\\(s\\) SQ_CYCLES"),
     ('[counters]\nSQ_WAVES = "SQ"\n[metrics.m]\nexpr = "SQ_WAVES / $cus"\n[presets.basic]\ncounters = ["SQ_WAVES"]\n',
      "unknown constant\\(s\\) \\$cus"),
-    ('[counters]\nSQ_WAVES = "SQ"\n[metrics.m]\nexpr = "__import__(\'os\').system(\'true\')"\n[presets.b]\ncounters = []\n',
+    ('[counters]\nSQ_WAVES = "SQ"\n[metrics.m]\nexpr = "__import__(\'os\').system(\'true\')"\n'
+     '[presets.b]\ncounters = []\n',
      "metrics.m.expr"),
     ('[counters\n', "invalid TOML"),
 ])
@@ -106,7 +110,8 @@ def test_expression_values(text, value):
     assert frame.select(expr.to_polars({"n": 8}).alias("v"))["v"][0] == value  # same in polars
 
 
-@pytest.mark.parametrize("text", ["1 +", "(1", "1 2", "foo(1)", "max(1)", "a ** 2", "x; y", "__import__('os')", "", "A[0]"])
+@pytest.mark.parametrize("text", ["1 +", "(1", "1 2", "foo(1)", "max(1)", "a ** 2", "x; y", "__import__('os')", "",
+                                  "A[0]"])
 def test_expression_errors(text):
     with pytest.raises(ExprError):
         parse(text)

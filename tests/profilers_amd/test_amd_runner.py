@@ -18,13 +18,13 @@ import pytest
 
 from hipdnn_trace.errors import ToolMissingError, UserError
 from hipdnn_trace.profilers.base import load
+from hipdnn_trace.profilers.profiles import profile_for_arch
 from hipdnn_trace.profilers.rocprof.runner import (
     RocprofLegacyProfiler,
     Rocprofv3Profiler,
     markers_from_iterations,
     requested_counters,
 )
-from hipdnn_trace.profilers.profiles import profile_for_arch
 
 CHILD = ["python", "-m", "hipdnn_trace", "run", "g.json", "--profile-child", "rocprofv3", "--markers", "roctx"]
 
@@ -123,7 +123,8 @@ def test_collect_maps_counter_passes_onto_the_measured_run_with_stand_in_output(
     got = prof.collect(folder, pass_dirs, _iterations("r1"), args())
     k = got.kernels
     assert k.select("dispatch_id", "graph", "graph_id", "config", "phase", "iteration", "run_id", "pass").rows() == [
-        (1, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0), (2, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0)]
+        (1, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0),
+        (2, "gemm_graph", "3f9a2c", "fp16", "timed", 0, "r1", 0)]
     c = got.counters
     assert sorted(set(c.select("dispatch_id", "pass").rows())) == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert set(c["correlation_id"].to_list()) == {9, 10}  # pass 0's ids: counters join to kernels

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from second_blas import K_SPLIT, SECOND_BLAS_VARIABLE, k_split_matmul
 
 from hipdnn_trace.backends.reference.ops import _gemm
-from second_blas import K_SPLIT, SECOND_BLAS_VARIABLE, k_split_matmul
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from second_blas import K_SPLIT, SECOND_BLAS_VARIABLE, k_split_matmul
 
 HERE = Path(__file__).resolve().parent

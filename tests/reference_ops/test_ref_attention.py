@@ -47,7 +47,11 @@ def _kept(m: Masking, b: int, i: int, j: int, sq: int, skv: int) -> bool:
     return True
 
 
-def _loops(q, k, v, scale, m=Masking(), bias=None, allow=None, sink=None):
+#: ``_loops``' default masking: none (one instance, as a default argument would be).
+_NO_MASKING = Masking()
+
+
+def _loops(q, k, v, scale, m=_NO_MASKING, bias=None, allow=None, sink=None):
     """Attention by explicit loops: (o, stats)."""
     b_, hq, sq, _ = q.shape
     _, hkv, skv, _ = k.shape

@@ -4,11 +4,9 @@ hipDNN's scale rule (test_sdk CpuFpReferenceBlockScaleQuantize: amax / max(y) ro
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 import pytest
-
 from graph_dicts import load_error
 
 from hipdnn_trace.backends.reference import executor

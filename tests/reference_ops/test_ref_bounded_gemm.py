@@ -14,8 +14,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from hipdnn_trace.backends.reference.ops import _gemm, conv_dgrad, conv_fwd, conv_wgrad, matmul
-from hipdnn_trace.backends.reference.ops import moe_grouped_matmul, moe_grouped_matmul_backward
+from hipdnn_trace.backends.reference.ops import (
+    _gemm,
+    conv_dgrad,
+    conv_fwd,
+    conv_wgrad,
+    matmul,
+    moe_grouped_matmul,
+    moe_grouped_matmul_backward,
+)
 from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 
 

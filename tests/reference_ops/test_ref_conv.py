@@ -6,8 +6,7 @@ from itertools import product
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hipdnn_trace.backends.reference.ops.conv import (
     conv_dgrad,

@@ -16,9 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.backends.reference import ops as ref
-from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference import executor, ops as ref, xp as shim
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.load import execution_order, load_bytes
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from hipdnn_trace.backends.reference import xp as shim
-from hipdnn_trace.backends.reference.ops import blockscale as bs
 from hipdnn_trace.backends.reference.ops import (
     block_dequantize,
     block_quantize,
+    blockscale as bs,
     moe_grouped_matmul,
     moe_grouped_matmul_backward,
     pool_backward,

@@ -4,12 +4,11 @@ hipDNN's routing contract, FLOPs from the real per-expert counts and the cuDNN p
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from finite_differences import numeric_grad
 from graph_dicts import load_error
+
 from hipdnn_trace.backends import cudnn_graph
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.backends.reference.ops import moe_grouped_matmul, moe_grouped_matmul_backward
@@ -81,7 +80,7 @@ def test_duplicate_scatter_destinations_are_refused() -> None:
 def test_weight_gradient_matches_finite_differences_of_the_forward() -> None:
     token, weight = RNG.standard_normal((1, 9, 3)), RNG.standard_normal((3, 3, 2))
     dout, offsets = RNG.standard_normal((1, 9, 2)), np.array([0, 4, 4])
-    loss = lambda: float((moe_grouped_matmul(token, weight, offsets) * dout).sum())   # noqa: E731
+    loss = lambda: float((moe_grouped_matmul(token, weight, offsets) * dout).sum())
     np.testing.assert_allclose(moe_grouped_matmul_backward(dout, token, offsets), numeric_grad(loss, weight),
                                rtol=1e-7, atol=1e-8)
 

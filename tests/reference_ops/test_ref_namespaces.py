@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference import executor, xp as shim
 from hipdnn_trace.backends.reference.memory import memory_refusal
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.graph.load import load_bytes

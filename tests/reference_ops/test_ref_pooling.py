@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from finite_differences import numeric_grad
 from graph_dicts import load_error
+
 from hipdnn_trace.backends import cudnn_graph
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.backends.reference.ops import pool_backward, pool_forward

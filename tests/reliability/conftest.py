@@ -10,10 +10,9 @@ of the backends they run from the parent, and CLI subprocesses find it through
 from __future__ import annotations
 
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE
 
 from hipdnn_trace import backends
-
-from reliability_helpers import FAULTY_SPEC, HERE
 
 
 @pytest.fixture

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE
 
 from hipdnn_trace import backends
 from hipdnn_trace.cli import EXTRA_BACKENDS_ENV, main, register_extra_backends
 from hipdnn_trace.errors import UserError
-
-from reliability_helpers import FAULTY_SPEC, HERE
 
 
 @pytest.fixture

@@ -28,8 +28,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph

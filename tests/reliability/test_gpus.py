@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.config import Config
@@ -37,8 +38,6 @@ from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace import read_trace
-
-from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
 TIMING = ["-w", "1", "-i", "6"]
 VISIBLE_SPEC = "visible_backend:VisibleBackend"
@@ -196,7 +195,8 @@ def test_every_graph_once_each_worker_pinned_to_its_gpu(on_two_gpus):
     assert meta["isolation"]["enabled"] is True
     slices = read_trace(folder / "trace.pftrace").slices
     graph_slices = slices.filter(pl.col("name").str.starts_with("graph "))
-    lanes = {name.removeprefix("graph "): track for name, track in graph_slices.select("name", "track_name").iter_rows()}
+    lanes = {name.removeprefix("graph "): track
+             for name, track in graph_slices.select("name", "track_name").iter_rows()}
     assert lanes == {graph: f"harness gpu {gpu}" for graph, gpu in where.items()}, "one trace track per GPU"
     assert graph_slices.get_column("depth").to_list() == [0] * len(NAMES), "overlapping graphs do not nest"
 
@@ -272,7 +272,7 @@ def test_resume_after_a_kill_finishes_the_rest(suite, serial, tmp_path):
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             recorded = load_run(folder).summary.get_column("source").n_unique()
-        except Exception:   # noqa: BLE001 - not written yet
+        except Exception:   # not written yet
             recorded = 0
         if recorded >= 2:
             break
@@ -319,7 +319,7 @@ def test_sigterm_stops_every_worker_and_keeps_finished_graphs(suite, tmp_path):
         try:
             if load_run(folder).summary.height >= 1 and len(_descendants(proc.pid)) >= 4:
                 break   # a graph recorded, and both fork servers have a child running
-        except Exception:   # noqa: BLE001 - not written yet
+        except Exception:   # not written yet
             pass
         time.sleep(0.05)
     workers = _descendants(proc.pid)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import REPO, graph_json
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.errors import GraphError, UserError, describe
@@ -29,8 +30,6 @@ from hipdnn_trace.graph import sources
 from hipdnn_trace.graph.load import MAX_DEPTH, MAX_FILE_BYTES, load_bytes, load_file
 from hipdnn_trace.graph.sources import MAX_ARCHIVE_BYTES, expand
 from hipdnn_trace.results.rundir import load_run
-
-from reliability_helpers import REPO, graph_json
 
 BOMB = REPO / "tests" / "data" / "reliability" / "bomb.tar.bz2"
 #: What a refusal may allocate beyond its input (tracemalloc peak).

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE, cli, graph_json, write_graphs
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.config import Config
@@ -31,14 +32,11 @@ from hipdnn_trace.bench.suite import SuiteCallbacks, run_in_process, run_suite
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.console import Progress, Reporter, escape
 from hipdnn_trace.errors import GraphError, UserError
-from hipdnn_trace.graph import load as graph_load
-from hipdnn_trace.graph import sources
+from hipdnn_trace.graph import load as graph_load, sources
 from hipdnn_trace.graph.load import read_graph_file
 from hipdnn_trace.graph.sources import ArchiveBudget, ArchiveBudgetError, GraphSource, archive_sources, expand
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rundir import load_run
-
-from reliability_helpers import FAULTY_SPEC, HERE, cli, graph_json, write_graphs
 
 #: A CLI run of a few tiny graphs takes seconds; a hang or an endless glob never ends.
 CLI_TIMEOUT_S = 120
@@ -74,7 +72,7 @@ def finishes(action, timeout_s: float = 60.0) -> object:
     def target() -> None:
         try:
             box["value"] = action()
-        except BaseException as exc:   # noqa: BLE001 - re-raised below
+        except BaseException as exc:   # re-raised below
             box["error"] = exc
 
     thread = threading.Thread(target=target, daemon=True)

@@ -142,7 +142,7 @@ def test_each_markers_module_imports_fresh_on_its_own(module: str) -> None:
             "print(sorted(m for m in sys.modules if m.startswith('hipdnn_trace.markers')))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    loaded = set(eval(done.stdout))   # noqa: S307 - our own printed list
+    loaded = set(eval(done.stdout))   # our own printed list
     if module == "hipdnn_trace.markers_roctx":
         assert "hipdnn_trace.markers" not in loaded   # the roctx side needs only the shared base
     assert module in loaded

@@ -11,6 +11,7 @@ import os
 import threading
 
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE, write_graphs
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.config import Config
@@ -22,8 +23,6 @@ from hipdnn_trace.bench.suite import EXIT_ERROR, SuiteCallbacks, run_in_process,
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
-
-from reliability_helpers import FAULTY_SPEC, HERE, write_graphs
 
 CONFIGS = [Config("faulty", "faulty")]
 SETTINGS = RunSettings(loop=LoopSettings(warmup=1, iters=3))

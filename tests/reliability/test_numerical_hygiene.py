@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from reliability_helpers import write_graphs
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings
@@ -17,8 +18,6 @@ from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rundir import load_run
-
-from reliability_helpers import write_graphs
 
 CONFIGS = [Config("faulty", "faulty")]
 SETTINGS = RunSettings(loop=LoopSettings(warmup=0, iters=1))

@@ -12,6 +12,7 @@ import io
 import threading
 
 import pytest
+from reliability_helpers import write_graphs
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings
@@ -22,8 +23,6 @@ from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.console import ETA_PRIOR_S, Progress, fmt_duration, remaining_s
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
-
-from reliability_helpers import write_graphs
 
 
 class FakeClock:

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from peak_rss import CHILD_HELPERS, can_reset_peak
 
 REPO = Path(__file__).resolve().parents[2]

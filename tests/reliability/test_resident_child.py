@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
 from hipdnn_trace.bench import isolation
 from hipdnn_trace.results.rundir import load_run
-
-from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
 TIMING = ["-w", "1", "-i", "3", "--no-trace"]
 

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import assert_same_results, cli, write_graphs
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace import read_trace
-
-from reliability_helpers import assert_same_results, cli, write_graphs
 
 TIMING = ["-w", "1", "-i", "3"]
 
@@ -35,7 +34,7 @@ def _wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
 def _graphs_recorded(folder: Path) -> int:
     try:
         return load_run(folder).summary.get_column("source").n_unique()
-    except Exception:   # noqa: BLE001 - not written yet
+    except Exception:   # not written yet
         return 0
 
 

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reliability_helpers import assert_same_results, cli_env, graph_json, write_graphs
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results import rundir
 from hipdnn_trace.results.rundir import load_run
-from hipdnn_trace.trace import read_trace
-from hipdnn_trace.trace import writer as trace_writer
-
-from reliability_helpers import assert_same_results, cli_env, graph_json, write_graphs
+from hipdnn_trace.trace import read_trace, writer as trace_writer
 
 TIMING = ["-w", "1", "-i", "3", "-q"]
 
@@ -277,7 +275,8 @@ def test_sigkill_after_the_summary_before_the_trace_then_resume_rebuilds_the_tra
     rebuilt = trace.slices.filter(pl.col("args").str.contains('"rebuilt"'))
     assert rebuilt.get_column("name").to_list() == ["graph c"]
     c = run.iterations.filter(pl.col("graph") == "c")
-    start, end = rebuilt.row(0, named=True)["ts_ns"], rebuilt.row(0, named=True)["ts_ns"] + rebuilt.row(0, named=True)["dur_ns"]
+    first = rebuilt.row(0, named=True)
+    start, end = first["ts_ns"], first["ts_ns"] + first["dur_ns"]
     inside = trace.slices.filter((pl.col("ts_ns") >= start) & (pl.col("ts_ns") < end))
     assert inside.filter(pl.col("name") == "iter").height == c.filter(pl.col("phase") == "timed").height
     assert inside.filter(pl.col("name") == "warmup iter").height == c.filter(pl.col("phase") == "warmup").height

@@ -11,6 +11,7 @@ import shutil
 
 import polars as pl
 import pytest
+from reliability_helpers import assert_same_results, graph_json, write_graphs
 
 from hipdnn_trace.bench.shard import ShardSpec, assign, select, source_key
 from hipdnn_trace.cli import main as cli_main
@@ -19,12 +20,11 @@ from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.results.rundir import load_run
 from hipdnn_trace.trace import read_trace
 
-from reliability_helpers import assert_same_results, graph_json, write_graphs
-
 NAMES = ["ok__a", "nan__b", "ok__c", "unwritten__d", "raise__e", "ok__f", "ok__g", "ok__h"]
 
 
-@pytest.mark.parametrize("text, spec", [("1/1", ShardSpec(1, 1)), ("4/4", ShardSpec(4, 4)), (" 2 / 16 ", ShardSpec(2, 16))])
+@pytest.mark.parametrize("text, spec", [("1/1", ShardSpec(1, 1)), ("4/4", ShardSpec(4, 4)),
+                                        (" 2 / 16 ", ShardSpec(2, 16))])
 def test_shard_spec_parses(text, spec):
     assert ShardSpec.parse(text) == spec and str(spec) == f"{spec.index}/{spec.count}"
 
@@ -86,7 +86,7 @@ def test_slice_does_not_depend_on_listing_order(tmp_path):
     backward = expand([str(p) for p in reversed(paths)])
     for index in (1, 2, 3):
         spec = ShardSpec(index, 3)
-        pick = lambda sources: {sources[i].name for i in select([source_key(s) for s in sources], spec)}
+        pick = lambda sources, spec=spec: {sources[i].name for i in select([source_key(s) for s in sources], spec)}
         assert pick(forward) == pick(backward)
 
 

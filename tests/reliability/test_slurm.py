@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from reliability_helpers import REPO, assert_same_results
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results.rundir import load_run
-
-from reliability_helpers import REPO, assert_same_results
 
 #: eight small bundled graphs (about 0.2 s of reference work in all)
 SUITE = [REPO / "graphs" / p for p in (
@@ -333,7 +332,8 @@ def slurm_cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
         key.chmod(0o600)
         start("munged", ["munged", "--force", f"--key-file={key}", f"--socket={root}/munge/socket",
                          f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/munge/munged.log",
-                         f"--seed-file={root}/munge/seed"], root / "munge" / "munged.pid", root / "munge" / "munged.log")
+                         f"--seed-file={root}/munge/seed"],
+              root / "munge" / "munged.pid", root / "munge" / "munged.log")
         start("slurmctld", ["slurmctld", "-i", "-f", str(conf)], root / "slurmctld.pid", root / "slurmctld.log")
         start("slurmd", ["slurmd", "-f", str(conf), "-N", "localhost"], root / "slurmd.pid", root / "slurmd.log")
 

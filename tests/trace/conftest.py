@@ -1,4 +1,5 @@
-"""Fixture ``check_trace``: structural checks of a .pftrace against the Perfetto TrackEvent rules, using the protos only.
+"""Fixture ``check_trace``: structural checks of a .pftrace against the Perfetto TrackEvent rules, using
+the protos only.
 
 trace_processor (the reference importer) downloads a binary and cannot run
 offline, so these checks encode the rules from perfetto.dev "Writing TrackEvent

@@ -11,8 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hipdnn_trace.trace import TraceWriter, read_trace
 

@@ -112,7 +112,8 @@ def test_events_written_by_hand_encoding_parse_as_protos(check_trace, tmp_path: 
     begin = events[0].track_event
     assert begin.type == pb.TrackEvent.TYPE_SLICE_BEGIN and begin.track_uuid == track
     values = {a.WhichOneof("value"): getattr(a, a.WhichOneof("value")) for a in begin.debug_annotations}
-    assert values == {"int_value": -5, "uint_value": 2**63 + 7, "double_value": 1.5, "string_value": "x", "bool_value": False}
+    assert values == {"int_value": -5, "uint_value": 2**63 + 7, "double_value": 1.5, "string_value": "x",
+                      "bool_value": False}
     assert events[1].track_event.double_counter_value == -2.25
     assert list(events[3].track_event.flow_ids) == [2**64 - 1]
     assert list(events[3].track_event.terminating_flow_ids) == [3]

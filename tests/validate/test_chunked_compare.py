@@ -17,11 +17,11 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from peak_rss import CHILD_HELPERS, can_reset_peak
+from unchunked_compare import compare_whole
 
 from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS, compare_tensor
 from hipdnn_trace.validate.poison import poison
-from peak_rss import CHILD_HELPERS, can_reset_peak
-from unchunked_compare import compare_whole
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNKS = (1, 3, 7, 16, 1 << 20)

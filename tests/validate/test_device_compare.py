@@ -17,16 +17,20 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from chunked_compare_oracle import compare_chunked
 from compare_cases import ALL_TYPES, BOOLEAN, FLOATS, INTEGERS, Case, cases, same
-from hipdnn_trace.validate.compare import compare_tensor
-from hipdnn_trace.validate.device_compare import (DEVICE_BYTES_PER_ELEMENT, DEVICE_CHUNK_CAP, DEVICE_CHUNK_FLOOR,
-                                                  HOST_MEMORY_CHUNK_ELEMENTS, budget_chunk_elements)
-from hipdnn_trace.validate.poison import poison
+from hypothesis import HealthCheck, given, settings, strategies as st
 from peak_rss import CHILD_HELPERS, can_reset_peak, fixed_mmap_env
+
+from hipdnn_trace.validate.compare import compare_tensor
+from hipdnn_trace.validate.device_compare import (
+    DEVICE_BYTES_PER_ELEMENT,
+    DEVICE_CHUNK_CAP,
+    DEVICE_CHUNK_FLOOR,
+    HOST_MEMORY_CHUNK_ELEMENTS,
+    budget_chunk_elements,
+)
+from hipdnn_trace.validate.poison import poison
 
 REPO = Path(__file__).resolve().parents[2]
 #: numpy types torch has (fp4 stored a byte per element has no torch type)
@@ -193,7 +197,8 @@ from hipdnn_trace.validate.compare import compare_tensor
 
 torch.set_num_threads(1)
 n, kind, masked = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "masked"
-source = np.random.default_rng(0).standard_normal(n) if kind == "half" else np.random.default_rng(0).uniform(-100, 100, n)
+rng = np.random.default_rng(0)
+source = rng.standard_normal(n) if kind == "half" else rng.uniform(-100, 100, n)
 reference = torch.from_numpy(source)
 if kind == "half":
     actual = reference.to(torch.float16)
@@ -205,7 +210,8 @@ ignore = None
 if masked:
     ignore = torch.zeros(n, dtype=torch.bool)
     ignore[1::3] = True
-compare_tensor(actual[:1000], reference[:1000], atol=1e-3, rtol=1e-3, dtype=kind, chunk_elements=100)   # torch's own warm-up
+# torch's own warm-up
+compare_tensor(actual[:1000], reference[:1000], atol=1e-3, rtol=1e-3, dtype=kind, chunk_elements=100)
 gc.collect()
 base = status("VmRSS")
 reset_peak()

@@ -11,11 +11,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from chunked_compare_oracle import compare_chunked
 from compare_cases import Case, cases, same
+from hypothesis import HealthCheck, given, settings, strategies as st
+
 from hipdnn_trace.validate import compare
 from hipdnn_trace.validate.compare import HOST_CHUNK_ELEMENTS, compare_tensor
 from hipdnn_trace.validate.poison import poison

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder
@@ -17,7 +16,6 @@ from hipdnn_trace.graph.dtypes import is_integer, to_integer
 from hipdnn_trace.validate.compare import compare_tensor
 from hipdnn_trace.validate.integers import allowed_range
 from hipdnn_trace.validate.tolerances import graph_tolerance, tolerance_for
-
 
 # ---------------------------------------------------------------- the conversions, by definition
 
@@ -174,7 +172,8 @@ _EDGES = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 127.5, 128.0, -128.5, 255.5, 256
                        min_size=1, max_size=30),
        dtype=st.sampled_from(["int8", "uint8", "int32", "int64"]),
        atol=st.sampled_from([0.0, 0.01, 0.5, 1.0, 3.0, 1e300]), rtol=st.sampled_from([0.0, 0.01, 0.5, 1e300]))
-def test_allowed_range_equals_to_integer_per_rounding(values: list[float], dtype: str, atol: float, rtol: float) -> None:
+def test_allowed_range_equals_to_integer_per_rounding(values: list[float], dtype: str, atol: float,
+                                                      rtol: float) -> None:
     """The Array API formulas give, bit for bit (the sign of zero too), the range the conversions of
     ``graph.dtypes.to_integer`` gave (the oracle keeps that version)."""
     from chunked_compare_oracle import allowed_range as by_to_integer

@@ -141,7 +141,8 @@ def layernorm(b: _Builder, node: Node) -> None:
     if i.get("scale") is None:
         raise UnsupportedError(f"layernorm {node.name!r}: cuDNN needs a scale tensor")
     scale = b.tensor(i["scale"], "scale")
-    bias = b.tensor(i["bias"], "bias") if i.get("bias") is not None else b.constant_like(scale, 0.0, f"{node.name}_zero_bias")
+    bias = (b.tensor(i["bias"], "bias") if i.get("bias") is not None
+            else b.constant_like(scale, 0.0, f"{node.name}_zero_bias"))
     tensors = {"input": b.tensor(i["x"], "x"), "scale": scale, "bias": bias,
                "epsilon": b.scalar(i["epsilon"], None, "epsilon")}
     y = b.output(o["y"])

@@ -2,8 +2,9 @@
 
 The float64 reference runs on the CPU, where a GPU-sized graph can take hours (a 66 TFLOP conv
 started a two-hour run with no word), or on a GPU (``--reference-device``). The estimate is the
-graph's analytical FLOPs at the float64 matmul rate measured where the reference runs: BLAS is the fastest thing the reference does, so
-the estimate is a lower bound and a refusal never stops a graph that would have finished in time.
+graph's analytical FLOPs at the float64 matmul rate measured where the reference runs: BLAS is the
+fastest thing the reference does, so the estimate is a lower bound and a refusal never stops a graph
+that would have finished in time.
 """
 
 from __future__ import annotations

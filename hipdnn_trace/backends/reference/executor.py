@@ -21,12 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.backends.reference import ops as ref
-from hipdnn_trace.backends.reference import xp as shim
+from hipdnn_trace.backends.reference import ops as ref, xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import f64, size
-from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
+from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
@@ -152,7 +151,8 @@ def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | No
 
 def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
     return ref.rmsnorm(x["x"], x["scale"], x.get("bias"),
-                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"), normalized_dim_count=rmsnorm_count(node, graph))
+                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"),
+                       normalized_dim_count=rmsnorm_count(node, graph))
 
 
 def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionConfig, dict[str, Any]]:
@@ -229,7 +229,8 @@ def _layernorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.nda
 
 
 def _rmsnorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"], start=_norm_backward_start(node, graph)))
+    return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"],
+                                     start=_norm_backward_start(node, graph)))
 
 
 def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:

@@ -12,9 +12,8 @@ array-api-strict, the tests' stand-in for "any other namespace", runs).
 
 from __future__ import annotations
 
-import functools
-
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -27,9 +26,9 @@ from numpy.lib.stride_tricks import as_strided
 from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 from hipdnn_trace.graph.dtypes import numpy_dtype
 
-__all__ = ["DEVICES", "Target", "bits", "contiguous", "contract_leading", "device_of", "erf", "exp2", "from_numpy", "index_array",
-           "is_numpy", "is_torch", "matmul", "matmul_into", "namespace", "quiet", "resolve_device", "set_rows", "size",
-           "storage_to_numpy", "to_numpy", "to_storage", "torch_storage_dtype", "windows"]
+__all__ = ["DEVICES", "Target", "bits", "contiguous", "contract_leading", "device_of", "erf", "exp2", "from_numpy",
+           "index_array", "is_numpy", "is_torch", "matmul", "matmul_into", "namespace", "quiet", "resolve_device",
+           "set_rows", "storage_to_numpy", "to_numpy", "to_storage", "torch_storage_dtype", "windows"]
 
 Array = Any
 Namespace = Any

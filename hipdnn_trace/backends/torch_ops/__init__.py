@@ -43,11 +43,10 @@ from hipdnn_trace.backends.torch_ops.norms import (
 from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE, pointwise
 from hipdnn_trace.backends.torch_ops.pooling import resample_bwd, resample_fwd
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
-from hipdnn_trace.graph import attention as attention_spec
-from hipdnn_trace.graph import blockscale, custom, moe, resample
+from hipdnn_trace.graph import attention as attention_spec, blockscale, custom, moe, resample
 from hipdnn_trace.graph.model import Graph
-from hipdnn_trace.graph.ops import pointwise_mode
 from hipdnn_trace.graph.norms import rmsnorm_refusal
+from hipdnn_trace.graph.ops import pointwise_mode
 
 __all__ = ["OPS", "POINTWISE", "REDUCTION_MODES", "TORCH_DTYPES", "Ctx", "OpFn", "Values", "check", "f32", "torch"]
 

@@ -13,8 +13,8 @@ import torch
 
 from hipdnn_trace.backends.torch_ops._common import Ctx, Values
 from hipdnn_trace.graph import moe
-from hipdnn_trace.graph.moe import group_bounds, route
 from hipdnn_trace.graph.model import Graph, Node
+from hipdnn_trace.graph.moe import group_bounds, route
 
 
 def _host(t: torch.Tensor | None) -> np.ndarray | None:

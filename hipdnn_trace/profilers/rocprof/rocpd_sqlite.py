@@ -175,7 +175,8 @@ def _regions(con: sqlite3.Connection, path: Path, where: str) -> dict[str, list]
 
 def _markers(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
     c = _regions(
-        con, path, "category like 'MARKER%' and category not like 'MARKER_CONTROL%' and category not like 'MARKER_NAME%'"
+        con, path,
+        "category like 'MARKER%' and category not like 'MARKER_CONTROL%' and category not like 'MARKER_NAME%'"
     )
     return columns_frame(
         {

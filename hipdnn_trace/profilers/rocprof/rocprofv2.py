@@ -81,8 +81,10 @@ def read_rocprofv2(path: Path) -> dict[str, pl.DataFrame]:
     lines = read_lines(path)
     if not looks_like_rocprofv2(lines):
         raise ProfileFormatError(f"{path}: not rocprofv2 text output (no Key(value) records)")
-    kern: dict[str, list] = {k: [] for k in ("name", "start_ns", "end_ns", "duration_ns", "device", "correlation_id", "dispatch_id", "queue", "stream", "thread_id", "process_id")}
-    cnt: dict[str, list] = {k: [] for k in ("kernel", "correlation_id", "counter", "value", "dispatch_id", "device", "thread_id", "process_id", "start_ns", "end_ns")}
+    kern: dict[str, list] = {k: [] for k in ("name", "start_ns", "end_ns", "duration_ns", "device", "correlation_id",
+                                             "dispatch_id", "queue", "stream", "thread_id", "process_id")}
+    cnt: dict[str, list] = {k: [] for k in ("kernel", "correlation_id", "counter", "value", "dispatch_id", "device",
+                                            "thread_id", "process_id", "start_ns", "end_ns")}
     api: dict[str, list] = {k: [] for k in ("domain", "function", "correlation_id", "start_ns", "end_ns")}
     marks: dict[str, list] = {k: [] for k in ("name", "start_ns", "end_ns")}
     open_ranges: dict[str, list[tuple[str, int]]] = {}

@@ -46,8 +46,8 @@ from hipdnn_trace.profilers.base import Collected
 from hipdnn_trace.profilers.ingest import Ingested, gpu_facts, ingest, write_frame
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.profilers.rocprof import argv as cmdline
-from hipdnn_trace.profilers.rocprof.markers_join import PREFIX, join_iterations
 from hipdnn_trace.profilers.rocprof.frames import MARKERS
+from hipdnn_trace.profilers.rocprof.markers_join import PREFIX, join_iterations
 
 _LABELS = ["graph_id", "config", "phase", "iteration"]
 
@@ -161,7 +161,8 @@ def _ordinals(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def map_to_main(counters: pl.DataFrame, pass_kernels: pl.DataFrame, main_kernels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def map_to_main(counters: pl.DataFrame, pass_kernels: pl.DataFrame,
+                main_kernels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Give a counter pass's dispatches the ids of the same kernels in the measured run.
 
     Returns (counters, number of counted dispatches without a same-named twin in pass 0;

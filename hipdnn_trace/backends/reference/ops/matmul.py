@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from hipdnn_trace.backends.reference.ops._arrays import f64
-from hipdnn_trace.backends.reference.xp import matmul as xp_matmul
-from hipdnn_trace.backends.reference.xp import namespace
+from hipdnn_trace.backends.reference.xp import matmul as xp_matmul, namespace
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["matmul", "matmul_output_shape"]
 
 
-def _batch_dims(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+def _batch_dims(a_shape: tuple[int, ...],
+                b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """Batch dims of A and B padded to one rank, and the output's batch dims."""
     if len(a_shape) < 2 or len(b_shape) < 2:
         raise UnsupportedError(f"matmul needs operands of rank >= 2, got {a_shape} and {b_shape}")

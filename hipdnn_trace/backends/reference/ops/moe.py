@@ -37,7 +37,8 @@ def _host_ints(a: Array | None) -> np.ndarray | None:
 
 
 def _checked_route(mode: str, top_k: int, g: int, start: int, end: int, index: np.ndarray | None,
-                   ks: np.ndarray | None, rows: int, out_rows: int, written: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   ks: np.ndarray | None, rows: int, out_rows: int,
+                   written: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(source rows, destination rows) of group ``g``, refused when out of range or written twice."""
     src, dst = route(mode, top_k, start, end, index, ks)
     for what, v, limit in (("source", src, rows), ("destination", dst, out_rows)):

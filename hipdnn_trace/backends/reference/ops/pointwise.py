@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hipdnn_trace.backends.reference import xp as shim
-from hipdnn_trace.backends.reference.xp import _erf_with_math, numpy_erf as erf  # noqa: F401 - re-exported
 from hipdnn_trace.backends.reference.ops._arrays import as_shape, f64
+from hipdnn_trace.backends.reference.xp import _erf_with_math, numpy_erf as erf  # noqa: F401 - re-exported
 from hipdnn_trace.errors import UnsupportedError
 
 __all__ = ["pointwise", "POINTWISE_MODES", "pointwise_arity", "erf"]
@@ -67,7 +67,7 @@ class _Params:
         return lower, upper, slope
 
 
-def _ns(x: np.ndarray):   # noqa: ANN202 - an Array API namespace
+def _ns(x: np.ndarray):   # an Array API namespace
     return shim.namespace(x)
 
 

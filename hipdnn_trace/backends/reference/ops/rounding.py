@@ -28,10 +28,10 @@ are rounded on the host and uploaded.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
-
-from typing import Any
 
 from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.errors import UnsupportedError

@@ -287,7 +287,7 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
             self._preferred: int | None = None
             self._plan: int | None = None
 
-        def _setter(name: str):  # noqa: N805 - builds methods
+        def _setter(name: str):  # builds methods
             def setter(self: Graph, value: Any) -> Graph:
                 world.record(f"Graph.{name}", value)
                 return self

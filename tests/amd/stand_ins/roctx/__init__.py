@@ -28,21 +28,21 @@ def _emit(op: str, msg: Any = None) -> None:
     if not path:
         return
     if not _LOG:
-        _LOG.append(open(path, "a", encoding="utf-8"))   # noqa: SIM115 - kept open for the process
+        _LOG.append(open(path, "a", encoding="utf-8"))   # kept open for the process
     fh = _LOG[0]
     fh.write(json.dumps({"op": op, "msg": msg, "t": time.clock_gettime_ns(time.CLOCK_BOOTTIME),
                          "pid": os.getpid(), "tid": threading.get_native_id()}) + "\n")
     fh.flush()
 
 
-def rangePush(msg: str) -> int:  # noqa: N802 - upstream's name
+def rangePush(msg: str) -> int:  # upstream's name
     global _depth
     _emit("push", msg)
     _depth += 1
     return _depth - 1
 
 
-def rangePop() -> int:  # noqa: N802
+def rangePop() -> int:
     global _depth
     _emit("pop")
     if _depth == 0:
@@ -56,15 +56,15 @@ def mark(msg: str) -> None:
         _emit("mark", msg)
 
 
-def profilerPause(tid: int = 0) -> int:  # noqa: N802
+def profilerPause(tid: int = 0) -> int:
     _emit("pause", tid)
     return 0
 
 
-def profilerResume(tid: int = 0) -> int:  # noqa: N802
+def profilerResume(tid: int = 0) -> int:
     _emit("resume", tid)
     return 0
 
 
-def getThreadId() -> int:  # noqa: N802
+def getThreadId() -> int:
     return threading.get_native_id()
