@@ -7,6 +7,8 @@ flag (and the CLI into exit code 1), never a traceback.
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -38,6 +40,39 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: --warmup, --iters, --max-iters: beyond ten million a run never ends in practice, and a typo
+#: (``iters = 100000000000000000`` in a recipe) should not start one that runs until it is killed
+MAX_ITERATIONS = 10**7
+#: --array: Slurm's MaxArraySize is at most 4000001 (slurm.conf; the default is 1001), so an array of
+#: 0..N-1 never has more tasks than that
+MAX_ARRAY_TASKS = 4_000_001
+
+
+def iterations(text: str) -> int:
+    """An iteration count, 0 .. MAX_ITERATIONS (a larger one is a typo, not a benchmark)."""
+    value = non_negative_int(text)
+    if value > MAX_ITERATIONS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_ITERATIONS}, got {value}")
+    return value
+
+
+def array_tasks(text: str) -> int:
+    """Slurm array tasks, 1 .. MAX_ARRAY_TASKS (Slurm's largest MaxArraySize)."""
+    value = positive_int(text)
+    if value > MAX_ARRAY_TASKS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_ARRAY_TASKS} (Slurm's largest MaxArraySize), "
+                                         f"got {value}")
+    return value
+
+
+def milliseconds(text: str) -> float:
+    """A duration in ms: finite and >= 0 (NaN would make every comparison with it false)."""
+    value = _number(text, float, "milliseconds")
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def gib(text: str) -> float:
     """A size in GiB, > 0 and finite."""
     value = _number(text, float, "a size in GiB")
@@ -57,7 +92,7 @@ def fraction(text: str) -> float:
 def seconds(text: str) -> float:
     """A time limit in seconds; 0 means none."""
     value = _number(text, float, "seconds")
-    if value < 0:
+    if not (math.isfinite(value) and value >= 0):   # NaN passes `< 0` and would never time out
         raise argparse.ArgumentTypeError(f"must be >= 0 (0: no limit), got {value:g}")
     return value
 
@@ -75,12 +110,28 @@ def tolerance(text: str) -> float:
     return value
 
 
+#: a run id is one folder name every file system and shell takes as it is: letters, digits, ``._-``,
+#: not hidden, short enough for NAME_MAX (255 bytes) with room for a writer's temp-file suffix
+MAX_RUN_ID = 128
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
 def run_id(text: str) -> str:
-    """A run directory name: one path component (no separators, no '..', not hidden), so a run stays
-    inside --out."""
-    if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith(".") or "\0" in text:
-        raise argparse.ArgumentTypeError(f"must be a plain folder name inside --out (no '/', '..' or leading "
-                                         f"'.'), got {text!r}")
+    """A run directory name: one plain path component (no separators, no '..', not hidden, no control
+    characters or spaces), so a run stays inside --out and its path can be pasted into a shell."""
+    if not _RUN_ID.fullmatch(text) or len(text) > MAX_RUN_ID:
+        raise argparse.ArgumentTypeError(f"must be a plain folder name inside --out (letters, digits, '.', '_' "
+                                         f"and '-', not starting with '.', at most {MAX_RUN_ID} characters), "
+                                         f"got {text!r}")
+    return text
+
+
+def plain_text(text: str) -> str:
+    """A value written into a generated script line (an #SBATCH option): no control characters, since a
+    newline would start another line of the script."""
+    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise argparse.ArgumentTypeError(f"control character {bad!r} not allowed, got {text!r}")
     return text
 
 

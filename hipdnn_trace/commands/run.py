@@ -121,13 +121,14 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--include-perf", action="store_true",
                    help="with the reference backend, also run folders named 'perf' (GPU-sized graphs)")
     t = p.add_argument_group("timing")
-    t.add_argument("--warmup", "-w", type=argtypes.non_negative_int, default=10, help="warmup iterations (default 10)")
-    t.add_argument("--iters", "-i", type=argtypes.non_negative_int, default=100,
+    t.add_argument("--warmup", "-w", type=argtypes.iterations, default=10, help="warmup iterations (default 10)")
+    t.add_argument("--iters", "-i", type=argtypes.iterations, default=100,
                    help="minimum timed iterations (default 100)")
-    t.add_argument("--min-time-ms", type=float, default=0.0, help="keep timing until this much time passed")
+    t.add_argument("--min-time-ms", type=argtypes.milliseconds, default=0.0,
+                   help="keep timing until this much time passed")
     t.add_argument("--max-rel-ci", type=argtypes.fraction, default=None,
                    help="then until the median's 95%% CI is within this fraction (0.01 = 1%%)")
-    t.add_argument("--max-iters", type=argtypes.non_negative_int, default=None, help="cap for the two rules above")
+    t.add_argument("--max-iters", type=argtypes.iterations, default=None, help="cap for the two rules above")
     t.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="cold: flush the L2 cache between iterations, outside the timed region")
     t.add_argument("--timing", choices=("auto", "kernel", "staged", "events"), default="auto",

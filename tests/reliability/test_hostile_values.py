@@ -1,0 +1,62 @@
+"""Hostile option values (reliability issue, items 4, 5 and 7): a value that would become code, garbage or a
+traceback is one line on stderr naming the flag, file or field, exit 1, whether it comes from the command line
+or a --config recipe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hipdnn_trace.cli import main
+
+GRAPH = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
+
+
+def _one_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+@pytest.mark.parametrize("run_id", ["a\nb", "a" * 300, "a b", "x\x1b[2J", ".", "..", ".hidden", "a/b", ""])
+def test_a_run_id_must_be_a_safe_folder_name(tmp_path: Path, capsys: pytest.CaptureFixture[str], run_id: str) -> None:
+    assert main(["run", str(GRAPH), "--out", str(tmp_path / "o"), "--run-id", run_id, "-i", "1", "-w", "0"]) == 1
+    _one_line(capsys, "--run-id")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_plain_run_id_still_works(tmp_path: Path) -> None:
+    assert main(["run", str(GRAPH), "--out", str(tmp_path), "--run-id", "shard-3_v1.2", "-i", "1", "-w", "0",
+                 "-q", "--no-trace"]) == 0
+    assert (tmp_path / "shard-3_v1.2" / "run.json").exists()
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--min-time-ms", "nan"), ("--min-time-ms", "inf"), ("--min-time-ms", "-5"),
+    ("--iters", "100000000000000000"), ("--warmup", "10000001"), ("--max-iters", "99999999999"),
+    ("--graph-timeout", "nan"), ("--max-reference-seconds", "nan"),
+])
+def test_numeric_flags_are_finite_and_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str,
+                                              value: str) -> None:
+    assert main(["run", str(GRAPH), "--out", str(tmp_path / "o"), flag, value]) == 1
+    _one_line(capsys, flag)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("min_time_ms = nan\n", "min_time_ms"), ("min_time_ms = inf\n", "min_time_ms"),
+    ("iters = 1e17\n", "iters"), ("iters = 100000000000000000\n", "iters"), ("warmup = -1\n", "warmup"),
+    ("max_iters = 20000000\n", "max_iters"), ("graph_timeout = nan\n", "graph_timeout"),
+    ("graphs = [1, 2]\n", "graphs"), ("run_id = \"a/../b\"\n", "run_id"), ("run_id = \"a\\nb\"\n", "run_id"),
+])
+def test_a_recipe_gets_the_same_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                      key: str) -> None:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(text)
+    argv = ["run", "--config", str(recipe), "--out", str(tmp_path / "o")]
+    assert main(argv if "graphs" in text else [*argv, str(GRAPH)]) == 1
+    _one_line(capsys, str(recipe), key)
+    assert not (tmp_path / "o").exists()
