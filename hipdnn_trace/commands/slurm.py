@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hipdnn_trace.commands import SUMMARIES
-from hipdnn_trace.commands.argtypes import positive_int
+from hipdnn_trace.commands.argtypes import array_tasks, plain_text, positive_int
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import glob_matches
@@ -91,7 +91,7 @@ def add_parser(sub: Any) -> None:
     )
     _split_run_options(p)
     p.add_argument("suite", nargs="+", metavar="SUITE", help="graph files, folders, globs or tarballs (as for run)")
-    p.add_argument("--array", type=positive_int, required=True, metavar="N",
+    p.add_argument("--array", type=array_tasks, required=True, metavar="N",
                    help="number of array tasks = shards (#SBATCH --array=0-(N-1))")
     p.add_argument("--out", "-o", type=Path, default=None, metavar="DIR",
                    help="sweep folder (new or empty): slurm/ scripts, logs/, shards/, merged/ "
@@ -99,15 +99,15 @@ def add_parser(sub: Any) -> None:
     s = p.add_argument_group("sbatch options (both jobs, unless said)")
     s.add_argument("--gpus-per-task", type=positive_int, default=None, metavar="G",
                    help="GPUs for each array task (#SBATCH --gpus-per-task; not the merge job)")
-    s.add_argument("--partition", "-p", default=None, metavar="P", help="#SBATCH --partition")
-    s.add_argument("--time", "-t", default=None, metavar="T",
+    s.add_argument("--partition", "-p", type=plain_text, default=None, metavar="P", help="#SBATCH --partition")
+    s.add_argument("--time", "-t", type=plain_text, default=None, metavar="T",
                    help="time limit of each array task and of the merge job (#SBATCH --time, e.g. 04:00:00)")
-    s.add_argument("--account", "-A", default=None, metavar="A", help="#SBATCH --account")
-    s.add_argument("--job-name", default="hipdnn-trace", metavar="NAME",
+    s.add_argument("--account", "-A", type=plain_text, default=None, metavar="A", help="#SBATCH --account")
+    s.add_argument("--job-name", type=plain_text, default="hipdnn-trace", metavar="NAME",
                    help="job names: NAME-shards and NAME-merge (default hipdnn-trace)")
-    s.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+    s.add_argument("--sbatch-arg", type=plain_text, action="append", default=[], metavar="ARG",
                    help="one more #SBATCH line for both jobs, e.g. --sbatch-arg=--qos=debug (repeatable)")
-    p.add_argument("--hipdnn-trace", dest="command_line", default="hipdnn-trace", metavar="CMD",
+    p.add_argument("--hipdnn-trace", dest="command_line", type=plain_text, default="hipdnn-trace", metavar="CMD",
                    help="the command the jobs run, split like a shell would (default hipdnn-trace; e.g. "
                         "'/opt/venv/bin/python -m hipdnn_trace')")
     p.add_argument("--submit", action="store_true",
@@ -231,11 +231,28 @@ def merge_script(args: argparse.Namespace, folder: Path, command: list[str]) -> 
     return "\n".join(lines)
 
 
+def _no_control_characters(what: str, values: list[str]) -> None:
+    """Refuse a control character in a value the scripts will hold: a newline would end its line (an
+    #SBATCH option's rest becomes another directive or a shell command)."""
+    for value in values:
+        try:
+            plain_text(value)
+        except argparse.ArgumentTypeError as exc:
+            raise UserError(f"{what}: {exc}") from None
+
+
 def write_scripts(args: argparse.Namespace) -> Scripts:
     """Check the arguments, then write both scripts under DIR/slurm (DIR new or empty)."""
-    command = shlex.split(args.command_line)
+    try:
+        command = shlex.split(args.command_line)
+    except ValueError as exc:   # "No closing quotation", "No escaped character"
+        raise UserError(f"--hipdnn-trace {args.command_line!r}: cannot split it like a shell ({exc})") from None
     if not command:
         raise UserError("--hipdnn-trace: empty command")
+    _no_control_characters("SUITE", list(args.suite))
+    _no_control_characters("run options after --", list(args.run_options))
+    if args.out is not None:
+        _no_control_characters("--out", [str(args.out)])
     _check_run_options(args.suite, args.run_options)
     suite = _absolute_suite(args.suite)
     if args.out is None:
@@ -246,14 +263,19 @@ def write_scripts(args: argparse.Namespace) -> Scripts:
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UserError(f"{args.out} already exists and is not an empty folder; choose another --out")
     created = _new_folders(folder)
-    for sub in ("slurm", "logs", "shards"):
-        (folder / sub).mkdir(parents=True, exist_ok=True)   # Slurm does not create log folders
     scripts = Scripts(folder / "slurm" / "shards.sbatch", folder / "slurm" / "merge.sbatch",
                       folder / "shards", folder / "merged", created)
-    scripts.array.write_text(array_script(args, suite, folder, command))
-    scripts.merge.write_text(merge_script(args, folder, command))
-    for path in (scripts.array, scripts.merge):
-        path.chmod(0o755)
+    try:
+        for sub in ("slurm", "logs", "shards"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)   # Slurm does not create log folders
+        scripts.array.write_text(array_script(args, suite, folder, command))
+        scripts.merge.write_text(merge_script(args, folder, command))
+        for path in (scripts.array, scripts.merge):
+            path.chmod(0o755)
+    except OSError as exc:   # a path through a regular file, a read-only or full file system
+        _remove(created)
+        raise UserError(f"--out {args.out}: cannot write the scripts ({exc.strerror or exc}"
+                        f"{': ' + str(exc.filename) if exc.filename else ''})") from None
     return scripts
 
 

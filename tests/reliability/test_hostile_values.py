@@ -60,3 +60,55 @@ def test_a_recipe_gets_the_same_rules(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(argv if "graphs" in text else [*argv, str(GRAPH)]) == 1
     _one_line(capsys, str(recipe), key)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--time", "01:00\n#SBATCH --foo"), ("--job-name", "x\ny"), ("--sbatch-arg", "--qos=debug\nrm -rf ~"),
+    ("--partition", "gpu\r"), ("--account", "a\x00b"), ("--hipdnn-trace", "hipdnn-trace\nid"),
+    ("--array", "100000000"), ("--array", "4000002"),
+])
+def test_slurm_values_that_would_become_script_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str,
+                                                     value: str) -> None:
+    assert main(["slurm", str(GRAPH), "--array", "2", "--out", str(tmp_path / "s"), f"{flag}={value}"]) == 1
+    _one_line(capsys, flag)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(("where", "argv"), [
+    ("SUITE", ["{tmp}/g\nx.json"]),
+    ("run options after --", ["{graph}", "--", "--save-tensors", "t\nx"]),
+    ("--out", ["{graph}", "--out", "{tmp}/s\nx"]),
+])
+def test_slurm_control_characters_in_paths_and_run_options(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           where: str, argv: list[str]) -> None:
+    (tmp_path / "g\nx.json").write_bytes(GRAPH.read_bytes())
+    argv = [a.format(tmp=tmp_path, graph=GRAPH) for a in argv]
+    if "--out" not in argv:
+        argv = [*argv[:1], "--out", str(tmp_path / "s"), *argv[1:]]
+    assert main(["slurm", *argv, "--array", "2"] if "--" not in argv else
+                ["slurm", *argv[:argv.index("--")], "--array", "2", *argv[argv.index("--"):]]) == 1
+    _one_line(capsys, where)
+    assert not any(p.name.startswith("s") for p in tmp_path.iterdir())
+
+
+def test_slurm_plain_values_still_make_their_lines(tmp_path: Path) -> None:
+    assert main(["slurm", str(GRAPH), "--array", "4000001", "--out", str(tmp_path / "s"), "--time", "04:00:00",
+                 "--sbatch-arg=--qos=debug", "--job-name", "sweep 1"]) == 0
+    script = (tmp_path / "s" / "slurm" / "shards.sbatch").read_text()
+    assert "#SBATCH --time=04:00:00\n" in script and "#SBATCH --qos=debug\n" in script
+    assert "#SBATCH --array=0-4000000\n" in script and "#SBATCH '--job-name=sweep 1-shards'\n" in script
+
+
+def test_slurm_an_unsplittable_command_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["slurm", str(GRAPH), "--array", "2", "--out", str(tmp_path / "s"),
+                 "--hipdnn-trace", '"unterminated']) == 1
+    _one_line(capsys, "--hipdnn-trace", "No closing quotation")
+    assert not (tmp_path / "s").exists()
+
+
+def test_slurm_out_under_a_regular_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Running as root, a read-only folder is still writable; a path through a regular file fails for anyone."""
+    (tmp_path / "afile").write_text("x")
+    assert main(["slurm", str(GRAPH), "--array", "2", "--out", str(tmp_path / "afile" / "sweep")]) == 1
+    _one_line(capsys, "--out", "cannot write the scripts", "Not a directory")
+    assert (tmp_path / "afile").read_text() == "x"
