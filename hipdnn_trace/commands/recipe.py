@@ -64,7 +64,8 @@ def _convert(source: Path, key: str, value: Any, action: argparse.Action) -> Any
 
 
 def _one(where: str, value: Any, action: argparse.Action) -> Any:
-    if action.type is None and not isinstance(value, str):   # the command line gives such options text
+    if (action.type is None and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+            and not isinstance(value, str)):   # the command line gives such options text
         raise UserError(f"{where}: expected a string, got {value!r}")
     try:
         converted = action.type(str(value)) if callable(action.type) else value
