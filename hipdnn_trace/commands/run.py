@@ -534,6 +534,9 @@ def main(args: argparse.Namespace) -> int:
         if args.run_id:
             raise UserError("--resume continues RUN_DIR; --run-id does not apply")
         folder = args.resume
+        if not folder.exists():   # killed before its mkdir: there is no run to continue
+            raise UserError(f"--resume {folder}: no such folder, nothing to resume (a run stopped before it "
+                            "created its folder recorded nothing); start a new run")
         if is_stranded(folder):   # left before run.json existed: nothing recorded, start it afresh
             clear_stranded(folder)
             resuming, run_id = False, folder.name

@@ -75,8 +75,16 @@ def describe_write_error(exc: OSError) -> str:
 def create_run_dir(folder: Path) -> None:
     """Claim ``folder`` for a new run: one ``mkdir`` that fails when it exists, so of two runs
     given the same --out and --run-id exactly one gets it, on local and network file systems."""
+    parent = folder.parent
+    if parent.exists() and not parent.is_dir():   # mkdir(exist_ok) says "exists" for a file or a device
+        raise UserError(f"{parent}: not a folder (--out must name a folder to put the run directory in)")
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:   # a file on the way to it (runs/afile/sub)
+        raise UserError(f"{parent}: cannot create the folder (a file is in the way)") from None
+    except OSError as exc:
+        raise UserError(f"{parent}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
         os.mkdir(folder)
     except FileExistsError:
         raise UserError(f"{folder} already exists (another run with this --run-id, or an earlier one); "

@@ -112,3 +112,22 @@ def test_slurm_out_under_a_regular_file_is_one_line(tmp_path: Path, capsys: pyte
     assert main(["slurm", str(GRAPH), "--array", "2", "--out", str(tmp_path / "afile" / "sweep")]) == 1
     _one_line(capsys, "--out", "cannot write the scripts", "Not a directory")
     assert (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.parametrize("out", ["afile", "/dev/null"])
+def test_an_out_that_is_not_a_folder_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str) -> None:
+    (tmp_path / "afile").write_text("x")
+    path = out if out.startswith("/") else str(tmp_path / out)
+    assert main(["run", str(GRAPH), "--out", path, "-i", "1", "-w", "0"]) == 1
+    err = _one_line(capsys, path, "not a folder")
+    assert "already exists" not in err
+
+
+@pytest.mark.parametrize("with_graphs", [True, False])
+def test_resume_of_a_folder_never_created_says_there_is_nothing_to_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], with_graphs: bool) -> None:
+    gone = str(tmp_path / "runs" / "killed-before-mkdir")
+    assert main(["run", *([str(GRAPH)] if with_graphs else []), "--resume", gone, "-i", "1"]) == 1
+    err = _one_line(capsys, f"--resume {gone}", "no such folder")
+    assert "not a run directory" not in err
+    assert not (tmp_path / "runs").exists()

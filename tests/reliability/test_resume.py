@@ -157,7 +157,7 @@ def test_resume_refusals_are_one_line_errors(faulty, tmp_path, capsys):
     assert cli_main([*base, "--resume", folder, "--run-id", "x"]) == 1
     assert "--run-id does not apply" in capsys.readouterr().err
     assert cli_main([*base, "--resume", str(tmp_path / "nothing")]) == 1
-    assert "not a run directory" in capsys.readouterr().err
+    assert "no such folder, nothing to resume" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("recorded", [None, "counter-fmix32-v0"])
