@@ -56,6 +56,27 @@ def _field(path: Path, where: str, value: Any, kinds: tuple[type, ...], what: st
     raise UserError(f"{path}: {where}: expected {what}, got {value!r}")
 
 
+#: above these a sample count or a time is not a measurement (n must also fit the Int64 column)
+MAX_SAMPLES = 2**63 - 1
+MAX_MS = 1e12   # about 32 years
+
+
+def _count(path: Path, where: str, value: Any) -> int | None:
+    """A sample count: an integer 0..MAX_SAMPLES or null (10**30 overflowed polars' Int64 with a traceback)."""
+    value = _field(path, where, value, (int,), "an integer")
+    if value is not None and not 0 <= value <= MAX_SAMPLES:
+        raise UserError(f"{path}: {where}: expected a sample count 0..{MAX_SAMPLES}, got {value!r}")
+    return value
+
+
+def _ms(path: Path, where: str, value: Any) -> float | None:
+    """A time in ms: a finite number 0..MAX_MS or null, so a garbage value is not compared as a timing."""
+    value = _field(path, where, value, (int, float), "a number")
+    if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_MS):
+        raise UserError(f"{path}: {where}: expected a time in ms 0..{MAX_MS:g}, got {value!r}")
+    return value
+
+
 def _plan(path: Path, where: str, row: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(where the plan sits, its kernel stats, its timing) in either layout: the newest
     (dnn-benchmarking @ 03382e30) keeps the plan in ``ootb`` (null unless the row ran), the older
@@ -69,12 +90,14 @@ def _plan(path: Path, where: str, row: dict[str, Any]) -> tuple[str, dict[str, A
 
 def _stats_row(path: Path, where: str, name: Any, row: dict[str, Any]) -> dict[str, Any]:
     at, kernel, timing = _plan(path, where, row)
-    number = lambda key: _field(path, f"{at}.kernel.{key}", kernel.get(key), (int, float), "a number")
+    number = lambda key: _ms(path, f"{at}.kernel.{key}", kernel.get(key))
     n = kernel.get("n", timing.get("samples"))   # the newest layout also counts them in timing.samples
-    engine = row.get("engine") if isinstance(row.get("engine"), dict) else {}
+    engine = _field(path, f"{where}.engine", row.get("engine"), (dict,), "an object") or {}
     return {"graph": name,
-            "config": engine.get("name") or row.get("runtime") or row.get("provider"),
-            "status": row.get("verdict"), "n": _field(path, f"{at}.kernel.n", n, (int,), "an integer"),
+            "config": _field(path, f"{where}.engine.name", engine.get("name"), (str,), "a string")
+            or _field(path, f"{where}.runtime", row.get("runtime"), (str,), "a string")
+            or _field(path, f"{where}.provider", row.get("provider"), (str,), "a string"),
+            "status": _field(path, f"{where}.verdict", row.get("verdict"), (str,), "a string"), "n": _count(path, f"{at}.kernel.n", n),
             "median": number("median_ms"), "p25": number("p25_ms"), "p75": number("p75_ms")}
 
 

@@ -74,6 +74,28 @@ def test_compare_older_against_newest_layout(tmp_path: Path, capsys: pytest.Capt
     (("graphs", 1, "results", 1, "ootb"), [1], "graphs[1].results[1].ootb: expected an object"),
     (("graphs", 0, "results"), {"a": 1}, "graphs[0].results: expected a list"),
     (("graphs", 1, "graph_name"), 7, "graphs[1].graph_name: expected a string, got 7"),
+    # reliability issue item 5: every variant of a field of the wrong kind or size
+    (("graphs",), {"a": 1}, "graphs: expected a list"),
+    (("graphs",), 5, "graphs: expected a list"),
+    (("graphs", 0), "g", "graphs[0]: expected an object"),
+    (("graphs", 0, "results"), "x", "graphs[0].results: expected a list"),
+    (("graphs", 0, "results", 0), 3, "graphs[0].results[0]: expected an object"),
+    (("graphs", 0, "results", 0, "ootb", "kernel"), [1], "graphs[0].results[0].ootb.kernel: expected an object"),
+    (("graphs", 0, "results", 0, "ootb", "kernel"), "k", "graphs[0].results[0].ootb.kernel: expected an object"),
+    (("graphs", 0, "results", 0, "ootb", "timing"), 1, "graphs[0].results[0].ootb.timing: expected an object"),
+    (("graphs", 0, "results", 0, "engine"), "eng", "graphs[0].results[0].engine: expected an object"),
+    (("graphs", 0, "results", 0, "engine"), [1], "graphs[0].results[0].engine: expected an object"),
+    (("graphs", 0, "results", 0, "engine", "name"), [1], "graphs[0].results[0].engine.name: expected a string"),
+    (("graphs", 0, "results", 0, "verdict"), 1, "graphs[0].results[0].verdict: expected a string"),
+    (("graphs", 0, "results", 0, "ootb", "kernel", "n"), "30", "graphs[0].results[0].ootb.kernel.n: expected an"),
+    (("graphs", 0, "results", 0, "ootb", "kernel", "n"), 10**30, "graphs[0].results[0].ootb.kernel.n: expected a"),
+    (("graphs", 0, "results", 0, "ootb", "kernel", "n"), -1, "graphs[0].results[0].ootb.kernel.n: expected a"),
+    (("graphs", 0, "results", 0, "ootb", "kernel", "median_ms"), "0.5",
+     "graphs[0].results[0].ootb.kernel.median_ms: expected a number"),
+    (("graphs", 0, "results", 0, "ootb", "kernel", "median_ms"), 10**30,
+     "graphs[0].results[0].ootb.kernel.median_ms: expected a time in ms"),
+    (("graphs", 0, "results", 0, "ootb", "kernel", "p25_ms"), -0.5,
+     "graphs[0].results[0].ootb.kernel.p25_ms: expected a time in ms"),
 ])
 def test_a_malformed_field_is_one_line_naming_the_file_and_field(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], path: tuple, value: object, field: str) -> None:
