@@ -97,7 +97,8 @@ def _stats_row(path: Path, where: str, name: Any, row: dict[str, Any]) -> dict[s
             "config": _field(path, f"{where}.engine.name", engine.get("name"), (str,), "a string")
             or _field(path, f"{where}.runtime", row.get("runtime"), (str,), "a string")
             or _field(path, f"{where}.provider", row.get("provider"), (str,), "a string"),
-            "status": _field(path, f"{where}.verdict", row.get("verdict"), (str,), "a string"), "n": _count(path, f"{at}.kernel.n", n),
+            "status": _field(path, f"{where}.verdict", row.get("verdict"), (str,), "a string"),
+            "n": _count(path, f"{at}.kernel.n", n),
             "median": number("median_ms"), "p25": number("p25_ms"), "p75": number("p75_ms")}
 
 
