@@ -131,3 +131,26 @@ def test_resume_of_a_folder_never_created_says_there_is_nothing_to_resume(
     err = _one_line(capsys, f"--resume {gone}", "no such folder")
     assert "not a run directory" not in err
     assert not (tmp_path / "runs").exists()
+
+
+KERNEL_TRACE = Path(__file__).resolve().parents[1] / "data" / "rocprof" / "v62" / "kernel_trace.csv"
+
+
+@pytest.mark.parametrize(("cells", "words"), [
+    (",25000,21000,", ("'End_Timestamp'", "ends before it starts")),
+    (",21000," + "1" * 40 + ",", ("'End_Timestamp'", "timestamp outside")),
+    (",-21000,-5,", ("'Start_Timestamp'", "timestamp outside")),
+    (",21000,25000,0,0,four,", ("'Workgroup_Size_X'", "not an integer")),
+])
+def test_ingest_refuses_damaged_timestamps_and_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     cells: str, words: tuple[str, ...]) -> None:
+    """Refused, not dropped: a capture with one damaged timestamp cannot be trusted to time the rest (a folder
+    still skips such a file with a warning and ingests the others)."""
+    lines = KERNEL_TRACE.read_text().splitlines(keepends=True)
+    assert ",21000,25000,0,0,4," in lines[1]
+    lines[1] = lines[1].replace(",21000,25000,0,0,4," if "four" in cells else ",21000,25000,",
+                                cells if "four" in cells else cells, 1)
+    bad = tmp_path / "kernel_trace.csv"
+    bad.write_text("".join(lines))
+    assert main(["ingest", str(bad), "--out", str(tmp_path / "o"), "-q"]) == 1
+    _one_line(capsys, str(bad), "line 2", *words)

@@ -138,8 +138,7 @@ def read_wide(path: Path, table: Table | None = None) -> tuple[pl.DataFrame, pl.
     names = [clean_kernel_name(n) for n in table.strings("Kernel_Name", required=True)]
     dispatch = table.ints("Dispatch_ID", required=True)
     device = table.ints("GPU_ID")
-    start = table.ints("Start_Timestamp", "BeginNs")
-    end = table.ints("End_Timestamp", "EndNs")
+    start, end = table.interval(("Start_Timestamp", "BeginNs"), ("End_Timestamp", "EndNs"))
     correlation = table.ints("Correlation_ID")
     kernels = pl.DataFrame(schema=KERNELS_FULL)
     if any(s is not None for s in start):

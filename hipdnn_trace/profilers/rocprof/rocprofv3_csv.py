@@ -37,8 +37,7 @@ def _source(table: Table) -> str:
 
 def kernels_from_table(table: Table) -> pl.DataFrame:
     """kernel_trace.csv rows -> ``kernels`` (+ KERNEL_EXTRAS)."""
-    start = table.ints("Start_Timestamp", required=True)
-    end = table.ints("End_Timestamp", required=True)
+    start, end = table.interval(("Start_Timestamp",), ("End_Timestamp",), required=True)
     queue = table.ints("Queue_Id")
     stream = table.ints("Stream_Id")
     cols = {
@@ -82,8 +81,7 @@ def counters_from_table(table: Table) -> pl.DataFrame:
         "device": table.ints("Agent_Id", "GPU_ID"),
         "thread_id": table.ints("Thread_Id", "TID"),
         "process_id": table.ints("Process_Id", "PID"),
-        "start_ns": table.ints("Start_Timestamp"),
-        "end_ns": table.ints("End_Timestamp"),
+        **dict(zip(("start_ns", "end_ns"), table.interval(("Start_Timestamp",), ("End_Timestamp",)))),
     }
     return columns_frame(cols, COUNTERS_FULL)
 
@@ -95,8 +93,8 @@ def _api_columns(table: Table) -> dict[str, list]:
         "process_id": table.ints("Process_Id"),
         "thread_id": table.ints("Thread_Id"),
         "correlation_id": table.ints("Correlation_Id"),
-        "start_ns": table.ints("Start_Timestamp", required=True),
-        "end_ns": table.ints("End_Timestamp", required=True),
+        **dict(zip(("start_ns", "end_ns"),
+                   table.interval(("Start_Timestamp",), ("End_Timestamp",), required=True))),
     }
 
 

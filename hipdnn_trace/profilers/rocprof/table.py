@@ -93,6 +93,22 @@ class Table:
     def floats(self, *aliases: str, required: bool = False) -> list[float | None]:
         return self._parsed(aliases, required, parse_float, "not a number")  # type: ignore[return-value]
 
+    def interval(self, start: tuple[str, ...], end: tuple[str, ...], *,
+                 required: bool = False) -> tuple[list[int | None], list[int | None]]:
+        """Start and end timestamps (ns) of each row, refused (file, line, column) when one is outside
+        0..2**63-1 (a 40-digit one became null in the Int64 column, a negative one broke the trace) or
+        the end is before the start (a negative duration is a damaged row, not a kernel)."""
+        starts, ends = self.ints(*start, required=required), self.ints(*end, required=required)
+        columns = (self._column(start, False), self._column(end, False))
+        for r, (s, e) in enumerate(zip(starts, ends)):
+            for value, col in zip((s, e), columns):
+                if value is not None and col is not None and not 0 <= value <= MAX_TIMESTAMP:
+                    raise ProfileFormatError(f"{self.where(r, col)}: timestamp outside 0..{MAX_TIMESTAMP}: "
+                                             f"{self.rows[r][col]!r}")
+            if s is not None and e is not None and e < s and columns[1] is not None:
+                raise ProfileFormatError(f"{self.where(r, columns[1])}: ends before it starts ({e} < {s})")
+        return starts, ends
+
     def where(self, r: int, col: int) -> str:
         line = self.lines[r] if self.lines else r + 2
         return f"{self.path}: line {line}: column {self.header[col]!r}"
@@ -113,6 +129,8 @@ class Table:
 
 
 _BAD = object()
+#: the largest timestamp an Int64 column holds (ns since boot: about 292 years)
+MAX_TIMESTAMP = 2**63 - 1
 
 
 def parse_int(text: str | None) -> int | None | object:
