@@ -55,6 +55,25 @@ def _check_methods(runs: Sequence[Run]) -> None:
                             f"only runs made the same way can be merged")
 
 
+#: a run writes these finite or null; NaN or Inf here is a damaged or hand-edited table, and merging it
+#: would hand report and compare a NaN median as if it were measured (median_ci_* are NaN for n = 0)
+FINITE_STATISTICS = ("n", "mean", "std", "min", "p5", "p25", "median", "p75", "p95", "p99", "max")
+
+
+def _check_statistics(runs: Sequence[Run]) -> None:
+    """Refuse an input whose summary holds a NaN or infinite statistic: one line naming the file, the
+    row (its line in summary.csv) and the column."""
+    for run in runs:
+        s = run.summary
+        for column in (c for c in FINITE_STATISTICS if c in s.columns and s[c].dtype.is_float()):
+            bad = s.with_row_index("row").filter(~pl.col(column).is_finite()).head(1)
+            if bad.height:
+                row, graph = bad["row"][0], bad["graph"][0] if "graph" in s.columns else None
+                raise UserError(f"{Path(run.path) / 'summary.csv'}: line {row + 2} (graph {graph!r}): column "
+                                f"{column!r} is {bad[column][0]}, not a measured value; rerun that shard "
+                                "instead of merging it")
+
+
 def _check_duplicates(runs: Sequence[Run]) -> None:
     """Same graph_id on the same config in two runs (or the same failed file twice)."""
     owner: dict[tuple[str, str | None], Path] = {}
@@ -166,6 +185,7 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
         raise UserError(f"{folder} already exists and is not an empty folder")
     runs = [load_run(p, strict=True) for p in inputs]
     _check_methods(runs)
+    _check_statistics(runs)
     _check_duplicates(runs)
     warnings: list[str] = []
     for i, run in enumerate(runs):

@@ -154,3 +154,23 @@ def test_ingest_refuses_damaged_timestamps_and_cells(tmp_path: Path, capsys: pyt
     bad.write_text("".join(lines))
     assert main(["ingest", str(bad), "--out", str(tmp_path / "o"), "-q"]) == 1
     _one_line(capsys, str(bad), "line 2", *words)
+
+
+@pytest.mark.parametrize(("column", "value"), [("median", "nan"), ("p95", "inf"), ("mean", "NaN")])
+def test_merge_refuses_a_summary_with_non_finite_statistics(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            column: str, value: str) -> None:
+    """Refused, not dropped: the row is a graph's only record, and a merged NaN median reads as measured."""
+    import csv
+
+    assert main(["run", str(GRAPH), "--out", str(tmp_path / "runs"), "--run-id", "s1", "-i", "2", "-w", "0", "-q",
+                 "--no-trace", "--format", "csv"]) == 0
+    summary = tmp_path / "runs" / "s1" / "summary.csv"
+    with summary.open(newline="") as f:
+        rows = list(csv.reader(f))
+    rows[1][rows[0].index(column)] = value
+    with summary.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "runs" / "s1"), "--out", str(tmp_path / "merged")]) == 1
+    _one_line(capsys, str(summary), "line 2", repr(column))
+    assert not (tmp_path / "merged").exists()
