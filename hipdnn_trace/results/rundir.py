@@ -77,13 +77,12 @@ def create_run_dir(folder: Path) -> None:
     given the same --out and --run-id exactly one gets it, on local and network file systems."""
     parent = folder.parent
     if parent.exists() and not parent.is_dir():   # mkdir(exist_ok) says "exists" for a file or a device
-        raise UserError(f"{parent}: not a folder (--out must name a folder to put the run directory in)")
+        raise UserError(f"{folder}: cannot create the run directory ({parent} is not a folder; --out must "
+                        "name a folder)")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:   # a file on the way to it (runs/afile/sub)
-        raise UserError(f"{parent}: cannot create the folder (a file is in the way)") from None
-    except OSError as exc:
-        raise UserError(f"{parent}: cannot create the folder ({exc.strerror or exc})") from None
+    except OSError as exc:   # a file on the way to it (runs/afile/sub), read-only or full storage
+        raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
     try:
         os.mkdir(folder)
     except FileExistsError:
