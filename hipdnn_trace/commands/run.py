@@ -475,6 +475,48 @@ def estimate_note(estimates: list[GraphEstimate]) -> str | None:
             "(the progress line corrects it as graphs finish); Ctrl-C stops, --resume continues")
 
 
+def _run_folder(args: argparse.Namespace) -> tuple[Path, str, bool]:
+    """(run folder, run id, resuming): the folder --resume names (a stranded one is started afresh),
+    else a new one under --out that must not hold another run."""
+    if args.resume is None:
+        run_id = args.run_id or new_run_id()
+        folder = args.out / run_id
+        # a profiled child writes into the folder its parent checked and the tool prepared
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not args.profile_child:
+            raise UserError(f"{folder} already exists; choose another --run-id or --out, or --resume it")
+        return folder, run_id, False
+    if args.run_id:
+        raise UserError("--resume continues RUN_DIR; --run-id does not apply")
+    folder = args.resume
+    if not folder.exists():   # killed before its mkdir: there is no run to continue
+        raise UserError(f"--resume {folder}: no such folder, nothing to resume (a run stopped before it "
+                        "created its folder recorded nothing); start a new run")
+    if is_stranded(folder):   # left before run.json existed: nothing recorded, start it afresh
+        clear_stranded(folder)
+        return folder, folder.name, False
+    return folder, str(load_run(folder).meta.get("run_id") or folder.name), True
+
+
+def _record_estimate(estimates: list[GraphEstimate], notes: list[str], meta: dict[str, Any]) -> None:
+    """The estimate's note (a long suite) and run.json's ``estimate``: what was expected, beside what
+    happened (breakdown.csv wall_ms)."""
+    note = estimate_note(estimates)
+    if note is not None:
+        notes.append(note)
+    meta["estimate"] = {"seconds": round(sum(e.seconds for e in estimates), 3),
+                        "graphs": {e.source: round(e.seconds, 3) for e in estimates},
+                        "rates": asdict(suite_rates())}
+
+
+def _progress(args: argparse.Namespace, graphs: int, settings: RunSettings,
+              estimates: list[GraphEstimate] | None) -> Progress:
+    """The progress line: -q means the final line only, so none unless asked for by name."""
+    loop = settings.loop
+    return Progress(graphs, enabled={"on": True, "off": False}.get(args.progress, False if args.quiet else None),
+                    estimates=None if estimates is None else [e.seconds for e in estimates],
+                    iters=None if loop.min_time_ms or loop.max_rel_ci else loop.iters, tick_s=PROGRESS_TICK_S)
+
+
 #: profilers that collect hardware counters (the ones --profile-set chooses for)
 COUNTER_PROFILERS = ("ncu", "rocprofv3", "rocprof")
 
@@ -529,25 +571,7 @@ def main(args: argparse.Namespace) -> int:
     timeout = _isolation(args, configs, len(sources), profiling=bool(hooks) or bool(args.profile_child))
     suite_size = len(sources)
     sources, shard_meta, graph_ids = _select(args, sources)
-    resuming = args.resume is not None
-    if resuming:
-        if args.run_id:
-            raise UserError("--resume continues RUN_DIR; --run-id does not apply")
-        folder = args.resume
-        if not folder.exists():   # killed before its mkdir: there is no run to continue
-            raise UserError(f"--resume {folder}: no such folder, nothing to resume (a run stopped before it "
-                            "created its folder recorded nothing); start a new run")
-        if is_stranded(folder):   # left before run.json existed: nothing recorded, start it afresh
-            clear_stranded(folder)
-            resuming, run_id = False, folder.name
-        else:
-            run_id = str(load_run(folder).meta.get("run_id") or folder.name)
-    else:
-        run_id = args.run_id or new_run_id()
-        folder = args.out / run_id
-        # a profiled child writes into the folder its parent checked and the tool prepared
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not args.profile_child:
-            raise UserError(f"{folder} already exists; choose another --run-id or --out, or --resume it")
+    folder, run_id, resuming = _run_folder(args)
     loop = LoopSettings(warmup=args.warmup, iters=max(1, args.iters), min_time_ms=args.min_time_ms,
                         max_rel_ci=args.max_rel_ci, max_iters=args.max_iters)
     options = _options(args)
@@ -624,13 +648,8 @@ def main(args: argparse.Namespace) -> int:
         notes.append("each graph runs in a child process" + (f" (killed after {timeout:g} s)" if timeout else ""))
     # a --gpus pool runs graphs side by side, longest first: a serial estimate would mislead
     estimates = suite_estimates(sources, configs, settings, timeout, args.fresh_child) if gpus is None else None
-    note = estimate_note(estimates) if estimates is not None else None
-    if note is not None:
-        notes.append(note)
-    if estimates is not None:   # what was expected, beside what happened (breakdown.csv wall_ms)
-        meta["estimate"] = {"seconds": round(sum(e.seconds for e in estimates), 3),
-                            "graphs": {e.source: round(e.seconds, 3) for e in estimates},
-                            "rates": asdict(suite_rates())}
+    if estimates is not None:
+        _record_estimate(estimates, notes, meta)
     vendors = [v for v in (getattr(backends.get(c.backend), "vendor", None) for c in configs) if v]
     with InterruptGuard() as guard, ClockLock(args.clocks, vendors[0] if vendors else None, args.device,
                                               run_dir=str(folder)) as clocks:
@@ -653,12 +672,7 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     reporter = Reporter(verbose=args.verbose, quiet=args.quiet, suite=len(sources) > 1,
                         name_width=max((len(Path(s.name).stem) for s in sources), default=0),
                         config_width=max((len(c.name) for c in configs), default=0))
-    # -q: the final line only, so no progress line either unless asked for by name
-    progress = Progress(len(sources), enabled={"on": True, "off": False}.get(args.progress,
-                                                                              False if args.quiet else None),
-                        estimates=None if estimates is None else [e.seconds for e in estimates],
-                        iters=None if settings.loop.min_time_ms or settings.loop.max_rel_ci else settings.loop.iters,
-                        tick_s=PROGRESS_TICK_S)
+    progress = _progress(args, len(sources), settings, estimates)
     reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=args.warmup,
                     iters=args.iters, folder=str(folder), notes=notes)
 
