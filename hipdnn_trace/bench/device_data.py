@@ -14,37 +14,25 @@ from typing import Any
 import numpy as np
 
 from hipdnn_trace.backends.device_tensors import is_device_tensor
+from hipdnn_trace.backends.reference import xp as shim
 
 __all__ = ["is_device_tensor", "release_device_memory", "same_place", "to_host"]
 
 
 def to_host(value: Any) -> np.ndarray:
-    """A host numpy array of ``value`` (a copy only when it lives on a device). float64, the
-    integer types and float16 map one to one; bfloat16 and float8 come back as their raw bits
-    viewed in ml_dtypes' types, as the host path stores them."""
-    if not is_device_tensor(value):
-        return np.asarray(value)
-    import torch
-
-    host = value.detach().to("cpu").contiguous()
-    special = {torch.bfloat16: "bfloat16"}
-    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
-        if hasattr(torch, name):
-            special[getattr(torch, name)] = name
-    if host.dtype in special:
-        import ml_dtypes
-
-        raw = host.view(torch.int16 if host.element_size() == 2 else torch.uint8).numpy()
-        return raw.view(getattr(ml_dtypes, special[host.dtype]))
-    return host.numpy()
+    """A host numpy array of ``value`` (a copy only when it lives on a device): the float64 oracle
+    for the reference cache, or either side of a comparison whose output is on the host."""
+    return shim.to_numpy(value)
 
 
 def _to_device(value: Any, like: Any) -> Any:
+    """A host expectation (the float64 oracle, a golden tensor) or an ignore mask on ``like``'s device:
+    values as float64, which is what the validator reads them as; masks as booleans."""
     import torch
 
     host = np.asarray(value)
-    if host.dtype.kind == "V" or host.dtype.name.startswith(("bfloat16", "float8", "float4")):
-        host = host.astype(np.float64)     # only the float64 oracle or a golden tensor reaches here
+    if host.dtype != np.bool_:
+        host = host.astype(np.float64)
     return torch.as_tensor(np.ascontiguousarray(host), device=like.device)
 
 
