@@ -93,6 +93,9 @@ class Backend(Protocol):
 
     # optional: ``installed() -> Support``, whether the library imports, asked by ``run`` before it
     # creates anything (cheap, and touches no device, so a parent that forks GPU children stays clean)
+    # optional: ``warm_up(options) -> None``, the process-wide set-up every graph of a process would
+    # otherwise pay on its first one (device context, library handles); a resident child runs it
+    # before its first graph (bench/warm.py), so no graph's wall carries it
 
     def check(self, graph: Graph) -> Support:
         """Can this backend express the graph? Static: needs no device."""

@@ -444,6 +444,14 @@ class CudnnBackend:
                 cudnn.destroy_handle(handle)
         return list(self._listing[key][0])
 
+    def warm_up(self, options: RunOptions) -> None:
+        """The CUDA context and cuDNN's libraries, loaded by the first handle (about a second),
+        and torch's device state, which the device data of every graph uses."""
+        cudnn = _cudnn()
+        cuda.set_device(options.device)
+        cudnn.destroy_handle(cudnn.create_handle())
+        device_tensors.warm_torch_device(options.device)
+
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> CudnnSession:
         plan = self._plan(graph)
         _refuse_known_crashes(plan, _cudnn().backend_version())

@@ -49,3 +49,19 @@ def logical_view(flat: Any, dims: Sequence[int], strides: Sequence[int]) -> Any:
     if flat.numel() < need:
         raise ValueError(f"buffer has {flat.numel()} elements, layout needs {need}")
     return torch.as_strided(flat, tuple(dims), tuple(strides))
+
+
+def warm_torch_device(device: int) -> None:
+    """Create what torch makes lazily on a GPU's first use: its context, the caching allocator's
+    first block and cuBLAS's handle (a float64 and a half product), so a graph's first stage
+    (device inputs, the float64 reference, a torch session) does not pay them."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    target = torch.device("cuda", device)
+    torch.cuda.init()
+    for dtype in (torch.float64, torch.float16):
+        a = torch.ones((64, 64), dtype=dtype, device=target)
+        (a @ a).sum().item()
+    torch.cuda.synchronize(target)

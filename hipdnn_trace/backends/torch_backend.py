@@ -343,6 +343,12 @@ class TorchBackend:
             return torch.device(wanted)
         return torch.device("cuda", options.device) if torch.cuda.is_available() else torch.device("cpu")
 
+    def warm_up(self, options: RunOptions) -> None:
+        """torch's device state (context, allocator, cuBLAS), lazily made on a GPU's first use."""
+        device = self.device(options)
+        if device.type == "cuda":
+            device_tensors.warm_torch_device(device.index or 0)
+
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> TorchSession:
         support = self.check(graph)
         if not support:

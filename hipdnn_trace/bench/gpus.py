@@ -85,6 +85,9 @@ class WorkerRunner(Protocol):
 
     def close(self) -> None: ...
 
+    # optional: ``warm(configs, settings) -> dict[str, float] | None``, the worker's process set-up
+    # before its first graph (IsolatedRunner.warm)
+
 
 @dataclass
 class GpuWorker:
@@ -110,6 +113,7 @@ class GpuPool:
 
     workers: list[GpuWorker]
     handouts: dict[str, Handout] = field(default_factory=dict)   # source -> where it ran
+    warm_ups: dict[int, dict[str, float] | None] = field(default_factory=dict)   # gpu -> its set-up (bench/warm.py)
     _stop: threading.Event = field(default_factory=threading.Event)
     _closing: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -161,6 +165,9 @@ class GpuPool:
     def _work(self, worker: GpuWorker, todo: queue.Queue, results: queue.Queue, sources: Sequence[GraphSource],
               configs: Sequence[Config], settings: RunSettings, markers: Markers) -> None:
         try:
+            warm = getattr(worker.runner, "warm", None)
+            if warm is not None and not self._stop.is_set():   # set up before its first graph, not inside it
+                self.warm_ups[worker.gpu] = warm(configs, worker.settings or settings)
             while not self._stop.is_set():
                 try:
                     rank, position = todo.get_nowait()

@@ -59,6 +59,8 @@ RESULT_EXIT_GRACE_S = 10.0
 HARNESS_MODULES = ("hipdnn_trace.bench.isolation", "hipdnn_trace.bench.graph_run")
 _CHILD = "hipdnn_trace.bench.isolation:child_main"
 _RESIDENT_CHILD = "hipdnn_trace.bench.isolation:resident_main"
+#: A warm-up job (device context, library loads) that takes longer than this is given up.
+WARM_TIMEOUT_S = 300.0
 #: A resident child is retired after this many graphs (bounds what a leak in a library can grow to).
 MAX_JOBS_PER_CHILD = 100
 _FRAME = re.compile(r'File "(.*?)", line (\d+) in (\S+)')
@@ -108,6 +110,16 @@ class _Job:
     markers_kind: str
     vendor: str | None
     registry: dict[str, str]           # backends the configs use (tests and plugins register their own)
+
+
+@dataclass
+class _Warm:
+    """A resident child's first job when the runner is warmed: set up the process (device context,
+    libraries) before any graph, so the first graph's wall is the graph's (bench/warm.py)."""
+
+    configs: list[Config]
+    settings: RunSettings
+    registry: dict[str, str]
 
 
 def child_main(payload: bytes, fds: list[int]) -> int:
@@ -180,6 +192,8 @@ def run_job(payload: bytes, status: Connection) -> int:
             last[0] = now
             send("iter", i)
 
+    if payload[:1] == b"W":
+        return _warm_job(payload[1:], status)
     send("phase", "read")
     try:
         job: _Job = pickle.loads(payload)
@@ -213,6 +227,28 @@ def run_job(payload: bytes, status: Connection) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
     return 1
+
+
+def _warm_job(payload: bytes, status: Connection) -> int:
+    """Run a :class:`_Warm` job; its answer is ``W`` + the seconds each part took."""
+    from hipdnn_trace.bench.warm import warm_process
+
+    try:
+        job: _Warm = pickle.loads(payload)
+        backends.REGISTRY.update(job.registry)
+        spent = warm_process(job.configs, job.settings)
+        status.send_bytes(b"W" + pickle.dumps(spent, protocol=pickle.HIGHEST_PROTOCOL))
+        return 0
+    except OSError:
+        os._exit(1)   # the parent is gone
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 def _pickle_run(run: GraphRun) -> bytes:
@@ -329,10 +365,44 @@ class IsolatedRunner:
             except (pickle.PicklingError, TypeError, AttributeError) as exc:
                 raise UserError(f"--isolate: cannot hand this run's settings to a child process "
                                 f"({' '.join(str(exc).split())}); use --no-isolate") from None
-        # the server imports the backends' modules once, before it forks anything
+        self._preload(registry)
+        return self._run(payload, source, configs, on_iteration, on_stage)
+
+    def _preload(self, registry: dict[str, str]) -> None:
+        """The server imports the backends' modules once, before it forks anything."""
         wanted = [spec.partition(":")[0] for spec in registry.values()]
         self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
-        return self._run(payload, source, configs, on_iteration, on_stage)
+
+    def warm(self, configs: Sequence[Config], settings: RunSettings) -> dict[str, float] | None:
+        """Start the resident child now and let it set up its device and libraries before the first
+        graph is handed out (bench/warm.py): seconds per part, or None when not resident or it
+        failed (then the first graph starts a fresh child, as without warming)."""
+        if not self.resident:
+            return None
+        registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
+        try:
+            payload = b"W" + pickle.dumps(_Warm(list(configs), settings, registry), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None   # the first graph will say why its settings cannot reach a child
+        self._preload(registry)
+        child: _Child | None = None
+        try:
+            child, _ = self._child_for(_config_key(configs), payload)
+            self._running = child.pid
+            outcome = _Watch(child.pid, self.server, child.status, child.output, WARM_TIMEOUT_S, self.tail_bytes,
+                             None, resident=True).wait()
+        except ForkServerError:
+            self._forget(child)
+            return None
+        except BaseException:
+            self._forget(child)
+            raise
+        finally:
+            self._running = None
+        if outcome.warmed is None or outcome.exitcode is not None:
+            self._forget(child)
+            return None
+        return outcome.warmed
 
     def _child_for(self, key: str, payload: bytes) -> tuple[_Child, bool]:
         """(the child that runs this job, whether it was started for it): the resident child when
@@ -383,7 +453,7 @@ class IsolatedRunner:
 
     def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config],
              on_iteration: Callable[[int], None] | None, on_stage: Callable[[str], None] | None = None) -> GraphRun:
-        key = repr([(c.name, c.backend, c.plugin_path) for c in configs])
+        key = _config_key(configs)
         oom_before = _oom_kills()
         t0 = now_ns()
         watch: _Watch | None = None
@@ -441,6 +511,11 @@ class IsolatedRunner:
         if self._child is child:
             self._child = None
         child.close()
+
+
+def _config_key(configs: Sequence[Config]) -> str:
+    """Which configurations a resident child was started for (another set needs another child)."""
+    return repr([(c.name, c.backend, c.plugin_path) for c in configs])
 
 
 def _suspect(run: GraphRun) -> bool:
@@ -501,6 +576,7 @@ class _Outcome:
     tail: bytes = b""
     first_message_ns: int | None = None   # when the child's first message arrived (its start-up)
     data: bytes | None = None          # the graph's bytes, once the child has read them
+    warmed: dict[str, float] | None = None   # a warm-up job's answer (seconds per part)
 
 
 class _Watch:
@@ -528,6 +604,9 @@ class _Watch:
             return
         if self.out.first_message_ns is None:
             self.out.first_message_ns = now_ns()
+        if raw[:1] == b"W":
+            self.out.warmed = pickle.loads(raw[1:])
+            return
         if raw[:1] == b"R":
             self.out.result = pickle.loads(raw[1:])
             grace = time.monotonic() + RESULT_EXIT_GRACE_S
@@ -582,7 +661,7 @@ class _Watch:
                     self._read_status()
                 if self.output in ready:
                     self._read_output()
-                if self.resident and self.out.result is not None:
+                if self.resident and (self.out.result is not None or self.out.warmed is not None):
                     while self.output in self.open and self.output.poll(0):
                         self._read_output()
                     self.out.tail = bytes(self.tail)

@@ -691,6 +691,7 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
             handout = pool.handouts.get(g.source) if pool is not None else None
             if handout is not None:
                 writer.meta["gpus"]["graphs"][g.source] = asdict(handout)
+                writer.meta["gpus"]["warm_up_s"] = {str(gpu): spent for gpu, spent in pool.warm_ups.items()}
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
                 with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
                     write_json(folder / "run.json", writer.meta)
@@ -716,6 +717,8 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
     started = time.monotonic()
     status, interrupted, outcome = "error", None, None
     try:
+        if isinstance(runner, IsolatedRunner) and sources:   # set up the child before the first graph
+            writer.meta["isolation"]["warm_up_s"] = runner.warm(configs, settings)
         if pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=args.allow_unknown_fields) for s in sources]
             outcome = pool.run_suite(sources, configs, settings, markers, SuiteCallbacks(

@@ -64,8 +64,13 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def _log(path: Path) -> list[dict]:
+def _entries(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _log(path: Path) -> list[dict]:
+    """The backend's prepare lines (one per graph run)."""
+    return [entry for entry in _entries(path) if not entry.get("warm")]
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +204,21 @@ def test_every_graph_once_each_worker_pinned_to_its_gpu(on_two_gpus):
              for name, track in graph_slices.select("name", "track_name").iter_rows()}
     assert lanes == {graph: f"harness gpu {gpu}" for graph, gpu in where.items()}, "one trace track per GPU"
     assert graph_slices.get_column("depth").to_list() == [0] * len(NAMES), "overlapping graphs do not nest"
+
+
+def test_each_worker_sets_up_before_its_first_graph(on_two_gpus):
+    """Each worker's resident child runs the backend's warm_up once, before any graph, in the process
+    that then runs its graphs; run.json records what it took per GPU (bench/warm.py)."""
+    folder, _, log = on_two_gpus
+    warm = [entry for entry in _entries(folder.parent / "visible.jsonl") if entry.get("warm")]
+    assert sorted(entry["CUDA_VISIBLE_DEVICES"] for entry in warm) == ["0", "1"]
+    first_pid = {}
+    for entry in log:
+        first_pid.setdefault(entry["CUDA_VISIBLE_DEVICES"], entry["pid"])
+    assert {entry["CUDA_VISIBLE_DEVICES"]: entry["pid"] for entry in warm} == first_pid, \
+        "the warmed child runs the worker's first graph"
+    spent = load_run(folder).meta["gpus"]["warm_up_s"]
+    assert set(spent) == {"0", "1"} and all(set(parts) == {"visible"} for parts in spent.values())
 
 
 def test_rows_equal_a_serial_run(serial, on_two_gpus):

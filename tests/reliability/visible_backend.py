@@ -1,7 +1,8 @@
 """A test backend that says which GPU it was given: a stand-in for a GPU backend under ``--gpus``
 (no GPU here). It runs the faulty backend (the CPU reference underneath) and, in ``prepare``,
 appends one JSON line to the file named by ``VISIBLE_BACKEND_LOG``: the graph, the
-visibility variables this process saw, ``--device``, the pid, its CPUs and thread-pool size. Appends of one short line
+visibility variables this process saw, ``--device``, the pid, its CPUs and thread-pool size
+(``warm_up`` appends a ``"warm": true`` line the same way). Appends of one short line
 are atomic, so workers on several GPUs can share the file."""
 
 from __future__ import annotations
@@ -29,18 +30,25 @@ class VisibleSession(FaultySession):
         return {**super().info(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
+def _append(entry: dict[str, Any]) -> None:
+    log = os.environ.get(LOG)
+    if log:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(entry) + "\n").encode())
+        finally:
+            os.close(fd)
+
+
 class VisibleBackend(FaultyBackend):
     name = NAME
 
+    def warm_up(self, options: RunOptions) -> None:
+        """Logs ``{"warm": true, ...}``: a stand-in for a GPU backend's context and library set-up."""
+        _append({"warm": True, "device": options.device, "pid": os.getpid(), **seen()})
+
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> VisibleSession:
-        log = os.environ.get(LOG)
-        if log:
-            line = json.dumps({"graph": graph.name, "device": options.device, "pid": os.getpid(), **seen(),
-                               "cpus": sorted(os.sched_getaffinity(0)), "threads": os.environ.get("OMP_NUM_THREADS")})
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, (line + "\n").encode())
-            finally:
-                os.close(fd)
+        _append({"graph": graph.name, "device": options.device, "pid": os.getpid(), **seen(),
+                 "cpus": sorted(os.sched_getaffinity(0)), "threads": os.environ.get("OMP_NUM_THREADS")})
         inner = super().prepare(graph, engine, options)
         return VisibleSession(inner.inner, inner.mode)
