@@ -122,6 +122,28 @@ class _Warm:
     registry: dict[str, str]
 
 
+#: Developers' switch: a folder where each isolated child writes a cProfile of its life
+#: (``child-<pid>.prof``), to find what the harness itself costs inside children.
+PROFILE_CHILDREN_VARIABLE = "HIPDNN_TRACE_PROFILE_CHILDREN"
+
+
+def _profiled(main: Callable[[bytes, list[int]], int]) -> Callable[[bytes, list[int]], int]:
+    """``main`` under cProfile when PROFILE_CHILDREN_VARIABLE names a folder, else ``main`` itself."""
+    def run(payload: bytes, fds: list[int]) -> int:
+        folder = os.environ.get(PROFILE_CHILDREN_VARIABLE)
+        if not folder:
+            return main(payload, fds)
+        import cProfile
+
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(main, payload, fds)
+        finally:
+            profile.dump_stats(os.path.join(folder, f"child-{os.getpid()}.prof"))
+    return run
+
+
+@_profiled
 def child_main(payload: bytes, fds: list[int]) -> int:
     """Entry point of the child (called by the fork server): run the graph, send the record."""
     status_fd, output_fd = fds
@@ -129,6 +151,7 @@ def child_main(payload: bytes, fds: list[int]) -> int:
     return run_job(payload, status)
 
 
+@_profiled
 def resident_main(payload: bytes, fds: list[int]) -> int:
     """Entry point of a resident child: run graph after graph, each job read from the job pipe,
     until the pipe closes (0) or a job fails to send its record (1: its state is suspect)."""
@@ -327,6 +350,8 @@ class IsolatedRunner:
         self.resident = resident           # one child runs graph after graph (see resident_main)
         self._child: _Child | None = None  # the resident child, idle between graphs
         self._running: int | None = None   # pid of the child now running, for abort()
+        self._warm_with: tuple[list[Config], RunSettings] | None = None   # set by a warm() that worked
+        self.warm_ups = 0                  # resident children set up before their first graph
 
     def abort(self) -> None:
         """Kill the child now running, if any (from another thread: an interrupted pool of workers)."""
@@ -366,7 +391,14 @@ class IsolatedRunner:
                 raise UserError(f"--isolate: cannot hand this run's settings to a child process "
                                 f"({' '.join(str(exc).split())}); use --no-isolate") from None
         self._preload(registry)
+        if self._warm_with is not None and self._needs_child(_config_key(configs)):
+            self.warm(*self._warm_with)   # a retired or crashed child's successor starts warm too
         return self._run(payload, source, configs, on_iteration, on_stage)
+
+    def _needs_child(self, key: str) -> bool:
+        """Whether the next job with this key starts a new resident child."""
+        child = self._child
+        return child is None or child.key != key or child.jobs >= MAX_JOBS_PER_CHILD
 
     def _preload(self, registry: dict[str, str]) -> None:
         """The server imports the backends' modules once, before it forks anything."""
@@ -402,6 +434,8 @@ class IsolatedRunner:
         if outcome.warmed is None or outcome.exitcode is not None:
             self._forget(child)
             return None
+        self._warm_with = (list(configs), settings)
+        self.warm_ups += 1
         return outcome.warmed
 
     def _child_for(self, key: str, payload: bytes) -> tuple[_Child, bool]:

@@ -211,12 +211,10 @@ def test_each_worker_sets_up_before_its_first_graph(on_two_gpus):
     that then runs its graphs; run.json records what it took per GPU (bench/warm.py)."""
     folder, _, log = on_two_gpus
     warm = [entry for entry in _entries(folder.parent / "visible.jsonl") if entry.get("warm")]
-    assert sorted(entry["CUDA_VISIBLE_DEVICES"] for entry in warm) == ["0", "1"]
-    first_pid = {}
-    for entry in log:
-        first_pid.setdefault(entry["CUDA_VISIBLE_DEVICES"], entry["pid"])
-    assert {entry["CUDA_VISIBLE_DEVICES"]: entry["pid"] for entry in warm} == first_pid, \
-        "the warmed child runs the worker's first graph"
+    assert {entry["CUDA_VISIBLE_DEVICES"] for entry in warm} == {"0", "1"}
+    assert len(warm) == len({entry["pid"] for entry in warm}), "each child set up once"
+    assert {entry["pid"] for entry in log} <= {entry["pid"] for entry in warm}, \
+        "every child that ran a graph (also the one after the crash) was set up before it"
     spent = load_run(folder).meta["gpus"]["warm_up_s"]
     assert set(spent) == {"0", "1"} and all(set(parts) == {"visible"} for parts in spent.values())
 

@@ -32,7 +32,12 @@ def _run(args: list[str], cwd: Path, log: Path) -> subprocess.CompletedProcess:
 
 
 def _pids(log: Path) -> dict[str, int]:
-    return {row["graph"]: row["pid"] for row in map(json.loads, log.read_text().splitlines())}
+    """graph -> the pid that prepared it (the backend's warm-up lines have no graph)."""
+    return {row["graph"]: row["pid"] for row in map(json.loads, log.read_text().splitlines()) if "graph" in row}
+
+
+def _warmed(log: Path) -> list[int]:
+    return [row["pid"] for row in map(json.loads, log.read_text().splitlines()) if row.get("warm")]
 
 
 def test_one_child_runs_the_healthy_graphs_and_a_crash_or_error_gets_a_fresh_one(tmp_path):
@@ -53,6 +58,8 @@ def test_one_child_runs_the_healthy_graphs_and_a_crash_or_error_gets_a_fresh_one
     assert pids["ok__d"] == pids["raise__e"]
     assert pids["ok__f"] != pids["raise__e"]             # an error row retires the child
     assert pids["ok__f"] == pids["ok__g"]
+    # each of the three children set itself up once, before its first graph
+    assert _warmed(log) == list(dict.fromkeys(pids[n] for n in names))
     meta = json.loads((tmp_path / "resident" / "run.json").read_text())
     assert meta["isolation"]["child"] == "resident"
 
