@@ -53,9 +53,10 @@ def logical_view(flat: Any, dims: Sequence[int], strides: Sequence[int]) -> Any:
 
 def warm_torch_device(device: int) -> None:
     """Create what torch makes lazily on a GPU's first use: its context, the caching allocator's
-    first block and cuBLAS's handle (a float64 and a half product), so a graph's first stage
+    first block, cuBLAS's handle (a float64 and a half product) and torch.nn's modules, so a graph's first stage
     (device inputs, the float64 reference, a torch session) does not pay them."""
     import torch
+    import torch.nn.functional  # noqa: F401  (imported on first use otherwise: ~2 s, inside a graph)
 
     if not torch.cuda.is_available():
         return

@@ -172,15 +172,16 @@ def _release_device_caches() -> None:
     """Between two graphs in one child: memory a framework keeps cached goes back to the device,
     so the next graph (maybe another backend) finds what a fresh process would.
 
-    A full ``gc.collect()`` walks every object: with torch and cuDNN loaded that took 150-230 ms,
-    paid by the next graph's wall (its job waited for it). After the first graph, whatever survived
-    a collection (modules, backends' caches) is frozen out of later collections (``gc.freeze``), so
-    each later one walks only what a graph made."""
+    A full ``gc.collect()`` walks every object: with torch and cuDNN loaded that took 100-230 ms
+    (measured with HIPDNN_TRACE_PROFILE_CHILDREN on an H200: 107 ms after each graph), paid by the
+    next graph's wall (its job waited for it). Whatever survives a collection (modules imported on
+    first use, backends' caches, the last graph's long-lived objects) is frozen out of later
+    collections (``gc.freeze`` after every one), so each walks only what one graph made; a
+    resident child retires after MAX_JOBS_PER_CHILD graphs, which bounds what freezing keeps."""
     import gc
 
     gc.collect()
-    if not gc.get_freeze_count():
-        gc.freeze()
+    gc.freeze()
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
