@@ -149,6 +149,8 @@ class GpuPool:
                         callbacks.before_graph(started, sources[position])
                 elif kind == "done":
                     position, g = value
+                    if g.ready_ns is not None:   # its worker went on to the next graph meanwhile
+                        g.queue_ms = max(0, now_ns() - g.ready_ns) / 1e6
                     if callbacks.after_graph:
                         callbacks.after_graph(len(finished) + 1, g)
                     g.drop_arrays()
@@ -176,7 +178,7 @@ class GpuPool:
                 results.put(("start", worker, (rank, position)))
                 began = now_ns()
                 g = worker.runner(sources[position], configs, worker.settings or settings, markers)
-                g.started_ns = began
+                g.started_ns, g.ready_ns = began, now_ns()
                 if self._stop.is_set():
                     break   # interrupted: the suite records nothing more
                 results.put(("done", worker, (position, g)))

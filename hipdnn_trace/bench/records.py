@@ -89,6 +89,8 @@ class GraphRun:
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
     undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined
     started_ns: int | None = None     # when the suite handed the graph to its runner (breakdown's wall)
+    ready_ns: int | None = None       # --gpus: when its worker had the record (then it waits for the writer)
+    queue_ms: float = 0.0             # --gpus: how long the record waited for the run's one writer
 
     def graph_flops(self) -> float:
         """FLOPs of one execution: from the inputs when counted, else from the graph alone."""

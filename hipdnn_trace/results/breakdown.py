@@ -4,8 +4,10 @@ A suite's wall time is mostly not the timed loop: process start, inputs, the flo
 reference, plan builds and writing files can dominate. Each column is the summed duration of
 the host phases bench recorded under one name (``GraphRun.phases`` for the graph's own,
 ``ConfigRun.phases`` for each configuration's), so the numbers are the same intervals the
-trace shows. ``t_other_ms`` is what no phase covers (config expansion, result transfer from an
-isolated child, console output), so the columns of a graph add up to its ``wall_ms``.
+trace shows. ``t_queue_ms`` (``--gpus`` only) is the time a graph's record waited for the run's one
+writer while its worker already ran the next graph. ``t_other_ms`` is what no phase covers (config
+expansion, result transfer from an isolated child, console output), so the columns of a graph add
+up to its ``wall_ms``.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def breakdown_rows(run_id: str, g: GraphRun, *, write_ms: float, end_ns: int) ->
     starts = [p.start_ns for p in g.phases] + [p.start_ns for c in g.configs for p in c.phases]
     start = g.started_ns if g.started_ns is not None else min(starts, default=end_ns)
     wall = max(0, end_ns - start) / 1e6
-    accounted = sum(graph_cols.values()) + write_ms + sum(sum(cols.values()) for cols in config_cols)
-    shared = {**graph_cols, "t_write_ms": write_ms, "t_other_ms": max(0.0, wall - accounted), "wall_ms": wall}
+    accounted = sum(graph_cols.values()) + g.queue_ms + write_ms + sum(sum(cols.values()) for cols in config_cols)
+    shared = {**graph_cols, "t_queue_ms": g.queue_ms, "t_write_ms": write_ms,
+              "t_other_ms": max(0.0, wall - accounted), "wall_ms": wall}
     key = {"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "source": g.source}
     if not g.configs:
         return [{**key, "config": None, "backend": None, **{col: 0.0 for col in CONFIG_PHASES}, **shared}]

@@ -45,6 +45,7 @@ def _check_breakdown(folder: Path) -> pl.DataFrame:
         assert values.null_count() == 0, col
         assert (values >= 0).all(), col
     for row in df.iter_rows(named=True):
+        assert row["t_queue_ms"] == 0   # one worker and its writer: nothing waits (only --gpus)
         phases = sum(row[c] for c in GRAPH_PHASES) + row["t_write_ms"] + sum(row[c] for c in CONFIG_PHASES)
         assert phases <= row["wall_ms"] * (1 + 1e-9)
         assert phases + row["t_other_ms"] == pytest.approx(row["wall_ms"], rel=1e-9, abs=1e-6)

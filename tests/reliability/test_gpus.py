@@ -219,6 +219,18 @@ def test_each_worker_sets_up_before_its_first_graph(on_two_gpus):
     assert set(spent) == {"0", "1"} and all(set(parts) == {"visible"} for parts in spent.values())
 
 
+def test_breakdown_separates_the_wait_for_the_one_writer(on_two_gpus):
+    """A record that waited for the suite's writer while its worker went on says so (t_queue_ms),
+    and the columns still add up to the graph's wall."""
+    folder, _, _ = on_two_gpus
+    breakdown = load_run(folder).breakdown
+    assert (breakdown.get_column("t_queue_ms") >= 0).all()
+    parts = [c for c in breakdown.columns if c.startswith("t_")]
+    for row in breakdown.filter(pl.col("config").is_not_null()).iter_rows(named=True):
+        assert sum(row[c] for c in parts) == pytest.approx(row["wall_ms"], rel=1e-6, abs=1e-3) or \
+            row["t_other_ms"] == 0   # t_other is floored at 0 when configs overlap
+
+
 def test_rows_equal_a_serial_run(serial, on_two_gpus):
     (serial_dir, serial_code), (folder, code, _) = serial, on_two_gpus
     assert code == serial_code
