@@ -7,6 +7,7 @@
 SUMMARIES: dict[str, str] = {
     "run": "time, validate and record graphs",
     "inspect": "shapes, FLOPs, bytes and which backends can run each graph",
+    "calibrate": "measure this GPU's achievable GEMM and copy peaks into a peaks file (speed of light)",
     "ingest": "read rocprofv3/rocpd/rocprof output made elsewhere into kernels/counters frames",
     "compare": "significance-tested A/B of two runs (verdict per graph)",
     "report": "HTML + Markdown report of a run, or of run B against run A",

@@ -13,10 +13,12 @@ from hipdnn_trace.backends.reference import memory_refusal as reference_memory_r
 from hipdnn_trace.bench.graph_run import host_memory_refusal
 from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.console import escape, escape_strings
+from hipdnn_trace.device.peaks import Peaks, resolve as resolve_peaks
 from hipdnn_trace.errors import UserError, describe as describe_error
 from hipdnn_trace.graph import ops, sources
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
+from hipdnn_trace.results.speed_of_light import speed_of_light
 
 DESCRIPTION = """\
 For each graph: name, graph_id, data types, ops, every tensor (uid, name, role, dtype,
@@ -33,6 +35,8 @@ examples:
   hipdnn-trace inspect graphs/ --quiet            # one line per graph
   hipdnn-trace inspect 'graphs/**/*bf16.json' --json > graphs.json
   hipdnn-trace inspect suite.tar.gz other/        # archives are read in memory
+  hipdnn-trace inspect graphs/perf/ --peaks h100-sxm   # speed of light on H100 SXM, before any run
+  hipdnn-trace inspect g.json --json --peaks my-gpu.toml   # peaks measured by hipdnn-trace calibrate
 """
 
 
@@ -51,6 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--allow-unknown-fields", action="store_true",
                         help="read past graph fields no hipDNN writer uses (listed as warnings) instead of "
                              "refusing the graph")
+    parser.add_argument("--peaks", metavar="NAME|FILE",
+                        help="GPU peaks for each graph's speed of light: a row of the peak table (h100-sxm, "
+                             "h100-pcie, h200, b200, mi300x, mi325x, mi355x) or a peaks file; default: the row "
+                             "of this machine's GPU (NVML), none without one (docs/speed-of-light.md)")
     parser.set_defaults(main=main)
     return parser
 
@@ -131,10 +139,12 @@ def tensor_role(graph: Graph, t: Tensor) -> str:
     return "unused"
 
 
-def describe(graph: Graph, source: str, verdicts: list[BackendVerdict]) -> dict[str, Any]:
+def describe(graph: Graph, source: str, verdicts: list[BackendVerdict],
+             peaks: Peaks | None = None) -> dict[str, Any]:
     """Everything inspect shows about one graph, as plain data (the --json form)."""
     flops = ops.graph_flops(graph)
     nbytes = ops.graph_bytes(graph)
+    sol = speed_of_light(graph, peaks, flops, nbytes) if peaks is not None else None
     return {
         "name": graph.label,
         "source": source,
@@ -159,6 +169,7 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict]) -> dict[
              "supported": v.supported, "supported_reason": v.supported_reason}
             for v in verdicts
         ],
+        "speed_of_light": None if sol is None else {**sol.record(), "peaks": peaks.name if peaks else None},
     }
 
 
@@ -188,6 +199,10 @@ def render_text(info: dict[str, Any]) -> str:
         f"  cost       {_si(info['flops'], 'FLOP')}, {_si(info['bytes'], 'B')} moved (minimum), "
         f"{'n/a' if ai is None else f'{ai:.3g}'} FLOP/B",
     ]
+    sol = info.get("speed_of_light")
+    if sol:
+        lines.append(f"  light      {sol['ms']:.3g} ms, {sol['bound']}-bound on {sol['peaks']} "
+                     f"(compute {sol['compute_ms']:.3g} ms, memory {sol['memory_ms']:.3g} ms)")
     for node in info["nodes"]:
         lines += [f"  note       {note}" for note in node.get("notes", [])]
     lines += [
@@ -210,8 +225,25 @@ def render_text(info: dict[str, Any]) -> str:
 
 def render_quiet(info: dict[str, Any]) -> str:
     runnable = [b["name"] for b in info["backends"] if b["available"] and b["supported"]]
+    sol = info.get("speed_of_light")
+    light = f"light {sol['ms']:.3g} ms {sol['bound']}  " if sol else ""
     return (f"{info['name']}  {info['graph_id']}  {'+'.join(info['ops'])}  {_si(info['flops'], 'FLOP')}  "
-            f"{_si(info['bytes'], 'B')}  runs on: {','.join(runnable) or '-'}  ({info['source']})")
+            f"{_si(info['bytes'], 'B')}  {light}runs on: {','.join(runnable) or '-'}  ({info['source']})")
+
+
+def _peaks(asked: str | None) -> Peaks | None:
+    """--peaks, or the table's row of this machine's GPU (NVML's name); an unknown GPU: a note, no peaks."""
+    name = None
+    if not asked:
+        from hipdnn_trace.device.nvml import gpu_info
+
+        name = (gpu_info(0) or {}).get("name")
+        if not name:
+            return None   # no GPU here and none asked: nothing to say
+    found, note = resolve_peaks(asked, name)
+    if found is None:
+        print(f"hipdnn-trace inspect: note: {escape(note)}", file=sys.stderr)
+    return found
 
 
 def main(args: argparse.Namespace) -> int:
@@ -219,6 +251,7 @@ def main(args: argparse.Namespace) -> int:
     if not graph_sources:
         raise UserError(f"no graph files in {' '.join(args.graphs)}")
     checker = _Backends()
+    peaks = _peaks(args.peaks)
     failed = 0
     infos: list[dict[str, Any]] = []
     for n, src in enumerate(graph_sources):
@@ -230,7 +263,7 @@ def main(args: argparse.Namespace) -> int:
             if args.json:
                 infos.append({"source": src.name, "error": str(exc)})
             continue
-        info = describe(graph, src.name, checker.verdicts(graph))
+        info = describe(graph, src.name, checker.verdicts(graph), peaks)
         for warning in graph.warnings:
             print(f"hipdnn-trace inspect: warning: {escape(warning)}", file=sys.stderr)
         if args.json:

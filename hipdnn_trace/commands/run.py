@@ -54,6 +54,7 @@ examples:
   hipdnn-trace run g.json --backend hipdnn --APath /opt/a/plugins --BPath /opt/b/plugins
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
+  hipdnn-trace run graphs/perf/ --backend cudnn --peaks h100-sxm   # speed of light on H100 SXM peaks
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
   hipdnn-trace run --resume runs/20260101-120000-ab12cd   # graphs and flags from its run.json
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
@@ -209,6 +210,9 @@ def add_parser(sub: Any) -> None:
                    help="formats of the big frames (iterations, kernels, counters): csv,json,parquet "
                         "(default parquet; summary and validation are always CSV); dnnbench also writes "
                         "results.dnnbench.json/.csv in ROCm dnn-benchmarking's schema v2 (its newest layout)")
+    o.add_argument("--peaks", metavar="NAME|FILE",
+                   help="GPU peaks for speed of light (a row of the peak table, e.g. h100-sxm, or a peaks file "
+                        "from hipdnn-trace calibrate; default: the row of the GPU's name; docs/speed-of-light.md)")
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
     o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
     o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")
@@ -616,7 +620,8 @@ def main(args: argparse.Namespace) -> int:
                                    "folder": str(settings.reference_cache.folder),
                                    "max_bytes": settings.reference_cache.max_bytes, "graphs": {}},
                                "reference_device": {"asked": args.reference_device, "used": reference_device},
-                               "inputs": {"generator": GENERATOR}})   # --resume refuses another generator
+                               "inputs": {"generator": GENERATOR},   # --resume refuses another generator
+                               "speed_of_light": {"asked": args.peaks}})   # RunWriter resolves and records
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,12 +221,13 @@ LABELLED_POINTS = 8
 
 
 def roofline(points: Sequence[tuple[Any, ...]], peak_tflops: float | None,
-             peak_gbps: float | None) -> bytes | None:
+             peak_gbps: float | None, roofs: Mapping[str, float] | None = None) -> bytes | None:
     """TFLOPS against arithmetic intensity (FLOP/byte): colour per config, marker per run.
 
     ``points`` are (run tag, config, intensity, tflops[, graph name]); run "A" is drawn hollow so
-    B's points stay visible on top. The roof is drawn when the GPU's peaks are known. The last run's
-    extreme points (highest and lowest TFLOPS) are labelled with their graph names.
+    B's points stay visible on top. The roof is drawn when the GPU's peaks are known: one per data
+    type in ``roofs`` (name -> TFLOPS, the speed-of-light peaks), else the single ``peak_tflops``. The
+    last run's extreme points (highest and lowest TFLOPS) are labelled with their graph names.
     """
     points = [p for p in points if p[2] and p[3] and p[2] > 0 and p[3] > 0]
     if not points:
@@ -253,11 +254,20 @@ def roofline(points: Sequence[tuple[Any, ...]], peak_tflops: float | None,
                     color="#333333")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if peak_tflops and peak_gbps:
+    ceilings: dict[str, float] = {}
+    for name, tflops in sorted((roofs or {}).items()):   # types of one peak share a line: "bf16/fp16"
+        same = next((k for k, v in ceilings.items() if v == tflops), None)
+        ceilings[f"{same}/{name}" if same else name] = ceilings.pop(same) if same else tflops
+    if not ceilings and peak_tflops:
+        ceilings = {"roofline": peak_tflops}
+    if ceilings and peak_gbps:
         xs = np.array([p[2] for p in points])
-        grid = np.logspace(np.log10(xs.min() / 4), np.log10(xs.max() * 4), 200)
-        ax.plot(grid, np.minimum(peak_tflops, peak_gbps * grid / 1e3), color="black",
-                linewidth=1, label="roofline")
+        grid = np.logspace(np.log10(xs.min() / 4), np.log10(max(xs.max(), max(ceilings.values()) * 1e3
+                                                                / peak_gbps) * 4), 200)
+        for k, (name, tflops) in enumerate(sorted(ceilings.items(), key=lambda kv: -kv[1])):
+            label = name if name == "roofline" else f"{name} roof {si_rate(tflops * 1e12, 'FLOPS')}"
+            ax.plot(grid, np.minimum(tflops, peak_gbps * grid / 1e3), color="black", linewidth=1,
+                    linestyle=("-", "--", ":", "-.")[k % 4], label=label)
     _plain_log_ticks(ax.xaxis)
     _plain_log_ticks(ax.yaxis, lambda tflops: si_rate(tflops * 1e12, "FLOPS"))  # as the tables say it
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")

@@ -22,6 +22,7 @@ from hipdnn_trace.compare.matching import units
 from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
 from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
 from hipdnn_trace.console import fmt_share, si_rate
+from hipdnn_trace.results.speed_of_light import DTYPE_CLASS, peaks_of
 
 
 @dataclass
@@ -209,7 +210,8 @@ SUMMARY_COLUMNS: list[tuple[str, str, Callable[[Any], str] | None]] = [
     ("graph", "graph", None), ("config", "config", None), ("engine", "engine", None), ("n", "n", None),
     ("median ms", "median", None), ("p5", "p5", None), ("p95", "p95", None), ("cv", "cv", fmt_share),
     ("init ms", "init_ms", None), ("compute", "tflops", _tflops), ("memory", "gbps", _gbps),
-    ("bottleneck", "bottleneck", None), ("status", "status", None),
+    ("bottleneck", "bottleneck", None), ("light ms", "sol_ms", None),
+    ("bound", "sol_bound", None), ("of light", "sol_share", fmt_share), ("status", "status", None),
     ("validation", "validation", None), ("error", "error", None)]
 
 
@@ -319,6 +321,18 @@ def _peaks(meta: dict[str, Any]) -> tuple[float | None, float | None]:
     return (float(tflops) if tflops else None, float(gbps) if gbps else None)
 
 
+def _roofs(run: Any) -> tuple[dict[str, float], float | None, str]:
+    """The speed-of-light peaks run.json recorded: TFLOPS of the data types the run's graphs use (every
+    type when none is known), HBM GB/s, and the caption naming them and their source."""
+    peaks = peaks_of(run.meta)
+    if peaks is None:
+        return {}, None, ""
+    used = {DTYPE_CLASS[d] for v in run.summary.get_column("dtype").drop_nulls().to_list()
+            for d in str(v).split(",") if d in DTYPE_CLASS} if "dtype" in run.summary.columns else set()
+    roofs = {k: v for k, v in peaks.tflops.items() if k in used} or dict(peaks.tflops)
+    return roofs, peaks.hbm_tbs * 1e3, f"Roofs: {peaks.label or peaks.name} ({peaks.source})"
+
+
 def throughput_section(runs: list[Any]) -> Section | None:
     points = []
     for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
@@ -332,11 +346,12 @@ def throughput_section(runs: list[Any]) -> Section | None:
         return None
     blocks: list[Table | Image] = []
     peak_tflops, peak_gbps = _peaks(runs[-1].meta)
-    scatter = plots.roofline(points, peak_tflops, peak_gbps)
+    roofs, sol_gbps, caption = _roofs(runs[-1])
+    scatter = plots.roofline(points, peak_tflops, sol_gbps or peak_gbps, roofs)
     if scatter:
         blocks.append(Image(scatter, "TFLOPS against arithmetic intensity",
-                            "Roofline" if peak_tflops and peak_gbps else
-                            "Achieved compute (no roof: the GPU's peaks are not in run.json)"))
+                            caption or ("Roofline" if peak_tflops and peak_gbps else
+                                        "Achieved compute (no roof: the GPU's peaks are not in run.json)")))
     for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
         if not run.counters.height:
             continue

@@ -10,8 +10,10 @@ import polars as pl
 from hipdnn_trace.bench.loop import Samples
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.bench.stats import timing_stats
+from hipdnn_trace.device.peaks import Peaks
 from hipdnn_trace.graph.ops import graph_bytes
 from hipdnn_trace.results import schemas
+from hipdnn_trace.results.speed_of_light import speed_of_light
 
 #: Iterations whose SM clock is below this share of the measurement's max are flagged.
 CLOCK_FLAG_RATIO = 0.9
@@ -66,11 +68,13 @@ def first_call_ms(samples: Samples) -> float | None:
     return float(samples.host_ms[first])
 
 
-def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
+def summary_rows(run_id: str, g: GraphRun, peaks: Peaks | None = None) -> list[dict[str, Any]]:
+    """One row per configuration; with ``peaks``, each also gets the graph's speed of light."""
     if g.unrunnable:
         return [{**_key(run_id, g, None), "source": g.source, "status": g.status, "error": g.error,
                  "validation": "skipped"}]
     flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
+    sol = speed_of_light(g.graph, peaks, flops, nbytes) if peaks is not None and g.graph is not None else None
     rows = []
     for c in g.configs:
         row: dict[str, Any] = {**_key(run_id, g, c.config.name), "source": g.source,
@@ -91,6 +95,10 @@ def summary_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
             if median:
                 row["tflops"] = flops / (median * 1e-3) / 1e12 if flops else None
                 row["gbps"] = nbytes / (median * 1e-3) / 1e9 if nbytes else None
+        if sol is not None:
+            row["sol_ms"], row["sol_bound"] = sol.ms, sol.bound
+            median = row.get("median")
+            row["sol_share"] = sol.ms / median if median and sol.ms else None
         rows.append(row)
     return rows
 

@@ -39,6 +39,7 @@ from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.breakdown import breakdown_rows
+from hipdnn_trace.results.speed_of_light import run_block as sol_block
 
 #: Frames that can be big: written in the formats of --format (parquet by default).
 BIG_FRAMES = ("iterations", "kernels", "counters")
@@ -127,6 +128,9 @@ class RunWriter:
         formats = tuple(formats)
         self.dnnbench = DNNBENCH in formats   # not a frame format: one results file at the end
         self.formats = tuple(dict.fromkeys(["parquet", *(f for f in formats if f != DNNBENCH)]))
+        # speed of light: the peaks of --peaks or of the run's GPU, in run.json with their source (before
+        # the folder exists: a bad --peaks strands nothing)
+        meta["speed_of_light"], self.peaks = sol_block(meta)
         if exclusive:
             create_run_dir(folder)
         else:
@@ -204,7 +208,7 @@ class RunWriter:
         rid = self.run_id
         t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
-        self.frames["summary"].append(schemas.frame(R.summary_rows(rid, g), schemas.SUMMARY))
+        self.frames["summary"].append(schemas.frame(R.summary_rows(rid, g, self.peaks), schemas.SUMMARY))
         self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
         self.frames["mismatches"].append(schemas.frame(R.mismatch_rows(rid, g), schemas.MISMATCHES))
         for c in g.configs:

@@ -77,6 +77,9 @@ SUMMARY: Schema = {
     "validation": pl.String(),      # passed | failed | skipped
     "error": pl.String(),
     "bottleneck": pl.String(),      # from profilers: compute-bound | memory-bound | latency-bound
+    "sol_ms": pl.Float64(),         # speed of light: the lower-bound time on the run's GPU peaks
+    "sol_bound": pl.String(),       # what sets it: compute | memory
+    "sol_share": pl.Float64(),      # sol_ms / median: the achieved share of speed of light
 }
 
 KERNELS: Schema = {

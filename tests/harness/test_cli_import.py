@@ -57,7 +57,8 @@ def test_the_command_that_runs_is_complete(name: str) -> None:
 def _minimal(name: str) -> list[str]:
     """Arguments enough for ``name`` to parse (what it requires)."""
     return {"run": ["g.json"], "inspect": ["g.json"], "ingest": ["p", "--out", "o"], "compare": ["a", "b"],
-            "report": ["a"], "merge": ["a", "--out", "o"], "slurm": ["g.json", "--array", "2"]}[name]
+            "report": ["a"], "merge": ["a", "--out", "o"], "slurm": ["g.json", "--array", "2"],
+            "calibrate": []}[name]
 
 
 @pytest.mark.parametrize("argv, name", [
