@@ -339,7 +339,7 @@ class Reporter:
                 continue
             self.print(f"      init {fmt_ms(c.init_ms)} ms, end-to-end {fmt_ms(c.e2e_ms)} ms ({c.stop_reason})")
             if c.samples is not None and len(c.samples.timed_kernel_ms()):
-                st = timing_stats(c.samples.timed_kernel_ms())
+                st = timing_stats(c.samples.statistic_kernel_ms())
                 self.print(f"      kernel ms: median {fmt_ms(st['median'])} "
                            f"[95% CI {fmt_ms(st['median_ci_low'])}, {fmt_ms(st['median_ci_high'])}]  "
                            f"mean {fmt_ms(st['mean'])} +- {fmt_ms(st['std'])}  n {st['n']}")
@@ -433,7 +433,7 @@ def _final_row(g: GraphRun, c: ConfigRun, width: int) -> tuple[str, ...]:
 
     median = compute = memory = "-"
     if c.samples is not None and len(c.samples.timed_kernel_ms()):
-        med = timing_stats(c.samples.timed_kernel_ms())["median"]
+        med = timing_stats(c.samples.statistic_kernel_ms())["median"]
         if med:
             median = fmt_ms(med)
             secs = med * 1e-3
@@ -459,7 +459,7 @@ def _brief(g: GraphRun, c: ConfigRun) -> str:
 
     if c.samples is None or not len(c.samples.timed_kernel_ms()):
         return c.error or ""
-    st = timing_stats(c.samples.timed_kernel_ms())
+    st = timing_stats(c.samples.statistic_kernel_ms())
     text = f"median {fmt_ms(st['median']):>8} ms  {_throughput(g, st['median'])}  {c.validation}"
     if c.status == FAILED and c.error:
         text += f": {c.error}"

@@ -19,7 +19,7 @@ import numpy as np
 
 from hipdnn_trace.backends.base import Session
 from hipdnn_trace.bench.sampling import BackgroundSampler, Sampler
-from hipdnn_trace.bench.stats import relative_ci_width
+from hipdnn_trace.bench.stats import THROTTLE_RECOVERY_S, THROTTLE_THRESHOLD, relative_ci_width, throttled_flags
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.markers import Markers
 
@@ -32,6 +32,11 @@ class LoopSettings:
     max_rel_ci: float | None = None   # then until the median's 95% CI is this narrow (0.01 = 1%)
     max_iters: int | None = None      # hard cap for the two rules above (default 100 x iters)
     ci_check_every: int = 10
+    # clocks (docs/timing.md "Clocks on every sample"): a timed sample whose SM clock is below
+    # throttle_threshold x clock_reference_mhz is flagged throttled and left out of the statistic
+    throttle_threshold: float = THROTTLE_THRESHOLD   # 0: no throttle detection
+    clock_reference_mhz: float | None = None         # the locked clock, else the GPU's default clock
+    keep_throttled: bool = False                     # keep throttled samples in the statistic
 
     def cap(self) -> int:
         return self.max_iters if self.max_iters is not None else self.iters * 100
@@ -62,6 +67,20 @@ class Samples:
 
     def timed_kernel_ms(self) -> np.ndarray:
         return self.timed(self.kernel_ms)
+
+    def throttled_timed(self) -> list[bool]:
+        """Per timed row, whether it was flagged throttled (no flag column: none was)."""
+        flags = self.extra.get("throttled") or []
+        return [bool(flags[k]) if k < len(flags) else False for k, p in enumerate(self.phase) if p == "timed"]
+
+    def statistic_kernel_ms(self) -> np.ndarray:
+        """The timed kernel_ms the summary's statistic uses: throttled rows left out, unless the run keeps
+        them (``timing["throttle"]["keep"]``) or every timed row was throttled (then all are kept, and the
+        row's warnings say ``throttled``: a statistic of throttled samples says more than none)."""
+        timed, flags = self.timed_kernel_ms(), np.asarray(self.throttled_timed(), dtype=bool)
+        if not flags.any() or flags.all() or (self.timing.get("throttle") or {}).get("keep"):
+            return timed
+        return timed[~flags]
 
     def __len__(self) -> int:
         return len(self.phase)
@@ -267,10 +286,24 @@ def run_loop(
     finally:
         _set_staged(session.timer, bool(staged))
         sampler.stop()
-    samples.extra.update(sampler.columns(samples.start_ns))
+    samples.extra.update(sampler.columns(samples.start_ns, samples.end_ns))
+    _flag_throttled(samples, settings)
     if sampler.error:
         samples.timing["sampler_error"] = sampler.error
     return samples, phases
+
+
+def _flag_throttled(samples: Samples, settings: LoopSettings) -> None:
+    """The ``throttled`` column from the rows' SM clocks, and how it was decided in ``samples.timing``
+    (run.json's sessions). No clock column (CPU backends, no NVML): nothing is flagged or recorded."""
+    sm = samples.extra.get("sm_clock_mhz")
+    if sm is None:
+        return
+    samples.extra["throttled"] = throttled_flags(sm, samples.start_ns, samples.end_ns, settings.clock_reference_mhz,
+                                                 settings.throttle_threshold, THROTTLE_RECOVERY_S)
+    samples.timing["throttle"] = {"reference_mhz": settings.clock_reference_mhz,
+                                  "threshold": settings.throttle_threshold, "recovery_s": THROTTLE_RECOVERY_S,
+                                  "keep": settings.keep_throttled}
 
 
 def _copy_timed(samples: Samples, key: str) -> None:

@@ -3,8 +3,11 @@
 One NVML reading (SM + memory clock) costs a few hundred microseconds on the H100 machine. Asked
 from the loop, every block of iterations paid it between two iterations; on a thread, the loop
 never waits for it (ctypes releases the GIL during the NVML call). Each reading is stamped on the
-trace clock; after the measurement every row gets the latest reading taken at or before its start
-(the first reading for rows before it), so a throttled stretch shows on the rows it touched.
+trace clock; after the measurement every row gets, per key, the lowest reading taken during it
+(start..end), else (a row shorter than the sampling period) the latest reading at or before its start,
+else the first one after it. The lowest, so a throttled stretch shows on every row it touched, and a row
+is never judged by a clock it did not run at: a reading from after the row ended is used only when no
+earlier one exists.
 """
 
 from __future__ import annotations
@@ -70,14 +73,27 @@ class BackgroundSampler:
             self._stop.set()
         self._thread = None
 
-    def columns(self, row_starts: Sequence[int]) -> dict[str, list[float | None]]:
-        """Per sampled key, the value in force at each row's start."""
+    def columns(self, row_starts: Sequence[int],
+                row_ends: Sequence[int] | None = None) -> dict[str, list[float | None]]:
+        """Per sampled key, the value in force during each row (the module docstring's rule; without
+        ``row_ends`` the rows are instants at their starts)."""
         with self._lock:
             times, readings = list(self.times), list(self.readings)
         if not readings:
             return {}
-        at = np.searchsorted(np.asarray(times, dtype=np.int64), np.asarray(row_starts, dtype=np.int64),
-                             side="right") - 1
-        at = np.maximum(at, 0)
+        stamps = np.asarray(times, dtype=np.int64)
+        starts = np.asarray(row_starts, dtype=np.int64)
+        ends = starts if row_ends is None else np.maximum(np.asarray(row_ends, dtype=np.int64), starts)
+        first = np.searchsorted(stamps, starts, side="left")   # first reading at or after the start
+        last = np.searchsorted(stamps, ends, side="right")     # one past the last reading at or before the end
+        before = np.maximum(np.searchsorted(stamps, starts, side="right") - 1, 0)
         keys = list(dict.fromkeys(k for reading in readings for k in reading))
-        return {key: [readings[int(j)].get(key) for j in at] for key in keys}
+        out: dict[str, list[float | None]] = {}
+        for key in keys:
+            values = [readings[j].get(key) for j in range(len(readings))]
+            column: list[float | None] = []
+            for lo, hi, at in zip(first.tolist(), last.tolist(), before.tolist()):
+                during = [v for v in values[lo:hi] if v is not None]
+                column.append(min(during) if during else values[at])
+            out[key] = column
+        return out

@@ -63,3 +63,76 @@ def relative_ci_width(values: np.ndarray) -> float:
     lo, hi = median_ci(values)
     med = float(np.median(values))
     return (hi - lo) / med if med > 0 else math.inf
+
+
+# ----------------------------------------------------------------- clocks and row warnings
+
+#: NVIDIA nvbench's defaults (docs/cli_help.md ``--throttle-threshold 75``, ``--throttle-recovery-delay
+#: 0.05``; nvbench/detail/measure_cold.cu ``record_measurements``): a sample whose SM clock is below 75%
+#: of the reference clock is throttled, and the GPU is given 50 ms to recover after it.
+THROTTLE_THRESHOLD = 0.75
+THROTTLE_RECOVERY_S = 0.05
+
+#: ROCm dnn-benchmarking's row warnings (src/dnn_benchmarking/reporting/statistics.py ``noise_warnings``,
+#: execution/suite_runner.py ``_measure_row``): noisy when IQR / median > 5% over >= 10 samples, outlier
+#: when the slowest sample is > 2x the median (its upper median ``sorted(x)[n // 2]``), and ``throttled``.
+NOISY_IQR = 0.05
+NOISY_MIN_N = 10
+OUTLIER_RATIO = 2.0
+THROTTLED = "throttled"
+#: how a frame cell joins a row's warnings (dnn-benchmarking's JSON keeps them as a list)
+WARNING_SEPARATOR = "; "
+
+
+def throttled_flags(sm_mhz: Sequence[float | None], start_ns: Sequence[int], end_ns: Sequence[int],
+                    reference_mhz: float | None, threshold: float = THROTTLE_THRESHOLD,
+                    recovery_s: float = THROTTLE_RECOVERY_S) -> list[bool | None]:
+    """Per sample: whether its SM clock is below ``threshold`` x ``reference_mhz`` (nvbench's rule), or it
+    started within ``recovery_s`` after such a sample ended (nvbench pauses that long after a throttled
+    trial; a sample taken in that pause here is left out instead). None where the sample has no clock;
+    all None without a reference clock or with ``threshold`` 0 (detection off, as nvbench's 0)."""
+    n = len(sm_mhz)
+    if not reference_mhz or not threshold or not any(v is not None and math.isfinite(v) for v in sm_mhz):
+        return [None] * n
+    limit = threshold * reference_mhz
+    flags: list[bool | None] = [None if v is None or not math.isfinite(v) else bool(v < limit) for v in sm_mhz]
+    recovery_ns = int(recovery_s * 1e9)
+    last_end: int | None = None
+    for k in sorted(range(n), key=start_ns.__getitem__):
+        if flags[k]:
+            last_end = end_ns[k] if last_end is None else max(last_end, end_ns[k])
+        elif last_end is not None and start_ns[k] - last_end <= recovery_ns:
+            flags[k] = True
+    return flags
+
+
+def cycles(ms: float | None, mhz: float | None) -> float | None:
+    """GPU cycles a time took at a clock: ms x MHz x 1e3 (None without either, or for NaN)."""
+    if ms is None or mhz is None or not (math.isfinite(ms) and math.isfinite(mhz)):
+        return None
+    return ms * mhz * 1e3
+
+
+def noise_warnings(values: Sequence[float] | np.ndarray) -> list[str]:
+    """dnn-benchmarking's dispersion warnings, in its words: ``noisy: IQR 6.2% of median`` (robust spread
+    over the threshold with enough samples) and ``outlier: max 2.3x median``. Samples are never trimmed."""
+    arr = np.sort(np.asarray(values, dtype=np.float64))
+    arr = arr[np.isfinite(arr)]
+    if not arr.size:
+        return []
+    median = float(arr[arr.size // 2])
+    out: list[str] = []
+    if arr.size >= NOISY_MIN_N and median > 0:
+        p25, p75 = np.percentile(arr, [25, 75])
+        spread = float(p75 - p25) / median
+        if spread > NOISY_IQR:
+            out.append(f"noisy: IQR {spread:.1%} of median")
+    if median > 0 and float(arr[-1]) > OUTLIER_RATIO * median:
+        out.append(f"outlier: max {float(arr[-1]) / median:.1f}x median")
+    return out
+
+
+def row_warnings(values: Sequence[float] | np.ndarray, n_throttled: int) -> list[str]:
+    """A row's warnings: the dispersion of the samples its statistic uses, then ``throttled`` when any
+    timed sample ran below the clock threshold (dnn-benchmarking's order)."""
+    return noise_warnings(values) + ([THROTTLED] if n_throttled else [])

@@ -89,6 +89,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def percent(text: str) -> float:
+    """A percentage, 0 .. 100 (--throttle-threshold 75)."""
+    value = _number(text, float, "a percentage")
+    if not 0 <= value <= 100:   # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, got {text}")
+    return value
+
+
 def seconds(text: str) -> float:
     """A time limit in seconds; 0 means none."""
     value = _number(text, float, "seconds")

@@ -35,6 +35,7 @@ examples:
   hipdnn-trace compare runs/base runs/new --format csv > ab.csv
   hipdnn-trace compare runs/base runs/new --json ab.json --top 10
   hipdnn-trace compare runs/plugin_a runs/plugin_b --by engine   # pair rows by engine too
+  hipdnn-trace compare runs/locked runs/boost --cycles      # time x clock: runs at different clocks
 """
 
 
@@ -85,6 +86,10 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
                         help="make an overall (geomean) claim only when at least this share of the graph "
                              "rows of either run is in both (default 0.5; 0 always claims); below it "
                              "compare exits 1 unless a row is SLOWER or newly failing")
+    parser.add_argument("--cycles", action="store_true",
+                        help="compare GPU cycles (kernel_ms x the SM clock sampled during each iteration) "
+                             "instead of times: for runs taken at different clocks (allows a clock-policy "
+                             "difference); needs clock samples (NVML) in both runs")
     parser.add_argument("--relative", action="store_true",
                         help="judge each graph against the suite's centre instead of 1: for "
                              "machines whose overall speed moves between runs (a suite-wide "
@@ -95,7 +100,7 @@ def comparison_options(args: argparse.Namespace) -> dict:
     """Those options as keyword arguments of :func:`hipdnn_trace.compare.compare_runs`."""
     return dict(by=args.by, threshold=args.threshold, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
                 allow_clock_mismatch=args.allow_clock_mismatch, seed=args.seed, n_boot=args.bootstrap, drift=args.drift,
-                relative=args.relative, min_coverage=args.min_coverage)
+                relative=args.relative, min_coverage=args.min_coverage, cycles=args.cycles)
 
 
 def _write(path: Path, text: str) -> None:

@@ -31,10 +31,11 @@ from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.shard import ShardSpec
 from hipdnn_trace.bench.split import SplitRunner, groups, needs_split
+from hipdnn_trace.bench.stats import THROTTLE_RECOVERY_S
 from hipdnn_trace.bench.suite import SuiteCallbacks, exit_code_for, run_suite
 from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import Progress, Reporter, escape, fmt_duration
-from hipdnn_trace.device.clock_lock import POLICIES, ClockLock
+from hipdnn_trace.device.clock_lock import POLICIES, ClockLock, reference_clock
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.sources import expand_counting_skipped
@@ -145,6 +146,12 @@ def add_parser(sub: Any) -> None:
                    help="lock the GPU clocks for the run (NVML on NVIDIA, amd-smi on AMD; needs root) at the "
                         "base/default clock or the maximum, restored at the end, on a crash or on the next "
                         "run after a kill; refused: a warning and run.json says why (default off)")
+    t.add_argument("--throttle-threshold", type=argtypes.percent, default=75.0, metavar="PCT",
+                   help="a timed sample whose SM clock (NVML) is below PCT%% of the reference clock (the locked "
+                        "clock under --clocks, else the GPU's default clock) is flagged throttled and left out of "
+                        "the statistic, counted in summary's n_throttled (NVIDIA nvbench's rule; default 75, 0: off)")
+    t.add_argument("--keep-throttled", action="store_true",
+                   help="keep throttled samples in the statistic (still flagged, counted and warned)")
     t.add_argument("--torch-sdpa-backend", choices=("default", "flash", "efficient", "math", "cudnn"),
                    default="default", help="torch backend: which SDPA kernel family torch may use for "
                    "attention (default: torch chooses)")
@@ -298,7 +305,7 @@ def _ab_line(g: GraphRun) -> str | None:
     from hipdnn_trace.compare.result import RATIO_LABEL, fmt_change
     from hipdnn_trace.compare.stats import median_ratio
 
-    a, b = (c.samples.timed_kernel_ms() for c in ran)
+    a, b = (c.samples.statistic_kernel_ms() for c in ran)
     if not len(a) or not len(b) or min(a.min(), b.min()) <= 0:
         return None
     est = median_ratio(a, b, n_boot=2000, rng=np.random.default_rng(0))
@@ -577,7 +584,8 @@ def main(args: argparse.Namespace) -> int:
     sources, shard_meta, graph_ids = _select(args, sources)
     folder, run_id, resuming = _run_folder(args)
     loop = LoopSettings(warmup=args.warmup, iters=max(1, args.iters), min_time_ms=args.min_time_ms,
-                        max_rel_ci=args.max_rel_ci, max_iters=args.max_iters)
+                        max_rel_ci=args.max_rel_ci, max_iters=args.max_iters,
+                        throttle_threshold=args.throttle_threshold / 100, keep_throttled=args.keep_throttled)
     options = _options(args)
     vendor = getattr(backends.get(configs[0].backend), "vendor", None)
     markers = select_markers(args.markers, vendor=vendor)
@@ -658,12 +666,21 @@ def main(args: argparse.Namespace) -> int:
     vendors = [v for v in (getattr(backends.get(c.backend), "vendor", None) for c in configs) if v]
     with InterruptGuard() as guard, ClockLock(args.clocks, vendors[0] if vendors else None, args.device,
                                               run_dir=str(folder)) as clocks:
+        settings.loop = _throttle_rule(settings.loop, clocks, meta.get("gpu"))
         meta["clocks"] = clocks.record()
         writer = RunWriter(folder, meta, formats=args.format, trace=args.trace, resume=resuming,
                            exclusive=args.resume is None and not args.profile_child)   # mkdir: one run per folder
         if gpus is not None:   # graphs finish out of order: the tables stay in suite order
             writer.suite_order = {name: i for i, name in enumerate(meta["graphs"])}
         return _run(args, sources, configs, settings, markers, writer, guard, timeout, notes, clocks, estimates)
+
+
+def _throttle_rule(loop: LoopSettings, clocks: ClockLock, gpu: dict[str, Any] | None) -> LoopSettings:
+    """The loop's reference clock once the lock held or not, and run.json's ``clocks.throttle``."""
+    mhz, what = reference_clock(clocks.record(), gpu)
+    clocks.info["throttle"] = {"threshold": loop.throttle_threshold, "reference_mhz": mhz, "reference": what,
+                               "recovery_s": THROTTLE_RECOVERY_S, "keep": loop.keep_throttled}
+    return replace(loop, clock_reference_mhz=mhz)
 
 
 #: how often the progress line redraws on its own (a graph may spend minutes in one numpy call)

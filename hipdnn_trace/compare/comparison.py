@@ -15,6 +15,7 @@ from hipdnn_trace.compare.matching import match, units
 from hipdnn_trace.compare.method import clock_difference, method_differences, run_status_notes
 from hipdnn_trace.compare.result import (  # re-exported: callers import them from here
     RATIO_DEFINITION,
+    RATIO_DEFINITION_CYCLES,
     TABLE_SCHEMA,
     UNMATCHED_SCHEMA,
     Z95,
@@ -75,7 +76,7 @@ def _test_pairs(
         row: dict[str, Any] = {
             name: pair.get(name)
             for name in ("graph", "graph_id", "config", "config_a", "config_b",
-                         "engine_a", "engine_b", "status_a", "status_b")
+                         "engine_a", "engine_b", "status_a", "status_b", "warnings_a", "warnings_b")
         }
         row.update(n_a=len(a), n_b=len(b))
         row["median_a"] = float(np.median(a)) if len(a) else None
@@ -203,6 +204,16 @@ def _judge(
     return _Judged(geo, (geo_lo, geo_hi), tau, relative_to, notes)
 
 
+def _check_cycles(run: Any, label: str) -> None:
+    """``--cycles`` needs clocks on the timed samples; say so in one line where a run has none."""
+    frame = run.iterations
+    has = "cycles" in frame.columns and frame.filter(
+        (pl.col("phase") == "timed") & pl.col("cycles").is_not_null()).height > 0
+    if not has:
+        raise UserError(f"--cycles: run {label} has no SM clock on its timed samples (cycles need NVML clock "
+                        "samples: a GPU run on NVIDIA); compare times instead")
+
+
 def compare_runs(
     a: Any,
     b: Any,
@@ -217,6 +228,7 @@ def compare_runs(
     drift: float | str = "auto",
     relative: bool = False,
     min_coverage: float = 0.5,
+    cycles: bool = False,
 ) -> Comparison:
     """Compare run B against run A (run directories, files in them, or loaded runs).
 
@@ -228,6 +240,8 @@ def compare_runs(
     Raises :class:`TimingMismatchError` when the runs were timed differently (timer,
     cache mode, ...) unless ``allow_mismatch``, or under different clock policies (run.json
     ``clocks``: ``--clocks`` and whether the lock held) unless ``allow_clock_mismatch``.
+    ``cycles`` compares GPU cycles (kernel_ms x the SM clock of each sample) instead of times, so runs
+    at different clocks compare (a clock-policy difference is then allowed and noted).
     """
     if not threshold > 0:
         raise UserError(f"--threshold must be > 0, got {threshold}")
@@ -253,8 +267,12 @@ def compare_runs(
         )
     if differences:
         notes.append("timed differently (allowed): " + "; ".join(differences))
+    metric = "cycles" if cycles else "kernel_ms"
+    if cycles:
+        for label, run in ((label_a, run_a), (label_b, run_b)):
+            _check_cycles(run, label)
     clocks = clock_difference(run_a.meta, run_b.meta)
-    if clocks and not allow_clock_mismatch:
+    if clocks and not (allow_clock_mismatch or cycles):
         raise TimingMismatchError(
             f"runs {label_a} and {label_b} were taken under different clock policies ({clocks}); "
             "boost and locked clocks move medians more than most changes. Pass --allow-clock-mismatch "
@@ -262,9 +280,10 @@ def compare_runs(
         )
     if clocks:
         differences = [*differences, clocks]
-        notes.append(f"clocks differ (allowed): {clocks}; a change in a large graph may be the clocks")
+        notes.append(f"clocks differ (allowed): {clocks}; " + ("compared in GPU cycles (--cycles)" if cycles
+                     else "a change in a large graph may be the clocks"))
 
-    matched = match(units(run_a), units(run_b), by, (label_a, label_b))
+    matched = match(units(run_a, metric), units(run_b, metric), by, (label_a, label_b))
     notes.extend(matched.notes)
     rows, boots = _test_pairs(matched.pairs, n_boot=n_boot, seed=seed)
 
@@ -302,7 +321,8 @@ def compare_runs(
             "n_boot": n_boot,
             "min_samples": MIN_SAMPLES,
             "test": "Mann-Whitney U (two-sided), Holm-adjusted",
-            "ratio": RATIO_DEFINITION,
+            "ratio": RATIO_DEFINITION_CYCLES if cycles else RATIO_DEFINITION,
+            "metric": metric,
             "ci": "percentile bootstrap of median(B)/median(A), 95%, widened by drift",
             "drift": judged.drift,
             "drift_source": "estimated from the suite" if fixed_drift is None else "given",

@@ -11,6 +11,10 @@ machines join; the graph name stands in when a run has no ids) and config, plus:
 
 When each run has exactly one config and their names differ (``torch`` vs
 ``hipdnn``), the config is dropped from the key: that is the backend A/B a user means.
+
+A unit's samples are those its summary statistic used: samples flagged ``throttled`` are left out
+unless the run kept them (run.json ``clocks.throttle.keep``) or every one was throttled. ``metric``
+``cycles`` pairs GPU cycles (kernel_ms x SM clock) instead of times, for runs taken at different clocks.
 """
 
 from __future__ import annotations
@@ -27,37 +31,57 @@ MODES = ("graph", "engine", "best")
 #: Columns every units frame has, in this order.
 UNIT_COLUMNS = [
     "match_id", "graph", "graph_id", "config", "engine", "backend", "status",
-    "validation", "tflops", "gbps", "samples", "n",
+    "validation", "tflops", "gbps", "warnings", "samples", "n",
 ]
 
+#: what ``units`` can pair: kernel time (ms) or GPU cycles (docs/timing.md "Clocks on every sample")
+METRICS = ("kernel_ms", "cycles")
 
-def units(run: Any) -> pl.DataFrame:
-    """One row per graph x config x engine of a run, with its timed ``kernel_ms`` samples."""
+
+def keeps_throttled(meta: Any) -> bool:
+    """Whether the run kept throttled samples in its statistic (``run --keep-throttled``)."""
+    clocks = meta.get("clocks") if isinstance(meta, dict) else None
+    throttle = clocks.get("throttle") if isinstance(clocks, dict) else None
+    return bool(isinstance(throttle, dict) and throttle.get("keep"))
+
+
+def units(run: Any, metric: str = "kernel_ms") -> pl.DataFrame:
+    """One row per graph x config x engine of a run, with its timed ``metric`` samples (the module
+    docstring says which)."""
     keys = ["match_id", "config", "engine"]
     identity = pl.coalesce("graph_id", "graph").alias("match_id")
     fill = [pl.col("config").fill_null(""), pl.col("engine").fill_null("")]
+    iterations = run.iterations
+    for name, dtype in (("throttled", pl.Boolean()), ("cycles", pl.Float64())):   # runs from before clocks
+        if name not in iterations.columns:
+            iterations = iterations.with_columns(pl.lit(None, dtype=dtype).alias(name))
+    flagged = pl.col("throttled").fill_null(False)
+    used = pl.lit(True) if keeps_throttled(run.meta) else (~flagged | flagged.all().over(keys))
     timed = (
-        run.iterations.lazy()
+        iterations.lazy()
         .filter(
             (pl.col("phase") == "timed")
-            & pl.col("kernel_ms").is_not_null()
-            & pl.col("kernel_ms").is_finite()
-            & (pl.col("kernel_ms") > 0)
+            & pl.col(metric).is_not_null()
+            & pl.col(metric).is_finite()
+            & (pl.col(metric) > 0)
         )
         .with_columns(identity, *fill)
+        .filter(used)
         .sort("iteration", nulls_last=True, maintain_order=True)
         .group_by(keys, maintain_order=True)
         .agg(
             pl.col("graph").first().alias("graph_it"),
             pl.col("graph_id").first().alias("graph_id_it"),
             pl.col("backend").first().alias("backend_it"),
-            pl.col("kernel_ms").alias("samples"),
+            pl.col(metric).alias("samples"),
         )
     )
+    summary = run.summary if "warnings" in run.summary.columns else run.summary.with_columns(
+        pl.lit(None, dtype=pl.String()).alias("warnings"))
     summary = (
-        run.summary.lazy()
+        summary.lazy()
         .with_columns(identity, *fill)
-        .select(*keys, "graph", "graph_id", "backend", "status", "validation", "tflops", "gbps")
+        .select(*keys, "graph", "graph_id", "backend", "status", "validation", "tflops", "gbps", "warnings")
         .unique(subset=keys, keep="first", maintain_order=True)
     )
     joined = summary.join(timed, on=keys, how="full", coalesce=True, nulls_equal=True)
@@ -75,6 +99,7 @@ def units(run: Any) -> pl.DataFrame:
         "validation",
         "tflops",
         "gbps",
+        "warnings",
         pl.col("samples").fill_null(pl.lit([], dtype=pl.List(pl.Float64))),
     ).with_columns(pl.col("samples").list.len().cast(pl.Int64).alias("n"))
     return out.filter(pl.col("match_id").is_not_null()).sort(keys).collect().select(UNIT_COLUMNS)

@@ -34,6 +34,12 @@ def fmt_p(value: float | None) -> str:
     return "<1e-4" if value < 1e-4 else f"{value:.2g}"
 
 
+def row_warnings(row: dict[str, Any]) -> str:
+    """Each side's row warnings (dnn-benchmarking's words), e.g. ``A: noisy: IQR 6.2% of median``."""
+    return "; ".join(f"{side}: {row[key]}" for side, key in (("A", "warnings_a"), ("B", "warnings_b"))
+                     if row.get(key))
+
+
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
     rows = [[escape(c) for c in r] for r in rows]   # names are data: escaped before the widths are measured
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
@@ -59,7 +65,8 @@ def console(comparison: Comparison, top: int = 5) -> str:
         f"A = {c.label_a}   B = {c.label_b}   (by {s['by']}, threshold {s['threshold']:.0%}, " + method,
         "",
     ]
-    header = ["graph", "config", "engine", "n_a", "n_b", "median A ms", "median B ms",
+    unit = "cycles" if s.get("metric") == "cycles" else "ms"
+    header = ["graph", "config", "engine", "n_a", "n_b", f"median A {unit}", f"median B {unit}",
               RATIO_LABEL, "95% CI", "p(Holm)", "verdict"]
     rows = []
     for r in c.table.iter_rows(named=True):   # already in display order (compare/result.py)
@@ -68,7 +75,7 @@ def console(comparison: Comparison, top: int = 5) -> str:
             r["graph"] or "", r["config"] or "", engine or "", str(r["n_a"]), str(r["n_b"]),
             fmt_ms(r["median_a"]), fmt_ms(r["median_b"]), fmt_ratio(r["ratio"]),
             fmt_ci(r["ci_low"], r["ci_high"]), fmt_p(r["p_holm"]),
-            r["verdict"] + (f"  ({r['note']})" if r["note"] else ""),
+            r["verdict"] + "".join(f"  ({t})" for t in (r["note"], row_warnings(r)) if t),
         ])
     out += _aligned(header, rows) if rows else ["(no graph appears in both runs)"]
     counts = c.counts

@@ -19,7 +19,7 @@ from hipdnn_trace.compare import plots
 from hipdnn_trace.compare.comparison import SLOWER, Comparison
 from hipdnn_trace.compare.loading import run_label
 from hipdnn_trace.compare.matching import units
-from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio
+from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio, row_warnings
 from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
 from hipdnn_trace.console import fmt_share, si_rate
 from hipdnn_trace.results.speed_of_light import DTYPE_CLASS, peaks_of
@@ -178,11 +178,12 @@ def verdict_section(c: Comparison, top: int) -> Section:
          (r["engine_a"] or "") if r["engine_a"] == r["engine_b"] else f"{r['engine_a']} -> {r['engine_b']}",
          f"{r['n_a']} / {r['n_b']}", fmt_ms(r["median_a"]), fmt_ms(r["median_b"]),
          fmt_ratio(r["ratio"]), fmt_ci(r["ci_low"], r["ci_high"]), fmt_p(r["p_holm"]),
-         r["verdict"], r["note"] or ""]
+         r["verdict"], "; ".join(t for t in (r["note"], row_warnings(r)) if t)]
         for r in ordered.iter_rows(named=True)
     ]
+    unit = "cycles" if s.get("metric") == "cycles" else "ms"
     blocks.append(Table(
-        ["graph", "config", "engine", "n A / B", "median A ms", "median B ms", RATIO_LABEL, "95% CI",
+        ["graph", "config", "engine", "n A / B", f"median A {unit}", f"median B {unit}", RATIO_LABEL, "95% CI",
          "p (Holm)", "verdict", "note"],
         rows, "Every matched graph, regressions first", ordered["verdict"].str.to_lowercase().to_list()))
     if c.unmatched.height:
@@ -212,7 +213,8 @@ SUMMARY_COLUMNS: list[tuple[str, str, Callable[[Any], str] | None]] = [
     ("init ms", "init_ms", None), ("compute", "tflops", _tflops), ("memory", "gbps", _gbps),
     ("bottleneck", "bottleneck", None), ("light ms", "sol_ms", None),
     ("bound", "sol_bound", None), ("of light", "sol_share", fmt_share), ("status", "status", None),
-    ("validation", "validation", None), ("error", "error", None)]
+    ("validation", "validation", None), ("throttled", "n_throttled", None), ("warnings", "warnings", None),
+    ("error", "error", None)]
 
 
 def _summary_cell(value: Any, formatter: Callable[[Any], str] | None) -> str:

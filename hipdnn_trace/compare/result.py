@@ -20,6 +20,8 @@ from hipdnn_trace.errors import UserError
 RATIO_NAME = "B/A time"
 RATIO_LABEL = f"{RATIO_NAME} (>1: B slower)"
 RATIO_DEFINITION = "median(B) / median(A) of kernel time; > 1: B slower"
+#: the same ratio with ``compare --cycles``: GPU cycles, so runs at different clocks compare
+RATIO_DEFINITION_CYCLES = "median(B) / median(A) of kernel cycles (kernel_ms x SM clock); > 1: B slower"
 
 
 def fmt_change(ratio: float) -> str:
@@ -71,6 +73,8 @@ TABLE_SCHEMA: dict[str, pl.DataType] = {
     "p_holm": pl.Float64(),      # Holm-adjusted across the suite
     "verdict": pl.String(),
     "note": pl.String(),
+    "warnings_a": pl.String(),   # each run's row warnings (summary.warnings: noisy, outlier, throttled)
+    "warnings_b": pl.String(),
 }
 
 UNMATCHED_SCHEMA: dict[str, pl.DataType] = {

@@ -380,3 +380,18 @@ class ClockLock:
         requested and observed MHz."""
         return dict(self.info)
 
+
+
+def reference_clock(record: dict[str, Any] | None, gpu: dict[str, Any] | None) -> tuple[float | None, str | None]:
+    """(MHz, what it is) that throttling is judged against: the locked SM clock when ``--clocks`` held
+    (run.json ``clocks``), else the GPU's default applications clock from NVML (nvbench's default clock
+    rate). (None, None) where neither is known (CPU backends, AMD without a locked clock)."""
+    record = record or {}
+    if record.get("state") == "locked":
+        locked = (record.get("requested") or {}).get("sm_mhz")
+        if locked:
+            return float(locked), f"locked clock ({record.get('policy')})"
+    default = (gpu or {}).get("default_sm_clock_mhz")
+    if default:
+        return float(default), "default applications clock (NVML)"
+    return None, None

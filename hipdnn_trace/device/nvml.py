@@ -5,7 +5,8 @@ Every call of :class:`ClockSampler` reads both clocks. The measurement loop does
 the reading in force at its start. On an H100 one reading cost enough that reading every 5 ms
 from the loop added ~20 us to each 230 us iteration of a GEMM (benchmarks/loop_cost_probe.py).
 ``results.rows`` flags iterations whose SM clock is below 90% of the measurement's maximum
-(flagged, not dropped).
+(``clock_flag``, kept); ``bench.loop`` flags those below the throttle threshold of the reference clock
+(``throttled``, left out of the statistic; docs/timing.md).
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class ClockSampler:
         """What run.json says about how clocks were sampled (every ``interval_ms`` on a thread)."""
         return {"source": "nvml", "device": self.device, "interval_ms": interval_ms,
                 "rule": "read on a thread of its own every interval_ms while a measurement runs; each "
-                        "iteration carries the reading in force at its start; SM clock < 90% of the "
-                        "run's max is flagged"}
+                        "iteration carries the lowest reading taken during it, else the latest before it; "
+                        "SM clock < 90% of the run's max sets clock_flag; below --throttle-threshold of the "
+                        "reference clock (timing.throttle) sets throttled"}
 
     def close(self) -> None:
         if self._nvml is not None:
@@ -130,6 +132,8 @@ def _facts(nvml: Any, device: int) -> dict[str, Any]:
         "memory_bytes": lambda: int(nvml.nvmlDeviceGetMemoryInfo(h).total),
         "max_sm_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
         "max_mem_clock_mhz": lambda: int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM)),
+        # the base clock throttling is judged against when clocks are not locked (nvbench's default clock)
+        "default_sm_clock_mhz": lambda: int(nvml.nvmlDeviceGetDefaultApplicationsClock(h, nvml.NVML_CLOCK_GRAPHICS)),
         "power_limit_w": lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
         "uuid": lambda: _text(nvml.nvmlDeviceGetUUID(h)),
     }

@@ -10,8 +10,13 @@ sorted keys and no spaces. A row has ``runtime`` (our backend), ``role`` ``engin
 ``warnings``, ``metrics`` (``flops`` null when any node has no FLOP formula, so a partial count is never
 reported) and the plan in ``ootb`` (``build_ms``, ``timing``, ``kernel``, ``host``, ``tflops``, ``gbps``,
 ``correctness``; null unless the row ran), with ``oracle`` and ``oracle_error`` beside it (null: no tuned
-plan here). What this tool does not measure is ``null``, never invented: clocks, VRAM, engine ids and
-plugin versions. ``results.dnnbench.csv`` holds one line per row with upstream's ``ROW_COLUMNS``.
+plan here). ``warnings`` holds upstream's words (``noisy: IQR 6.2% of median``, ``outlier: max 2.3x
+median``, ``throttled``; its ``reporting/statistics.py`` ``noise_warnings`` and ``execution/suite_runner.py``
+``_measure_row``), from the summary's ``warnings``; ``kernel``/``host`` leave out the samples flagged
+throttled as the summary does; ``metrics.clocks_after`` holds the last timed sample's SM and memory clock
+(``sclk_mhz``, ``mclk_mhz``) where clocks were sampled. What this tool does not measure is ``null``, never
+invented: power, temperature, the SMU's throttle status, VRAM, engine ids and plugin versions.
+``results.dnnbench.csv`` holds one line per row with upstream's ``ROW_COLUMNS``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace.bench.stats import WARNING_SEPARATOR
 from hipdnn_trace.graph import ops
+from hipdnn_trace.results import schemas
 from hipdnn_trace.results.metadata import cpu_model
 
 SCHEMA_VERSION = 2
@@ -153,7 +160,7 @@ def _timing(s: dict[str, Any], meta: dict[str, Any], kernel: dict[str, Any]) -> 
             "fallback_reason": session.get("timing_fallback"), "samples": kernel["n"]}
 
 
-def _plan(s: dict[str, Any], flops: float | None, samples: dict[str, list[float]],
+def _plan(s: dict[str, Any], flops: float | None, samples: dict[str, Any],
           checks: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     """The ``ootb`` object: how the row's one plan was built, timed and checked."""
     kernel = kernel_stats(samples.get("kernel_ms", []))
@@ -168,7 +175,7 @@ def _plan(s: dict[str, Any], flops: float | None, samples: dict[str, list[float]
             "correctness": _correctness(checks)}
 
 
-def _row(s: dict[str, Any], flops: float | None, samples: dict[str, list[float]],
+def _row(s: dict[str, Any], flops: float | None, samples: dict[str, Any],
          checks: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     """One row; ``flops`` is None when the graph has a node without a FLOP formula."""
     status = _STATUS.get(s.get("status") or "", "error")
@@ -179,10 +186,21 @@ def _row(s: dict[str, Any], flops: float | None, samples: dict[str, list[float]]
         "message": s.get("error"), "started_at": None,
         "elapsed_s": s["e2e_ms"] / 1e3 if s.get("e2e_ms") is not None else None,
         "metrics": {"flops": int(flops) if flops else None,
-                    "io_bytes": int(s["bytes"]) if s.get("bytes") else None, "clocks_after": None},
+                    "io_bytes": int(s["bytes"]) if s.get("bytes") else None, "clocks_after": _clocks_after(samples)},
         "ootb": _plan(s, flops, samples, checks, meta) if status == "success" else None,
-        "oracle": None, "oracle_error": None, "warnings": [], "extra_metrics": None,
+        "oracle": None, "oracle_error": None,
+        "warnings": s["warnings"].split(WARNING_SEPARATOR) if s.get("warnings") else [], "extra_metrics": None,
     }
+
+
+def _clocks_after(samples: dict[str, Any]) -> dict[str, Any] | None:
+    """Upstream's ``clocks_after`` (amd-smi after the timed loop) from the last timed sample's clocks; null
+    where none were sampled. Power, temperature and the SMU's throttle status are not read here."""
+    last = samples.get("clocks_after")
+    if not last or last[0] is None:
+        return None
+    return {"sclk_mhz": last[0], "mclk_mhz": last[1], "power_w": None, "temp_hotspot_c": None,
+            "throttle_status": None}
 
 
 def _environment(meta: dict[str, Any]) -> dict[str, Any]:
@@ -214,18 +232,25 @@ def _run_config(meta: dict[str, Any]) -> dict[str, Any]:
     return {**dict.fromkeys(RUN_CONFIG_KEYS), **found}
 
 
-def _samples(iterations: pl.DataFrame) -> dict[tuple[Any, Any], dict[str, list[float]]]:
-    """Timed kernel and host samples per (graph_id, config)."""
-    out: dict[tuple[Any, Any], dict[str, list[float]]] = {}
+def _samples(iterations: pl.DataFrame, keep_throttled: bool) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """Timed kernel and host samples per (graph_id, config), throttled ones left out as the summary's
+    statistic leaves them (``bench.loop.Samples.statistic_kernel_ms``), and the last sample's clocks."""
+    out: dict[tuple[Any, Any], dict[str, Any]] = {}
     if not iterations.height:
         return out
-    timed = iterations.filter(pl.col("phase") == "timed")
-    for graph_id, config, kernel, host in timed.select("graph_id", "config", "kernel_ms", "host_ms").iter_rows():
-        entry = out.setdefault((graph_id, config), {"kernel_ms": [], "host_ms": []})
-        if kernel is not None:
-            entry["kernel_ms"].append(float(kernel))
-        if host is not None:
-            entry["host_ms"].append(float(host))
+    timed = (schemas.conform(iterations, schemas.ITERATIONS).filter(pl.col("phase") == "timed")
+             .with_columns(pl.col("throttled").fill_null(False)))
+    grouped: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
+    for row in timed.select("graph_id", "config", "kernel_ms", "host_ms", "throttled", "sm_clock_mhz",
+                            "mem_clock_mhz").iter_rows():
+        grouped.setdefault((row[0], row[1]), []).append(row[2:])
+    for key, rows in grouped.items():
+        flagged = [r[2] for r in rows]
+        if any(flagged) and not all(flagged) and not keep_throttled:
+            rows = [r for r in rows if not r[2]]
+        out[key] = {"kernel_ms": [float(r[0]) for r in rows if r[0] is not None],
+                    "host_ms": [float(r[1]) for r in rows if r[1] is not None],
+                    "clocks_after": (rows[-1][3], rows[-1][4])}
     return out
 
 
@@ -239,7 +264,8 @@ def _checks(validation: pl.DataFrame) -> dict[tuple[Any, Any], list[dict[str, An
 
 def _graphs(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFrame,
             validation: pl.DataFrame) -> list[dict[str, Any]]:
-    samples, checks = _samples(iterations), _checks(validation)
+    keep = bool(((meta.get("clocks") or {}).get("throttle") or {}).get("keep"))
+    samples, checks = _samples(iterations, keep), _checks(validation)
     graphs: list[dict[str, Any]] = []
     by_graph: dict[str, dict[str, Any]] = {}
     counted: dict[str, bool] = {}

@@ -9,7 +9,7 @@ import polars as pl
 
 from hipdnn_trace.bench.loop import Samples
 from hipdnn_trace.bench.records import GraphRun
-from hipdnn_trace.bench.stats import timing_stats
+from hipdnn_trace.bench.stats import WARNING_SEPARATOR, cycles, row_warnings, timing_stats
 from hipdnn_trace.device.peaks import Peaks
 from hipdnn_trace.graph.ops import graph_bytes
 from hipdnn_trace.results import schemas
@@ -45,6 +45,7 @@ def iterations_frame(run_id: str, g: GraphRun) -> pl.DataFrame:
             arr = np.array([np.nan if v is None else v for v in sm], dtype=np.float64)
             peak = np.nanmax(arr) if np.isfinite(arr).any() else np.nan
             cols["clock_flag"] = [bool(v < CLOCK_FLAG_RATIO * peak) if np.isfinite(v) else None for v in arr]
+            cols["cycles"] = [cycles(ms, mhz) for ms, mhz in zip(s.kernel_ms, sm)]
         frames.append(schemas.conform(pl.DataFrame(cols, strict=False), schemas.ITERATIONS))
     if not frames:
         return schemas.empty(schemas.ITERATIONS)
@@ -82,8 +83,11 @@ def summary_rows(run_id: str, g: GraphRun, peaks: Peaks | None = None) -> list[d
                                "init_ms": c.init_ms, "e2e_ms": c.e2e_ms, "flops": flops, "bytes": nbytes,
                                "status": c.status, "validation": c.validation, "error": c.error}
         if c.samples is not None:
-            timed = c.samples.timed_kernel_ms()
+            timed = c.samples.statistic_kernel_ms()
             row.update(timing_stats(timed))
+            n_throttled = sum(c.samples.throttled_timed())
+            row["n_throttled"] = n_throttled
+            row["warnings"] = WARNING_SEPARATOR.join(row_warnings(timed, n_throttled)) or None
             host = [h for p, h in zip(c.samples.phase, c.samples.host_ms) if p == "timed"]
             row["host_median"] = float(np.median(host)) if host else None
             for key in ("span_ms", "latency_ms"):

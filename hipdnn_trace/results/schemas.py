@@ -36,9 +36,11 @@ ITERATIONS: Schema = {
     "host_ms": pl.Float64(),        # enqueue + sync wall time
     "kernel_sum_ms": pl.Float64(),  # sum of profiler kernel durations (null without one)
     "start_ns": pl.Int64(),         # CLOCK_BOOTTIME at iteration start (the trace clock)
-    "sm_clock_mhz": pl.Float64(),
+    "sm_clock_mhz": pl.Float64(),   # lowest NVML reading during the iteration (docs/timing.md "Clocks")
     "mem_clock_mhz": pl.Float64(),
     "clock_flag": pl.Boolean(),     # SM clock below 90% of the run's max
+    "throttled": pl.Boolean(),      # SM clock < --throttle-threshold x reference clock (nvbench's rule)
+    "cycles": pl.Float64(),         # kernel_ms x sm_clock_mhz x 1e3: GPU cycles, for compare --cycles
 }
 
 SUMMARY: Schema = {
@@ -48,6 +50,7 @@ SUMMARY: Schema = {
     "engine": pl.String(),
     "dtype": pl.String(),
     "n": pl.Int64(),
+    "n_throttled": pl.Int64(),      # timed samples flagged throttled (left out of n unless --keep-throttled)
     "mean": pl.Float64(),
     "std": pl.Float64(),
     "min": pl.Float64(),
@@ -76,6 +79,7 @@ SUMMARY: Schema = {
     "status": pl.String(),          # ok | failed | unsupported | error
     "validation": pl.String(),      # passed | failed | skipped
     "error": pl.String(),
+    "warnings": pl.String(),        # dnn-benchmarking's row warnings, "; "-joined: noisy: .., outlier: .., throttled
     "bottleneck": pl.String(),      # from profilers: compute-bound | memory-bound | latency-bound
     "sol_ms": pl.Float64(),         # speed of light: the lower-bound time on the run's GPU peaks
     "sol_bound": pl.String(),       # what sets it: compute | memory
