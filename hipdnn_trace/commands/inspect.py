@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipdnn_trace import backends
-from hipdnn_trace.backends.reference import memory_refusal as reference_memory_refusal
-from hipdnn_trace.bench.graph_run import host_memory_refusal
-from hipdnn_trace.commands import SUMMARIES
+from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
+from hipdnn_trace.bench import verdict as shared
+from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import escape, escape_strings
 from hipdnn_trace.errors import UserError, describe as describe_error
 from hipdnn_trace.graph import ops, sources
@@ -33,6 +33,7 @@ examples:
   hipdnn-trace inspect graphs/ --quiet            # one line per graph
   hipdnn-trace inspect 'graphs/**/*bf16.json' --json > graphs.json
   hipdnn-trace inspect suite.tar.gz other/        # archives are read in memory
+  hipdnn-trace inspect big.json --max-reference-seconds 0   # as run with the same limit would judge
 """
 
 
@@ -51,6 +52,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--allow-unknown-fields", action="store_true",
                         help="read past graph fields no hipDNN writer uses (listed as warnings) instead of "
                              "refusing the graph")
+    parser.add_argument("--max-reference-seconds", type=argtypes.seconds, default=DEFAULT_MAX_REFERENCE_S,
+                        metavar="S", help="judge the float64 reference's time as run with this limit would "
+                        f"(default {DEFAULT_MAX_REFERENCE_S:g}, run's; 0: no limit)")
     parser.set_defaults(main=main)
     return parser
 
@@ -76,8 +80,9 @@ class BackendVerdict:
 class _Backends:
     """Each backend loaded and asked whether it is available once per command."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: shared.Limits = shared.Limits()) -> None:
         self._state: dict[str, tuple[Any, bool, str]] = {}
+        self.limits = limits
 
     def _load(self, name: str) -> tuple[Any, bool, str]:
         if name not in self._state:
@@ -94,8 +99,7 @@ class _Backends:
         return self._state[name]
 
     def verdicts(self, graph: Graph) -> list[BackendVerdict]:
-        """Each backend's verdict, with the memory refusals ``run`` would give on this machine."""
-        host = host_memory_refusal(graph)
+        """Each backend's verdict: ``run``'s own (``bench/verdict.py``), with this machine's limits."""
         out = []
         for name in backends.names():
             backend, available, reason = self._load(name)
@@ -103,13 +107,10 @@ class _Backends:
             why = ""
             if backend is not None:
                 try:
-                    support = backend.check(graph)
+                    support = shared.verdict(graph, name, backend, self.limits)
                     supported, why = bool(support), support.reason
                 except Exception as exc:
                     supported, why = False, describe_error(exc)
-            memory = host or (reference_memory_refusal(graph) if name == "reference" else None)
-            if supported and memory:
-                supported, why = False, memory
             out.append(BackendVerdict(name, available, reason, supported, why))
         return out
 
@@ -151,6 +152,7 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict]) -> dict[
              **({"value": t.value} if t.is_value else {})}
             for t in graph.tensors
         ],
+        "notes": shared.graph_notes(graph),
         "flops": flops,
         "bytes": nbytes,
         "arithmetic_intensity": flops / nbytes if nbytes else None,
@@ -190,6 +192,7 @@ def render_text(info: dict[str, Any]) -> str:
     ]
     for node in info["nodes"]:
         lines += [f"  note       {note}" for note in node.get("notes", [])]
+    lines += [f"  note       {note}" for note in info.get("notes", [])]
     lines += [
         "  tensors",
     ]
@@ -218,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
     graph_sources = sources.expand(args.graphs)
     if not graph_sources:
         raise UserError(f"no graph files in {' '.join(args.graphs)}")
-    checker = _Backends()
+    checker = _Backends(shared.Limits(max_reference_s=args.max_reference_seconds))
     failed = 0
     infos: list[dict[str, Any]] = []
     for n, src in enumerate(graph_sources):
