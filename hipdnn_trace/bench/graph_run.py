@@ -27,8 +27,14 @@ from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.stages import with_stages
-from hipdnn_trace.bench.verdict import Limits, graph_notes, host_bytes, host_memory_refusal, time_limit_refusal
-from hipdnn_trace.bench.verdict import support as verdict_support
+from hipdnn_trace.bench.verdict import (
+    Limits,
+    graph_notes,
+    host_bytes,
+    host_memory_refusal,
+    support as verdict_support,
+    time_limit_refusal,
+)
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe

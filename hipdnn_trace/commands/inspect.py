@@ -80,9 +80,9 @@ class BackendVerdict:
 class _Backends:
     """Each backend loaded and asked whether it is available once per command."""
 
-    def __init__(self, limits: shared.Limits = shared.Limits()) -> None:
+    def __init__(self, limits: shared.Limits | None = None) -> None:
         self._state: dict[str, tuple[Any, bool, str]] = {}
-        self.limits = limits
+        self.limits = limits or shared.Limits()
 
     def _load(self, name: str) -> tuple[Any, bool, str]:
         if name not in self._state:
