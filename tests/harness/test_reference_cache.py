@@ -228,7 +228,10 @@ def test_time_limit_does_not_refuse_a_cached_reference(tmp_path: Path, monkeypat
     still evaluates, so it stays bounded."""
     cache = ReferenceCache(tmp_path / "cache")
     graph = _run(cache).graph
-    monkeypatch.setattr(graph_run, "time_refusal", lambda *a, **k: "too slow (mocked estimate)")
+    from hipdnn_trace.bench import verdict  # where run's (and inspect's) time refusal is decided
+
+    monkeypatch.setattr(verdict, "surely_fast", lambda *a, **k: False)
+    monkeypatch.setattr(verdict, "time_refusal", lambda *a, **k: "too slow (mocked estimate)")
     settings = graph_run.RunSettings(reference_cache=cache)
     run = graph_run.GraphRun(source="cached_matmul.json", name="cached_matmul")
     assert graph_run._time_plan(graph, [Config("cuda", "cudnn")], settings, run)
