@@ -17,7 +17,7 @@ import numpy as np
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S, time_refusal
+from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.attention_inputs import undefined_elements
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
@@ -27,6 +27,14 @@ from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.stages import with_stages
+from hipdnn_trace.bench.verdict import (
+    Limits,
+    graph_notes,
+    host_bytes,
+    host_memory_refusal,
+    support as verdict_support,
+    time_limit_refusal,
+)
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
@@ -81,41 +89,23 @@ def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Gr
     run.phases.append(Phase("load", t0, t1))
     run.graph, run.graph_id, run.name = graph, graph.graph_id, graph.label
     run.notes.extend(f"warning: {w} (read past: --allow-unknown-fields)" for w in graph.warnings)
+    run.notes.extend(graph_notes(graph))
     return graph
-
-
-def _host_bytes(graph: Graph) -> int:
-    """Host memory for inputs and fetched outputs in their own types (twice: copies)."""
-    from hipdnn_trace.graph.dtypes import DTYPES
-
-    return 2 * sum(t.numel * DTYPES[t.data_type].itemsize for t in graph.tensors if not t.virtual)
 
 
 def _time_plan(graph: Graph, configs: Sequence[Config], settings: RunSettings, run: GraphRun) -> bool:
     """Refuse, before any input exists, a graph whose float64 reference (for validation, unless
-    the memory plan dropped it, or as the backend) would take longer than ``--max-reference-seconds``."""
+    the memory plan dropped it or the cache holds it, or as the backend) would take longer than
+    ``--max-reference-seconds``; the words are ``inspect``'s (``bench/verdict.py``)."""
     as_backend = any(c.backend == "reference" for c in configs)
-    if (settings.validate != "reference" or run.skip_reference) and not as_backend:
-        return True
-    if not as_backend and _cached(graph, settings):
-        return True       # nothing to evaluate: the outputs are on disk
-    reason = time_refusal(graph, settings.max_reference_s, validating=not as_backend,
-                          device="cpu" if as_backend else settings.reference_device)
+    validating = settings.validate == "reference" and not run.skip_reference and not _cached(graph, settings)
+    limits = Limits(validate=validating, max_reference_s=settings.max_reference_s,
+                    reference_device=settings.reference_device)
+    reason = time_limit_refusal(graph, limits, as_backend=as_backend)
     if reason is None:
         return True
     run.status, run.error = ERROR, f"{run.source}: {reason}"
     return False
-
-
-def host_memory_refusal(graph: Graph) -> str | None:
-    """Why no configuration can run ``graph`` here (its host tensors cannot fit), or None;
-    ``inspect`` gives the same verdict."""
-    from hipdnn_trace.backends.reference import available_memory_bytes
-
-    have, need = available_memory_bytes(), _host_bytes(graph)
-    if have is None or need <= have:
-        return None
-    return f"needs about {need / 2**30:.1f} GiB of host memory for inputs and outputs, {have / 2**30:.1f} GiB available"
 
 
 def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
@@ -132,7 +122,7 @@ def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
         run.status = ERROR
         run.error = f"{run.source}: {refusal}"
         return False
-    need = _host_bytes(graph)
+    need = host_bytes(graph)
     if settings.validate != "reference":
         return True
     reference = (cached_reference_bytes(graph) if _cached(graph, settings) else needed_memory_bytes(graph)) \
@@ -279,7 +269,7 @@ def _expand_configs(graph: Graph, configs: Sequence[Config],
             if not available:
                 out.append((cfg, None, (UNSUPPORTED, f"backend {cfg.backend} not available: {available.reason}")))
                 continue
-            support = backend.check(graph)
+            support = verdict_support(graph, cfg.backend, backend)
             if not support:
                 out.append((cfg, None, (UNSUPPORTED, support.reason)))
                 continue

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipdnn_trace import backends
-from hipdnn_trace.backends.reference import memory_refusal as reference_memory_refusal
-from hipdnn_trace.bench.graph_run import host_memory_refusal
-from hipdnn_trace.commands import SUMMARIES
+from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
+from hipdnn_trace.bench import verdict as shared
+from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import escape, escape_strings
 from hipdnn_trace.device.peaks import Peaks, resolve as resolve_peaks
 from hipdnn_trace.errors import UserError, describe as describe_error
@@ -37,6 +37,7 @@ examples:
   hipdnn-trace inspect suite.tar.gz other/        # archives are read in memory
   hipdnn-trace inspect graphs/perf/ --peaks h100-sxm   # speed of light on H100 SXM, before any run
   hipdnn-trace inspect g.json --json --peaks my-gpu.toml   # peaks measured by hipdnn-trace calibrate
+  hipdnn-trace inspect big.json --max-reference-seconds 0   # as run with the same limit would judge
 """
 
 
@@ -59,6 +60,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="GPU peaks for each graph's speed of light: a row of the peak table (h100-sxm, "
                              "h100-pcie, h200, b200, mi300x, mi325x, mi355x) or a peaks file; default: the row "
                              "of this machine's GPU (NVML), none without one (docs/speed-of-light.md)")
+    parser.add_argument("--max-reference-seconds", type=argtypes.seconds, default=DEFAULT_MAX_REFERENCE_S,
+                        metavar="S", help="judge the float64 reference's time as run with this limit would "
+                        f"(default {DEFAULT_MAX_REFERENCE_S:g}, run's; 0: no limit)")
     parser.set_defaults(main=main)
     return parser
 
@@ -84,8 +88,9 @@ class BackendVerdict:
 class _Backends:
     """Each backend loaded and asked whether it is available once per command."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: shared.Limits | None = None) -> None:
         self._state: dict[str, tuple[Any, bool, str]] = {}
+        self.limits = limits or shared.Limits()
 
     def _load(self, name: str) -> tuple[Any, bool, str]:
         if name not in self._state:
@@ -102,8 +107,7 @@ class _Backends:
         return self._state[name]
 
     def verdicts(self, graph: Graph) -> list[BackendVerdict]:
-        """Each backend's verdict, with the memory refusals ``run`` would give on this machine."""
-        host = host_memory_refusal(graph)
+        """Each backend's verdict: ``run``'s own (``bench/verdict.py``), with this machine's limits."""
         out = []
         for name in backends.names():
             backend, available, reason = self._load(name)
@@ -111,13 +115,10 @@ class _Backends:
             why = ""
             if backend is not None:
                 try:
-                    support = backend.check(graph)
+                    support = shared.verdict(graph, name, backend, self.limits)
                     supported, why = bool(support), support.reason
                 except Exception as exc:
                     supported, why = False, describe_error(exc)
-            memory = host or (reference_memory_refusal(graph) if name == "reference" else None)
-            if supported and memory:
-                supported, why = False, memory
             out.append(BackendVerdict(name, available, reason, supported, why))
         return out
 
@@ -161,6 +162,7 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict],
              **({"value": t.value} if t.is_value else {})}
             for t in graph.tensors
         ],
+        "notes": shared.graph_notes(graph),
         "flops": flops,
         "bytes": nbytes,
         "arithmetic_intensity": flops / nbytes if nbytes else None,
@@ -205,6 +207,7 @@ def render_text(info: dict[str, Any]) -> str:
                      f"(compute {sol['compute_ms']:.3g} ms, memory {sol['memory_ms']:.3g} ms)")
     for node in info["nodes"]:
         lines += [f"  note       {note}" for note in node.get("notes", [])]
+    lines += [f"  note       {note}" for note in info.get("notes", [])]
     lines += [
         "  tensors",
     ]
@@ -250,7 +253,7 @@ def main(args: argparse.Namespace) -> int:
     graph_sources = sources.expand(args.graphs)
     if not graph_sources:
         raise UserError(f"no graph files in {' '.join(args.graphs)}")
-    checker = _Backends()
+    checker = _Backends(shared.Limits(max_reference_s=args.max_reference_seconds))
     peaks = _peaks(args.peaks)
     failed = 0
     infos: list[dict[str, Any]] = []

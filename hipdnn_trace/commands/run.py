@@ -273,6 +273,7 @@ def _kernel_clock(args: argparse.Namespace, reference_only: bool) -> tuple[Kerne
 
 
 def _list_engines(args: argparse.Namespace, sources: list) -> int:
+    from hipdnn_trace.bench.verdict import support as verdict_support
     from hipdnn_trace.graph.load import load_bytes
 
     backend = backends.get(args.backend)
@@ -281,7 +282,7 @@ def _list_engines(args: argparse.Namespace, sources: list) -> int:
         raise UserError(f"backend {args.backend} not available: {available.reason}")
     for src in sources:
         graph = load_bytes(src.read(), src.name, allow_unknown=args.allow_unknown_fields)
-        support = backend.check(graph)
+        support = verdict_support(graph, args.backend, backend)   # run's and inspect's words
         print(f"== {escape(graph.label)} ({escape(src.name)})")
         if not support:
             print(f"   unsupported: {escape(support.reason)}")

@@ -26,9 +26,9 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from hipdnn_trace.graph.dtypes import from_numpy, is_integer
-from hipdnn_trace.validate.integers import allowed_range
+from hipdnn_trace.graph.dtypes import from_numpy
 from hipdnn_trace.validate.poison import POISON_BYTE, unwritten_elements
+from hipdnn_trace.validate.stored import allowed_range, judged_in_stored_type
 from hipdnn_trace.validate.tally import (
     TOP,
     Candidate,
@@ -79,9 +79,9 @@ def compare_tensor(
 
     ``ignore`` (boolean, the output's shape) marks elements the op leaves undefined, such
     as attention rows past a sequence's length: they are neither compared nor counted.
-    ``dtype`` is the output's hipDNN type (default: ``actual``'s); for an integer type an
-    element passes when it lies in :func:`allowed_range` of the expected value, and the
-    reported expected value and errors are those of the nearest allowed integer.
+    ``dtype`` is the output's hipDNN type (default: ``actual``'s); for an integer, boolean, fp4
+    or fp6 type an element passes when it lies in :func:`allowed_range` of the expected value
+    (``stored.py``), and the reported expected value and errors are those of the nearest allowed one.
 
     A numpy ``actual`` is judged on the host ``chunk_elements`` (default
     :data:`HOST_CHUNK_ELEMENTS`) at a time by ``threads`` threads (default: the CPUs this
@@ -371,10 +371,11 @@ def _wholly_poisoned(flat: np.ndarray, chunk_elements: int) -> bool:
 
 
 def _integer_type(actual: np.ndarray, dtype: str | None) -> str | None:
-    """The integer type an output is judged in, or None for floating (and boolean) outputs."""
+    """The type an output is judged in when judged in its stored values (integers, boolean, fp4, fp6:
+    ``stored.py``), or None for outputs judged against the float64 reference itself."""
     if dtype is None:
         try:
             dtype = from_numpy(np.asarray(actual).dtype)
         except ValueError:
             return None
-    return dtype if is_integer(dtype) else None
+    return dtype if judged_in_stored_type(dtype) else None

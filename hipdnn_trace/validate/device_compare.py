@@ -23,9 +23,8 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from hipdnn_trace.graph.dtypes import is_integer
-from hipdnn_trace.validate.integers import allowed_range
 from hipdnn_trace.validate.poison import unwritten_elements
+from hipdnn_trace.validate.stored import allowed_range, judged_in_stored_type
 from hipdnn_trace.validate.tally import TOP, Candidate, ChunkResult, Tally, TensorComparison, best, shape_mismatch
 
 #: Peak device temporaries per element of a chunk (float64 a, e, bound, err, |e|, rel and the masked
@@ -127,10 +126,12 @@ def _ignored(xp: Any, ignore: Any, shape: tuple[int, ...], like: Any) -> Any:
 
 
 def _integer_type(xp: Any, actual: Any, dtype: str | None) -> str | None:
-    """The integer type an output is judged in, or None for floating (and boolean) outputs."""
+    """The type an output is judged in when judged in its stored values (integers, boolean:
+    ``stored.py``), or None for outputs judged against the float64 reference itself."""
     if dtype is None:
         dtype = next((name for name in _INTEGER_NAMES if actual.dtype == getattr(xp, name)), None)
-    return dtype if dtype is not None and is_integer(dtype) else None
+        dtype = "boolean" if dtype is None and actual.dtype == xp.bool else dtype
+    return dtype if judged_in_stored_type(dtype) else None
 
 
 @dataclass

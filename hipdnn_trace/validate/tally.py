@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from hipdnn_trace.graph.dtypes import is_integer
+from hipdnn_trace.validate.stored import conversion_words
+
 TOP = 10
 
 
@@ -42,7 +45,7 @@ class TensorComparison:
     worst: list[Element] = field(default_factory=list)
     shape_problem: str | None = None
     ignored: int = 0          # elements outside the output's defined region (padded attention rows)
-    integer: str | None = None   # the integer type the output was judged in (validate/integers.py)
+    integer: str | None = None   # the type the output was judged in by its stored values (validate/stored.py)
     finite: int = 0           # compared elements with a finite actual and expected value: those the
                               # maxima cover (none: the maxima are NaN, not a misleading 0)
 
@@ -56,10 +59,10 @@ class TensorComparison:
         if self.shape_problem:
             return self.shape_problem
         skipped = f"; {self.ignored} padded element(s) not compared" if self.ignored else ""
+        within = "fractional values within" if self.integer and is_integer(self.integer) else "within"
         if self.integer and self.passed:
             return (f"every element {_article(self.integer)} {self.integer} conversion of the reference "
-                    "(truncated or rounded to "
-                    f"nearest, saturated; fractional values within atol {self.atol:g} rtol {self.rtol:g}){skipped}")
+                    f"({conversion_words(self.integer)}; {within} atol {self.atol:g} rtol {self.rtol:g}){skipped}")
         if self.passed:
             return (f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} within atol {self.atol:g} "
                     f"rtol {self.rtol:g}{skipped}")
@@ -72,7 +75,8 @@ class TensorComparison:
                          else f"{self.nonfinite} NaN/Inf element(s)")
         if self.mismatches and self.integer:
             parts.append(f"{self.mismatches}/{self.total} elements that no {self.integer} conversion of the reference "
-                         f"gives (atol {self.atol:g} rtol {self.rtol:g} on fractional values)")
+                         f"gives (atol {self.atol:g} rtol {self.rtol:g}"
+                         f"{' on fractional values' if is_integer(self.integer) else ''})")
         elif self.mismatches:
             parts.append(f"{self.mismatches}/{self.total} elements outside atol {self.atol:g} rtol {self.rtol:g}")
         worst = f"; worst at {list(self.worst_index)}" if self.worst_index is not None else ""

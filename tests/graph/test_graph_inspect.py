@@ -207,3 +207,81 @@ def test_inspect_gives_the_reference_memory_refusal_prepare_gives() -> None:
     with pytest.raises(UnsupportedError) as exc:
         ReferenceBackend().prepare(graph, None, RunOptions())
     assert str(exc.value).split(", ")[0] == verdict.supported_reason.split(", ")[0]
+
+
+# --------------------------------------------------- inspect and run share one verdict (issue 25, item 6)
+
+def _inspect_json(path: Path, capsys, *extra: str) -> dict:
+    capsys.readouterr()
+    assert main(["inspect", "--json", *extra, str(path)]) == 0
+    [info] = json.loads(capsys.readouterr().out)
+    return info
+
+
+def _reference_verdict(info: dict) -> dict:
+    return next(b for b in info["backends"] if b["name"] == "reference")
+
+
+def _run_rows(path: Path, tmp_path: Path, capsys, *extra: str) -> tuple[list[dict], str]:
+    """(summary rows, console output) of ``run`` on the reference backend."""
+    from hipdnn_trace.results.rundir import load_run
+
+    capsys.readouterr()
+    out = tmp_path / "runs"
+    main(["run", str(path), "--iters", "3", "--warmup", "1", "--out", str(out), "--run-id", path.stem, *extra])
+    text = capsys.readouterr().out
+    return load_run(out / path.stem).summary.to_dicts(), text
+
+
+def _layernorm_inference_asking_for_mean() -> dict:
+    b = GraphBuilder("ln_inference_mean")
+    b.layernorm(b.tensor("x", [4, 8, 16]), b.tensor("scale", [1, 1, 16]), b.tensor("bias", [1, 1, 16]))
+    doc = b.to_json()
+    doc["nodes"][0]["attributes"]["forward_phase"] = "INFERENCE"   # keeps its mean / inv_variance outputs
+    return doc
+
+
+def test_a_layernorm_asked_for_statistics_in_inference_is_refused_by_both(write_json, tmp_path, capsys) -> None:
+    path = write_json(_layernorm_inference_asking_for_mean(), "ln_inference_mean.json")
+    info = _inspect_json(path, capsys)
+    verdicts = {b["name"]: b for b in info["backends"]}
+    reason = verdicts["reference"]["supported_reason"]
+    assert verdicts["reference"]["supported"] is False and "INFERENCE writes no mean or inv_variance" in reason
+    assert verdicts["torch"]["supported"] in (False, None)      # every backend: the rule is the graph's
+    [row], _ = _run_rows(path, tmp_path, capsys)
+    assert row["status"] == "unsupported" and row["error"] == reason
+
+
+def test_a_graph_over_the_reference_time_limit_is_refused_by_both(write_json, tmp_path, capsys) -> None:
+    b = GraphBuilder("matmul_2gflop")
+    b.matmul(b.tensor("a", [1, 1024, 1024]), b.tensor("b", [1, 1024, 1024]), out="c")
+    path = write_json(as_json(b.build()), "matmul_2gflop.json")
+    limit = ["--max-reference-seconds", "0.0001"]          # 2.1 GFLOP: no CPU does it in 0.1 ms
+    verdict = _reference_verdict(_inspect_json(path, capsys, *limit))
+    assert verdict["supported"] is False and "over the --max-reference-seconds limit of 0.0001 s" \
+        in verdict["supported_reason"]
+    [row], _ = _run_rows(path, tmp_path, capsys, *limit)
+    assert row["status"] == "error" and row["error"] == f"{path}: {verdict['supported_reason']}"
+    assert _reference_verdict(_inspect_json(path, capsys))["supported"] is True   # run's default limit
+
+
+@pytest.mark.parametrize("build, words", [
+    (lambda b: b.pointwise("relu_fwd", b.tensor("x", [4, 16]), relu_lower_clip=5.0, relu_upper_clip=1.0, out="y"),
+     "relu_lower_clip 5 > relu_upper_clip 1: the clip range is empty"),
+    (lambda b: b.layernorm(b.tensor("x", [4, 16]), b.tensor("s", [1, 16]), b.tensor("c", [1, 16]),
+                           epsilon=-1.0, phase="INFERENCE"),
+     "epsilon -1 is negative"),
+])
+def test_dubious_attributes_get_the_same_note_in_both(build, words, write_json, tmp_path, capsys) -> None:
+    b = GraphBuilder("dubious")
+    build(b)
+    path = write_json(b.to_json(), "dubious.json")
+    info = _inspect_json(path, capsys)
+    [note] = info["notes"]
+    assert words in note and _reference_verdict(info)["supported"] is True   # a note, not a refusal
+    _, console = _run_rows(path, tmp_path, capsys)
+    assert f"note: {note}" in console
+
+
+def test_plain_attributes_get_no_note(conv_file: Path, capsys) -> None:
+    assert _inspect_json(conv_file, capsys)["notes"] == []

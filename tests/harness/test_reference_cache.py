@@ -17,6 +17,7 @@ from hipdnn_trace.bench import graph_run, reference_cache
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.reference_cache import ReferenceCache, entry_key
+from hipdnn_trace.bench.verdict import host_bytes
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.sources import GraphSource
@@ -212,8 +213,8 @@ def test_memory_plan_counts_a_cached_reference_as_its_outputs_only(tmp_path: Pat
     cache = ReferenceCache(tmp_path / "cache")
     graph = _run(cache).graph
     checking = validation_memory_bytes(graph, CHUNK_ELEMENTS, CHUNK_BYTES_PER_ELEMENT)
-    have = graph_run._host_bytes(graph) + cached_reference_bytes(graph) + checking
-    assert have < graph_run._host_bytes(graph) + needed_memory_bytes(graph) + checking
+    have = host_bytes(graph) + cached_reference_bytes(graph) + checking
+    assert have < host_bytes(graph) + needed_memory_bytes(graph) + checking
     monkeypatch.setattr(reference_backend, "available_memory_bytes", lambda: have)
     hit = _run(cache)
     assert hit.reference_origin == "cache" and not hit.skip_reference
@@ -227,7 +228,10 @@ def test_time_limit_does_not_refuse_a_cached_reference(tmp_path: Path, monkeypat
     still evaluates, so it stays bounded."""
     cache = ReferenceCache(tmp_path / "cache")
     graph = _run(cache).graph
-    monkeypatch.setattr(graph_run, "time_refusal", lambda *a, **k: "too slow (mocked estimate)")
+    from hipdnn_trace.bench import verdict  # where run's (and inspect's) time refusal is decided
+
+    monkeypatch.setattr(verdict, "surely_fast", lambda *a, **k: False)
+    monkeypatch.setattr(verdict, "time_refusal", lambda *a, **k: "too slow (mocked estimate)")
     settings = graph_run.RunSettings(reference_cache=cache)
     run = graph_run.GraphRun(source="cached_matmul.json", name="cached_matmul")
     assert graph_run._time_plan(graph, [Config("cuda", "cudnn")], settings, run)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from hipdnn_trace.graph.dtypes import INTEGER_ROUNDINGS, from_numpy, is_integer, to_integer
@@ -248,17 +249,34 @@ def _wholly_poisoned(flat: np.ndarray, chunk_elements: int) -> bool:
 
 
 def _integer_type(actual: np.ndarray, dtype: str | None) -> str | None:
-    """The integer type an output is judged in, or None for floating (and boolean) outputs."""
+    """The type an output is judged in by its stored values (integers; since issue 25 boolean, fp4 and
+    fp6 too), or None for outputs judged against the float64 reference itself."""
     if dtype is None:
         try:
             dtype = from_numpy(np.asarray(actual).dtype)
         except ValueError:
             return None
-    return dtype if is_integer(dtype) else None
+    return dtype if is_integer(dtype) or dtype in _BY_DEFINITION else None
 
 
 def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
+
+
+#: boolean, fp4 and fp6 outputs judged by their stored values (validate/stored.py), restated by definition:
+#: the conversions a value within tolerance of the reference can have (a boolean: non-zero is true)
+_BY_DEFINITION = {"boolean": None, "fp4_e2m1": ml_dtypes.float4_e2m1fn, "fp6_e2m3": ml_dtypes.float6_e2m3fn,
+                  "fp6_e3m2": ml_dtypes.float6_e3m2fn}
+
+
+def _by_definition(e: np.ndarray, dtype: str, atol: float, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo, hi = e - (atol + rtol * np.abs(e)), e + (atol + rtol * np.abs(e))
+    if dtype == "boolean":
+        can_be_false, can_be_true = (lo <= 0) & (0 <= hi), ~((lo == 0) & (hi == 0))
+        return np.where(can_be_false, 0.0, 1.0), np.where(can_be_true, 1.0, 0.0)
+    target = _BY_DEFINITION[dtype]
+    return lo.astype(target).astype(np.float64), hi.astype(target).astype(np.float64)
 
 
 # validate/integers.py's allowed_range as it was (to_integer per rounding), part of the oracle
@@ -270,6 +288,9 @@ def allowed_range(expected: np.ndarray, dtype: str, *, atol: float, rtol: float)
     e = np.asarray(expected, dtype=np.float64)
     nan = np.isnan(e)
     e = np.where(nan, 0.0, e)
+    if dtype in _BY_DEFINITION:
+        low, high = _by_definition(e, dtype, atol, rtol)
+        return np.where(nan, np.inf, low), np.where(nan, -np.inf, high)
     with np.errstate(invalid="ignore", over="ignore"):
         slack = np.where(e == np.trunc(e), 0.0, atol + rtol * np.abs(e))
         low_value, high_value = e - slack, e + slack

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from hipdnn_trace.validate.compare import TOP, Element, TensorComparison, _integer_type
-from hipdnn_trace.validate.integers import allowed_range
 from hipdnn_trace.validate.poison import unwritten_mask
+from hipdnn_trace.validate.stored import allowed_range
 
 
 def compare_whole(

@@ -65,6 +65,11 @@ def reference_seconds(graph: Graph, device: str = "cpu") -> tuple[float, float, 
     return flops / rate, flops, rate
 
 
+def surely_fast(graph: Graph, limit_s: float) -> bool:
+    """True when no plausible CPU takes ``limit_s`` for ``graph`` (or there is no limit): nothing to measure."""
+    return limit_s <= 0 or graph_flops(graph) <= limit_s * _SURELY_FAST_RATE
+
+
 def time_refusal(graph: Graph, limit_s: float, *, validating: bool, device: str = "cpu") -> str | None:
     """Why the float64 reference of ``graph`` is not started (one line), or None.
 
@@ -72,10 +77,7 @@ def time_refusal(graph: Graph, limit_s: float, *, validating: bool, device: str 
     reference (not so when the reference is the backend being run); ``device`` is where the
     reference runs (``cuda``: torch float64 on the GPU, measured there).
     """
-    if limit_s <= 0:
-        return None
-    flops = graph_flops(graph)
-    if flops <= limit_s * _SURELY_FAST_RATE:
+    if surely_fast(graph, limit_s):
         return None
     seconds, flops, rate = reference_seconds(graph, device)
     if seconds <= limit_s:

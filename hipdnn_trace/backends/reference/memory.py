@@ -124,18 +124,16 @@ _SCORE_TEMPS = 6
 
 def needed_memory_bytes(graph: Graph) -> int:
     """Peak host memory of one float64 evaluation beyond the inputs in their own types: a float64
-    copy of every input, every produced tensor twice (exact float64, and stored in its type), and the
-    largest scratch a node allocates (conv columns, attention score blocks, element-wise temporaries).
-    Checked against measured peaks (tests/reliability/test_reference_memory_estimate.py)."""
+    copy of every input a node reads and of every pass-by-value scalar (the executor fills them all),
+    every produced tensor twice (exact float64, and stored in its type), and the largest scratch a node
+    allocates (conv columns, attention score blocks, element-wise temporaries). A tensor no node reads
+    or writes is never allocated and not counted (a graph with 300k unused tensors was refused for
+    13.7 GiB it never used). Checked against measured peaks (tests/reliability/test_reference_memory_estimate.py)."""
     from hipdnn_trace.graph.dtypes import DTYPES
 
-    produced = graph.produced_uids
-    total = 0
-    for t in graph.tensors:
-        if t.uid in produced:
-            total += t.numel * (8 + DTYPES[t.data_type].itemsize)
-        else:
-            total += t.numel * 8
+    total = sum(8 * t.numel for t in (*graph.input_tensors, *graph.value_tensors))
+    produced = (t for t in graph.tensors if t.uid in graph.produced_uids)
+    total += sum(t.numel * (8 + DTYPES[t.data_type].itemsize) for t in produced)
     return total + max((_scratch_bytes(node, graph) for node in graph.nodes), default=0)
 
 
