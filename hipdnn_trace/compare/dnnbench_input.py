@@ -18,7 +18,6 @@ and the field's path.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from statistics import NormalDist
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.compare.result import RATIO_DEFINITION, TABLE_SCHEMA, UNMATCHED_SCHEMA, Z95, Comparison
 from hipdnn_trace.compare.verdict import MIN_SAMPLES
 from hipdnn_trace.errors import UserError
@@ -39,8 +39,8 @@ def is_dnnbench(source: Any) -> bool:
     if not isinstance(source, (str, Path)) or not str(source).endswith(".json") or not Path(source).is_file():
         return False
     try:
-        data = json.loads(Path(source).read_text())
-    except (OSError, ValueError):
+        data = read_gate.read_json(source, read_gate.DNB_RESULTS)
+    except read_gate.ReadRefused:
         return False
     return isinstance(data, dict) and data.get("schema_version") == 2 and "graphs" in data and "tool" in data
 
@@ -122,8 +122,8 @@ def dnnbench_label(path: Path) -> str:
     the file's stem (what its owner named it)."""
     run_json = Path(path).with_name("run.json")
     try:
-        run_id = json.loads(run_json.read_text()).get("run_id")
-    except (OSError, ValueError, AttributeError):
+        run_id = read_gate.read_json(run_json, read_gate.RUN_JSON).get("run_id")
+    except (read_gate.ReadRefused, AttributeError):
         run_id = None
     return str(run_id) if run_id else Path(path).stem
 
@@ -131,7 +131,7 @@ def dnnbench_label(path: Path) -> str:
 def dnnbench_rows(path: Path) -> tuple[str, pl.DataFrame]:
     """(label, one row per engine row: graph, config, status, n, median, p25, p75), from either the
     older or the newest schema-v2 layout."""
-    data = json.loads(Path(path).read_text())
+    data = read_gate.read_json(path, read_gate.DNB_RESULTS)
     return dnnbench_label(Path(path)), pl.DataFrame(_engine_rows(Path(path), data), schema=STATS_SCHEMA)
 
 

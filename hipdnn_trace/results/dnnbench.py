@@ -25,12 +25,12 @@ import os
 import platform
 import socket
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.graph import ops
 from hipdnn_trace.results.metadata import cpu_model
 
@@ -58,8 +58,8 @@ _STATUS = {"ok": "success", "failed": "success", "unsupported": "skipped", "erro
 
 def _graph_json(source: str) -> Any:
     try:
-        return json.loads(Path(source).read_bytes())
-    except (OSError, ValueError):
+        return json.loads(read_gate.read_bytes(source, read_gate.GRAPH))
+    except (read_gate.ReadRefused, ValueError, RecursionError):
         return None
 
 
