@@ -18,6 +18,7 @@ and the field's path.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from statistics import NormalDist
@@ -38,9 +39,10 @@ NOTCH = 1.57          # half-width of the median's ~95% interval, in IQR / sqrt(
 def is_dnnbench(source: Any) -> bool:
     if not isinstance(source, (str, Path)) or not str(source).endswith(".json") or not Path(source).is_file():
         return False
+    raw = read_gate.read_bytes(source, read_gate.DNB_RESULTS)   # a FIFO or an oversized file: refused by name
     try:
-        data = read_gate.read_json(source, read_gate.DNB_RESULTS)
-    except read_gate.ReadRefused:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):   # not JSON: not such a file (the run loader says what it is)
         return False
     return isinstance(data, dict) and data.get("schema_version") == 2 and "graphs" in data and "tool" in data
 
