@@ -103,7 +103,7 @@ class ReferenceCache:
 
     def has(self, graph: Graph, seed: int) -> bool:
         """An entry exists for (graph, seed) (not yet checked: :meth:`load` does that)."""
-        return (self.folder / entry_key(graph, seed) / _MANIFEST).is_file()
+        return os.path.lexists(self.folder / entry_key(graph, seed) / _MANIFEST)   # a planted FIFO too: load removes it
 
     def load(self, graph: Graph, seed: int) -> tuple[dict[int, np.ndarray] | None, str | None]:
         """(outputs mapped read-only, None) on a hit; (None, None) on a miss; (None, note) when the
