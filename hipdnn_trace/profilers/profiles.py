@@ -139,7 +139,10 @@ def normalize_arch(arch: str | None) -> str | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    text = read_gate.read_text(path, read_gate.PROFILE)
+    try:
+        text = read_gate.read_text(path, read_gate.PROFILE)
+    except read_gate.ReadRefused as exc:
+        raise ProfileError(str(exc)) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
