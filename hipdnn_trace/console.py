@@ -311,6 +311,8 @@ class Reporter:
             config = f"{c.config.name}{_engine(c)}"
             out.append(f"{prefix} {_status(c):<7} {g.name:<{self.name_width}}  {config:<{self.config_width}}  "
                        f"{_brief(g, c)}".rstrip())
+        if g.saved_tensors and g.saved_tensors.startswith("failed: "):   # a block prints it among its notes
+            out.append(f"{prefix} WARNING {g.name}: tensors not saved: {g.saved_tensors.removeprefix('failed: ')}")
         return out
 
     # ----------------------------------------------------------- graph block

@@ -516,8 +516,10 @@ def run_graph(
     if settings.save_tensors is not None:
         try:
             _save_bundle(graph, run, inputs, settings.save_tensors)
-        except OSError as exc:   # the measurement stands; only the bundle is missing
-            run.notes.append(f"tensors not saved: {exc.strerror or exc}")
+        except OSError as exc:   # the measurement stands; the bundle is missing, and says so
+            where = f"{exc.filename}: " if exc.filename else ""
+            run.saved_tensors = f"failed: {where}{exc.strerror or exc}"
+            run.notes.append(f"tensors not saved: {where}{exc.strerror or exc}")
     return run
 
 
@@ -542,4 +544,5 @@ def _save_bundle(graph: Graph, run: GraphRun, inputs: dict[int, np.ndarray], fol
         elif t.uid not in tensors:
             tensors[t.uid] = round_to(np.zeros(t.dims), t.data_type)
     path = golden.write_bundle(folder, graph, tensors)
+    run.saved_tensors = str(path)
     run.notes.append(f"tensors saved to {path}")

@@ -14,7 +14,12 @@ from a golden bundle are not seeded and never use the cache.
 Writers build an entry in a private temporary folder and rename it into place, so a reader sees a
 whole entry or none, and two processes storing the same key leave one whole entry. An entry that
 cannot be read (truncated, damaged header, wrong shape) is removed and computed again, with a
-note; the cache never fails a run. The folder is capped: after each store the least recently
+note; the cache never fails a run. Each ``.npy``'s SHA-256 is kept in ``entry.json`` and checked on
+every hit before the file is mapped (one read of the file, ~1-2 GB/s), so an entry whose data was
+altered with its header intact (zeroed, one element changed, all NaN) is never used as the truth:
+it is removed and computed again like an unreadable one. Every file is read through the package's
+read gate (``read_gate.py``): a FIFO or device planted as an entry is refused, never opened.
+The folder is capped: after each store the least recently
 used entries (by ``entry.json``'s mtime, refreshed on each hit) are removed until it fits.
 """
 
@@ -35,8 +40,11 @@ from typing import Any
 import numpy as np
 
 import hipdnn_trace
+from hipdnn_trace import read_gate
 from hipdnn_trace.backends.reference.memory import cached_reference_bytes
 from hipdnn_trace.bench.counter_rng import GENERATOR, tables_digest
+from hipdnn_trace.checksums import file_sha256
+from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.model import Graph
 
 #: ``--reference-cache-max`` default: the folder is trimmed to this many bytes after each store
@@ -46,7 +54,7 @@ AUTO_SUBDIR = Path("hipdnn-trace") / "reference"
 #: a temporary folder older than this belongs to a writer that died: removed while trimming
 STALE_TMP_S = 3600.0
 _MANIFEST = "entry.json"
-_FORMAT = 1
+_FORMAT = 2   # 2: entry.json holds each .npy file's SHA-256
 _PACKAGE = Path(hipdnn_trace.__file__).resolve().parent
 #: modules whose source decides the seeded inputs (bench/inputs.py and what it draws with)
 _INPUT_RECIPE = ("bench/inputs.py", "bench/counter_rng.py", "bench/attention_inputs.py", "bench/moe_inputs.py",
@@ -95,25 +103,29 @@ class ReferenceCache:
 
     def has(self, graph: Graph, seed: int) -> bool:
         """An entry exists for (graph, seed) (not yet checked: :meth:`load` does that)."""
-        return (self.folder / entry_key(graph, seed) / _MANIFEST).is_file()
+        return os.path.lexists(self.folder / entry_key(graph, seed) / _MANIFEST)   # a planted FIFO too: load removes it
 
     def load(self, graph: Graph, seed: int) -> tuple[dict[int, np.ndarray] | None, str | None]:
         """(outputs mapped read-only, None) on a hit; (None, None) on a miss; (None, note) when the
         entry was unreadable (it is removed, so the computed one replaces it)."""
         entry = self.folder / entry_key(graph, seed)
         manifest = entry / _MANIFEST
-        if not manifest.is_file():
+        if not os.path.lexists(manifest):   # a manifest that is no regular file is a damaged entry
             return None, None
         try:
+            sums = _checksums(read_gate.read_json(manifest, read_gate.CACHE_MANIFEST))
             outputs = {}
             for t in graph.output_tensors:
-                array = np.load(entry / f"{t.uid}.npy", mmap_mode="r", allow_pickle=False)
+                path = entry / f"{t.uid}.npy"
+                if file_sha256(path, read_gate.CACHED_TENSOR) != sums.get(str(t.uid)):
+                    raise ValueError(f"{t.uid}.npy does not match the checksum stored with it (altered or damaged)")
+                array = np.load(path, mmap_mode="r", allow_pickle=False)
                 if array.dtype != np.float64 or tuple(array.shape) != tuple(t.dims):
                     raise ValueError(f"{t.uid}.npy holds {array.dtype} {list(array.shape)}, "
                                      f"expected float64 {list(t.dims)}")
                 outputs[t.uid] = array
             os.utime(manifest)          # least recently used goes first when trimming
-        except (OSError, ValueError, EOFError) as exc:
+        except (UserError, OSError, ValueError, EOFError) as exc:
             shutil.rmtree(entry, ignore_errors=True)
             return None, f"reference cache entry {entry} unreadable ({exc}); computed again"
         return outputs, None
@@ -129,15 +141,15 @@ class ReferenceCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=self.folder)
-            for t in graph.output_tensors:
-                _write_npy(Path(tmp) / f"{t.uid}.npy", outputs[t.uid])
+            sums = {str(t.uid): _write_npy(Path(tmp) / f"{t.uid}.npy", outputs[t.uid]) for t in graph.output_tensors}
             _write_json(Path(tmp) / _MANIFEST, {
                 "format": _FORMAT, "graph_id": graph.graph_id, "graph": graph.label, "seed": seed,
                 "input_recipe": input_recipe_version(), "generator": GENERATOR, "reference": reference_version(),
-                "numpy": np.__version__, "outputs": [t.uid for t in graph.output_tensors], "bytes": size})
+                "numpy": np.__version__, "outputs": [t.uid for t in graph.output_tensors], "bytes": size,
+                "sha256": sums})
             tmp = None if _publish(Path(tmp), self.folder / key) else tmp
-        except OSError as exc:
-            return f"reference not cached in {self.folder}: {exc.strerror or exc}"
+        except (OSError, UserError) as exc:
+            return f"reference not cached in {self.folder}: {getattr(exc, 'strerror', None) or exc}"
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -190,8 +202,18 @@ def _publish(tmp: Path, entry: Path) -> bool:
     return False
 
 
-def _write_npy(path: Path, array: np.ndarray) -> None:
+def _checksums(manifest: Any) -> dict[str, str]:
+    """The manifest's SHA-256 per output file (by uid), or ValueError when it has none."""
+    sums = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if not isinstance(sums, dict):
+        raise ValueError(f"{_MANIFEST} holds no checksums")
+    return sums
+
+
+def _write_npy(path: Path, array: np.ndarray) -> str:
+    """Write the array; its file's SHA-256 (read back from the page cache) for the manifest."""
     _write_synced(path, "wb", lambda fh: np.save(fh, np.asarray(array, dtype=np.float64), allow_pickle=False))
+    return file_sha256(path, read_gate.CACHED_TENSOR)
 
 
 def _write_json(path: Path, payload: dict) -> None:

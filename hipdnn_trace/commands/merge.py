@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _is_run(folder: Path) -> bool:
-    return (folder / "run.json").is_file()
+    """Has a run.json of any type: one that is no regular file is refused by the loader, by name."""
+    return os.path.lexists(folder / "run.json")
 
 
 def run_directories(given: list[Path]) -> tuple[list[Path], list[Path]]:

@@ -21,6 +21,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 
 #: options whose values are paths (resolved against the recipe's folder)
@@ -99,11 +100,10 @@ def _translated(path: Path, data: dict[str, Any]) -> dict[str, tuple[str, Any]]:
 
 def recipe_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The file's values as parser defaults (explicit flags still win), paths made absolute."""
+    text = read_gate.read_text(path, read_gate.RECIPE, f"--config {path}")
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise UserError(f"--config {path}: not valid TOML: {exc}") from None
     if data.pop("version", 1) != 1:
         raise UserError(f"{path}: version: only version 1 recipes exist")

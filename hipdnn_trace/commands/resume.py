@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 
 #: Not taken from the interrupted run: where it lives is DIR itself (``--out``/``--run-id`` named it),
@@ -48,10 +48,10 @@ def interrupted_argv(folder: Path) -> list[str]:
         raise UserError(f"{where}: no run.json there (not a run folder, or stopped before anything was "
                         "recorded); name the graphs and flags to run it")
     try:
-        meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or " ".join(str(exc).split())
-        raise UserError(f"{where}: cannot read {path} ({why}); name the graphs and flags to resume it") from None
+        meta = read_gate.read_json(path, read_gate.RUN_JSON)
+    except read_gate.ReadRefused as exc:
+        raise UserError(f"{where}: cannot read {path} ({exc.problem}); name the graphs and flags to resume it") \
+            from None
     argv = meta.get("argv") if isinstance(meta, dict) else None
     if not (isinstance(argv, list) and len(argv) >= 2 and argv[1] == "run"
             and all(isinstance(a, str) for a in argv)):

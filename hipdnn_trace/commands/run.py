@@ -709,6 +709,8 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
                 if getattr(hook, "meta", None):
                     writer.meta["profile"] = {"tool": hook.name, **hook.meta}
             _record_sessions(writer.meta, g)
+            if g.saved_tensors is not None:   # --save-tensors: the bundle, or why it is missing
+                writer.meta.setdefault("saved_tensors", {})[g.name] = g.saved_tensors
             if g.reference_origin and writer.meta.get("reference_cache") is not None:
                 writer.meta["reference_cache"].setdefault("graphs", {})[g.name] = g.reference_origin
             handout = pool.handouts.get(g.source) if pool is not None else None

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.compare.result import RATIO_DEFINITION, TABLE_SCHEMA, UNMATCHED_SCHEMA, Z95, Comparison
 from hipdnn_trace.compare.verdict import MIN_SAMPLES
 from hipdnn_trace.errors import UserError
@@ -38,9 +39,10 @@ NOTCH = 1.57          # half-width of the median's ~95% interval, in IQR / sqrt(
 def is_dnnbench(source: Any) -> bool:
     if not isinstance(source, (str, Path)) or not str(source).endswith(".json") or not Path(source).is_file():
         return False
+    raw = read_gate.read_bytes(source, read_gate.DNB_RESULTS)   # a FIFO or an oversized file: refused by name
     try:
-        data = json.loads(Path(source).read_text())
-    except (OSError, ValueError):
+        data = json.loads(raw)
+    except (ValueError, RecursionError):   # not JSON: not such a file (the run loader says what it is)
         return False
     return isinstance(data, dict) and data.get("schema_version") == 2 and "graphs" in data and "tool" in data
 
@@ -122,8 +124,8 @@ def dnnbench_label(path: Path) -> str:
     the file's stem (what its owner named it)."""
     run_json = Path(path).with_name("run.json")
     try:
-        run_id = json.loads(run_json.read_text()).get("run_id")
-    except (OSError, ValueError, AttributeError):
+        run_id = read_gate.read_json(run_json, read_gate.RUN_JSON).get("run_id")
+    except (read_gate.ReadRefused, AttributeError):
         run_id = None
     return str(run_id) if run_id else Path(path).stem
 
@@ -131,7 +133,7 @@ def dnnbench_label(path: Path) -> str:
 def dnnbench_rows(path: Path) -> tuple[str, pl.DataFrame]:
     """(label, one row per engine row: graph, config, status, n, median, p25, p75), from either the
     older or the newest schema-v2 layout."""
-    data = json.loads(Path(path).read_text())
+    data = read_gate.read_json(path, read_gate.DNB_RESULTS)
     return dnnbench_label(Path(path)), pl.DataFrame(_engine_rows(Path(path), data), schema=STATS_SCHEMA)
 
 

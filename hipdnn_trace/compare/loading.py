@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.rundir import Run, load_run
@@ -23,6 +24,7 @@ from hipdnn_trace.results.rundir import Run, load_run
 
 def _load_bare_iterations(path: Path) -> Run:
     """A lone iterations file: raw samples without run.json (timing method unknown)."""
+    read_gate.check(path, read_gate.TABLE_PARQUET)
     try:
         iterations = pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for corrupt files

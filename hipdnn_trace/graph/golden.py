@@ -13,7 +13,9 @@ Python users. Arrays handed in and out of this module are logical (dims-ordered)
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -22,16 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace import __version__
+from hipdnn_trace import __version__, read_gate
+from hipdnn_trace.checksums import bytes_sha256, manifest_text, read_manifest
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.layout import pack, storage_elements, view
-from hipdnn_trace.graph.load import load_bytes, load_file
+from hipdnn_trace.graph.load import load_bytes, load_file, read_graph_file
 from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Tensor
 from hipdnn_trace.graph.write import dumps
 
 __all__ = [
     "BundleError",
+    "BundleWriteError",
     "bundle_paths",
     "bundle_stem",
     "find_bundle",
@@ -45,6 +49,8 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+#: bytes a .bin may hold past what its tensor's layout needs before it is refused unread
+TENSOR_SLACK_BYTES = 64 * 1024 * 1024
 #: Meta keys hipDNN's BundleMetadata reads, with the JSON type it expects.
 META_STRINGS = ("generator", "generator_version", "generated_at", "gpu_architecture", "rocm_version",
                 "reference_source", "reference_source_hash", "reference_strategy", "operation",
@@ -73,10 +79,22 @@ def meta_path(json_path: Path) -> Path:
     return json_path.with_name(f"{json_path.with_suffix('').name}.meta.json")
 
 
+def checksums_path(json_path: Path) -> Path:
+    """``{Name}.sha256``: every file of the bundle with its SHA-256 (``sha256sum -c`` reads it)."""
+    return json_path.with_name(f"{json_path.with_suffix('').name}.sha256")
+
+
+def incomplete_path(json_path: Path) -> Path:
+    """``{Name}.incomplete``: there from before the first file of a write until after its last; left
+    behind (with the reason) when the write failed or was killed, so the bundle is refused."""
+    return json_path.with_name(f"{json_path.with_suffix('').name}.incomplete")
+
+
 def bundle_paths(folder: str | Path, graph: Graph) -> dict[str, Path]:
     """Where a bundle of ``graph`` in ``folder`` keeps its files."""
     json_path = Path(folder) / f"{bundle_stem(graph)}.json"
-    out = {"json": json_path, "meta": meta_path(json_path)}
+    out = {"json": json_path, "meta": meta_path(json_path), "checksums": checksums_path(json_path),
+           "incomplete": incomplete_path(json_path)}
     out.update({f"tensor{t.uid}": tensor_path(json_path, t.uid) for t in graph.tensors})
     return out
 
@@ -187,9 +205,9 @@ def read_meta(json_path: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: not readable JSON ({exc})") from None
+        meta = read_gate.read_json(path, read_gate.GOLDEN_META)
+    except read_gate.ReadRefused as exc:
+        raise BundleError(f"{path}: not readable JSON ({exc.problem})") from None
     if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
         return None
     return meta
@@ -215,25 +233,88 @@ def hipdnn_loader_problems(graph: Graph) -> list[str]:
     return problems
 
 
+class BundleWriteError(OSError):
+    """A bundle write that failed: its partial files are removed and its ``.incomplete`` marker left."""
+
+
 def write_bundle(folder: str | Path, graph: Graph, tensors: Mapping[int, np.ndarray], *,
                  seed: int | None = None, meta: Mapping[str, Any] | None = None) -> Path:
-    """Write ``{Name}.json``, ``{Name}.tensor{uid}.bin`` for every tensor and
-    ``{Name}.meta.json`` into ``folder``; returns the .json path.
+    """Write ``{Name}.json``, ``{Name}.tensor{uid}.bin`` for every tensor, ``{Name}.meta.json``
+    and ``{Name}.sha256`` (every file's checksum) into ``folder``; returns the .json path.
 
     ``tensors`` maps uid -> logical array (inputs, expected outputs, virtual
     intermediates). By-value scalars default to their value and tensors no node
-    touches to zeros; any other tensor must be given. The .json is written last, so
-    a bundle whose .json exists is complete.
+    touches to zeros; any other tensor must be given. ``{Name}.incomplete`` is created
+    before the first file and removed after the last: a write that fails (a full file
+    system) removes what it wrote, leaves the marker with the reason and raises
+    :class:`BundleWriteError` naming the file; one that is killed leaves the marker too.
     """
     arrays = _complete(graph, tensors)
     paths = bundle_paths(folder, graph)
-    json_path = paths["json"]
+    json_path, marker = paths["json"], paths["incomplete"]
+    meta_text = json.dumps(make_meta(graph, seed=seed, extra=meta), indent=4) + "\n"   # bad meta: nothing written
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    for t in graph.tensors:
-        paths[f"tensor{t.uid}"].write_bytes(to_bytes(t, arrays[t.uid]))
-    paths["meta"].write_text(json.dumps(make_meta(graph, seed=seed, extra=meta), indent=4) + "\n")
-    json_path.write_text(dumps(graph))
+    marker.write_text(json.dumps({"graph_id": graph.graph_id, "state": "writing"}) + "\n")
+    sums: dict[str, str] = {}
+    payloads = [*((paths[f"tensor{t.uid}"], lambda t=t: to_bytes(t, arrays[t.uid])) for t in graph.tensors),
+                (paths["meta"], meta_text.encode),
+                (json_path, lambda: dumps(graph).encode()),
+                (paths["checksums"], lambda: manifest_text(sums).encode())]
+    for i, (path, payload) in enumerate(payloads):
+        data = payload()   # one tensor's bytes in memory at a time
+        sums[path.name] = bytes_sha256(data)
+        try:
+            path.write_bytes(data)
+        except OSError as exc:
+            _abandon([p for p, _ in payloads[:i + 1]], marker, graph, f"{path.name}: {exc.strerror or exc}")
+            raise BundleWriteError(exc.errno, f"{exc.strerror or exc}; the bundle's other files were removed "
+                                   f"and {marker.name} left, so --golden refuses it", str(path)) from None
+    marker.unlink()
     return json_path
+
+
+def _abandon(written: list[Path], marker: Path, graph: Graph, why: str) -> None:
+    """Remove a failed write's files; keep the marker, saying why (best effort: the disk is full)."""
+    for path in written:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        marker.write_text(json.dumps({"graph_id": graph.graph_id, "state": f"failed: {why}"}) + "\n")
+
+
+def _refuse_incomplete(json_path: Path, graph_id: str | None) -> None:
+    """BundleError when the bundle's ``.incomplete`` marker is there (for ``graph_id``, when given)."""
+    marker = incomplete_path(json_path)
+    if not os.path.lexists(marker):
+        return
+    try:
+        note = read_gate.read_json(marker, read_gate.GOLDEN_META)
+    except read_gate.ReadRefused:
+        note = None
+    if graph_id is not None and isinstance(note, dict) and note.get("graph_id") not in (None, graph_id):
+        return   # another graph of the same name
+    state = note.get("state") if isinstance(note, dict) else None
+    raise BundleError(f"{json_path}: incomplete golden bundle ({marker.name}: {state or 'write did not finish'}); "
+                      "save it again with --save-tensors")
+
+
+def _verified(path: Path, data: bytes, sums: dict[str, str] | None, manifest: Path) -> bytes:
+    """``data`` (the bytes of ``path``) when the manifest has no say or agrees, else BundleError."""
+    if sums is None:
+        return data
+    expected = sums.get(path.name)
+    if expected is None:
+        raise BundleError(f"{path}: not listed in {manifest}; golden data refused")
+    if bytes_sha256(data) != expected:
+        raise BundleError(f"{path}: does not match its checksum in {manifest} (altered or damaged since it was "
+                          "saved); golden data refused")
+    return data
+
+
+def _tensor_kind(t: Tensor) -> read_gate.Kind:
+    """A .bin may be longer than its layout needs (hipDNN reads the start), within reason."""
+    need = storage_elements(t.dims, t.strides) * _host_dtype(t).itemsize
+    return read_gate.Kind(read_gate.GOLDEN_TENSOR.what, min(need + TENSOR_SLACK_BYTES, read_gate.GOLDEN_TENSOR.budget))
 
 
 def read_bundle(json_path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
@@ -241,23 +322,25 @@ def read_bundle(json_path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
 
     A missing .bin is an error naming it, except for by-value scalars (their value is
     in the graph); a .bin shorter than its layout needs is an error (hipDNN would
-    silently leave the rest unset), a longer one is read like hipDNN reads it.
+    silently leave the rest unset), a longer one is read like hipDNN reads it. A bundle
+    with a ``.sha256`` manifest (ours) must match it file for file; one left ``.incomplete``
+    is refused. Bundles without a manifest (hipDNN's own) are read as they are.
     """
     path = Path(json_path)
-    graph = load_file(path)
+    _refuse_incomplete(path, None)
+    manifest = checksums_path(path)
+    sums = read_manifest(manifest) if os.path.lexists(manifest) else None
+    graph = load_bytes(_verified(path, read_graph_file(path), sums, manifest), str(path))
     arrays: dict[int, np.ndarray] = {}
     for t in graph.tensors:
         bin_path = tensor_path(path, t.uid)
-        try:
-            data = bin_path.read_bytes()
-        except FileNotFoundError:
-            if t.is_value:
+        if not os.path.lexists(bin_path):
+            if t.is_value and (sums is None or bin_path.name not in sums):
                 arrays[t.uid] = _value_array(t)
                 continue
             raise BundleError(f"{bin_path}: missing; tensor {t.uid} ({t.name!r}) of {path} "
-                              "has no data (a bundle needs a .bin for every tensor)") from None
-        except OSError as exc:
-            raise BundleError(f"{bin_path}: cannot read: {exc.strerror or exc}") from None
+                              "has no data (a bundle needs a .bin for every tensor)")
+        data = _verified(bin_path, read_gate.read_bytes(bin_path, _tensor_kind(t)), sums, manifest)
         arrays[t.uid] = from_bytes(t, data, str(bin_path))
     return graph, arrays
 
@@ -284,6 +367,7 @@ def write_npz(path: str | Path, graph: Graph, tensors: Mapping[int, np.ndarray])
 def _open_npz(path: Path, *, arrays: bool) -> tuple[Graph, dict[str, np.ndarray]]:
     """The graph of a .npz bundle and, when ``arrays``, its stored arrays by key (np.load
     reads members lazily: without them only the graph is read)."""
+    read_gate.check(path, read_gate.GOLDEN_TENSOR)   # a FIFO named .npz would block np.load
     try:
         with np.load(path, allow_pickle=False) as npz:
             if "graph" not in npz.files:
@@ -335,6 +419,8 @@ def find_bundle(folder: str | Path, graph: Graph) -> Path | None:
     for path in named:
         if same(path):
             return path
+    for marker in sorted(folder.rglob(f"{stem}.incomplete")):   # its write failed: refused, not skipped
+        _refuse_incomplete(marker.with_suffix(".json"), graph.graph_id)
     for path in sorted(folder.rglob("*.json")):
         if path in named or path.name.endswith(".meta.json"):
             continue

@@ -12,13 +12,12 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
-import stat
 from collections.abc import Mapping
 from math import prod
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph import dtypes, ops, semantics
 from hipdnn_trace.graph.layout import is_valid_layout, storage_elements
@@ -26,7 +25,7 @@ from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Node, Tensor
 from hipdnn_trace.graph.opspec import DERIVED
 
 #: Larger files are refused unread: no real graph comes close.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = read_gate.GRAPH.budget
 #: A tensor with more elements than this cannot exist on any device (2^36 fp32 = 256 GiB).
 MAX_ELEMENTS = 2**36
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -110,56 +109,13 @@ def load_bytes(data: bytes, source: str, *, allow_unknown: bool = False) -> Grap
 
 def read_graph_file(path: Path) -> bytes:
     """A graph file's bytes, or GraphError naming the file when it is too big, unreadable or
-    not a regular file.
-
-    Only regular files are read: a device (``/dev/zero`` never ends), a FIFO (blocks until
-    a writer comes) or a socket is refused by its type before it is opened, and the open
-    itself is non-blocking and checked again (the path may change in between). The size is
-    checked before a byte is read and the read stops one byte past the limit, so a huge or
-    growing file costs nothing.
-    """
-    name = str(path)
+    not a regular file (the package's read gate, ``read_gate.py``: a device, FIFO or socket is
+    refused by its type before it is opened, the open cannot block, the size is checked before a
+    byte is read and the read stops one byte past the limit)."""
     try:
-        kind = special_file_kind(os.stat(path).st_mode)
-        if kind:
-            raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read as graphs")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb", buffering=0) as fh:
-            info = os.fstat(fd)
-            kind = special_file_kind(info.st_mode)
-            if kind:
-                raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read as graphs")
-            if info.st_size > MAX_FILE_BYTES:
-                raise GraphError(name, "", f"file is {info.st_size} bytes; graphs over {MAX_FILE_BYTES} are refused")
-            data = _read_at_most(fh, MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:   # it grew after the size check
-            raise GraphError(name, "", f"file is over {MAX_FILE_BYTES} bytes; graphs over {MAX_FILE_BYTES} are refused")
-        return data
-    except OSError as exc:
-        raise GraphError(name, "", f"cannot read: {exc.strerror or exc}") from None
-
-
-def special_file_kind(mode: int) -> str | None:
-    """What a file that is not a regular file is ("a FIFO (named pipe)", ...); None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "a special file"
-
-
-def _read_at_most(fh: Any, limit: int) -> bytes:
-    chunks, got = [], 0
-    while got < limit:
-        chunk = fh.read(min(limit - got, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        return read_gate.read_bytes(path, read_gate.Kind(read_gate.GRAPH.what, MAX_FILE_BYTES))
+    except read_gate.ReadRefused as exc:
+        raise GraphError(exc.name, "", exc.problem) from None
 
 
 def load_file(path: str | Path, *, allow_unknown: bool = False) -> Graph:

@@ -19,12 +19,15 @@ import fnmatch
 import glob
 import os
 import tarfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from lzma import LZMAError
 from pathlib import Path, PurePosixPath
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError, UserError
-from hipdnn_trace.graph.load import MAX_FILE_BYTES, read_graph_file, special_file_kind
+from hipdnn_trace.graph.load import MAX_FILE_BYTES, read_graph_file
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
 #: An archive unpacking to more than this (in JSON members) is treated as a bomb.
@@ -33,6 +36,11 @@ MAX_ARCHIVE_MEMBERS = 100_000
 #: All archives of one command together may unpack to at most this: their graphs are held in
 #: memory for the whole suite (a suite this big belongs in a folder, read one file at a time).
 MAX_TOTAL_ARCHIVE_BYTES = 2 * 1024 * 1024 * 1024
+#: Zero bytes an archive may hold after its end-of-archive marker (tar pads to its record size:
+#: 10 KiB by default, 1 MiB with ``tar -b 2048``).
+MAX_TRAILING_ZEROS = 16 * 1024 * 1024
+#: The archive file itself (compressed or not) may be at most this big.
+ARCHIVE = read_gate.Kind("graph archives", 2 * MAX_ARCHIVE_BYTES)
 #: Folder entries one command may walk through (folders and ``**`` globs together).
 MAX_WALK_ENTRIES = 1_000_000
 
@@ -250,6 +258,32 @@ def _escapes(p: PurePosixPath) -> bool:
     return False
 
 
+def _check_archive_end(path: Path, tar: tarfile.TarFile) -> None:
+    """GraphError unless the members end at the end-of-archive marker (two zero blocks) followed by
+    zeros only. tarfile stops at the first header it cannot read and at the end of the data, as if
+    the archive ended there: a corrupt second header or an archive cut at a block boundary would
+    otherwise run as a smaller suite. Reading to the end also makes a compressed stream check its
+    own trailer (gzip's CRC and length)."""
+    stream = tar.fileobj
+    assert stream is not None
+    stream.seek(tar.offset)
+    marker = stream.read(2 * tarfile.BLOCKSIZE)
+    if len(marker) < 2 * tarfile.BLOCKSIZE or marker.count(0) != len(marker):
+        what = "ends without the end-of-archive marker (cut short?)" if not marker.strip(b"\0") else \
+            "has a damaged header"
+        raise GraphError(str(path), "", f"refused: the archive {what} at byte {tar.offset} after "
+                         f"{len(tar.getmembers())} member(s); later members would be lost")
+    seen = 0
+    while chunk := stream.read(1 << 20):
+        seen += len(chunk)
+        if chunk.count(0) != len(chunk):
+            raise GraphError(str(path), "", f"refused: data after the end-of-archive marker at byte {tar.offset} "
+                             "(concatenated archives?); its members would be lost")
+        if seen > MAX_TRAILING_ZEROS:
+            raise GraphError(str(path), "", f"refused: more than {MAX_TRAILING_ZEROS} bytes after the "
+                             "end-of-archive marker")
+
+
 def archive_sources(path: Path, budget: ArchiveBudget | None = None) -> list[GraphSource]:
     """The JSON graphs inside a tarball, read into memory (nothing is extracted).
 
@@ -259,25 +293,20 @@ def archive_sources(path: Path, budget: ArchiveBudget | None = None) -> list[Gra
     """
     name = str(path)
     try:
-        kind = special_file_kind(os.stat(path).st_mode)
-        if kind:
-            raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
-            kind = special_file_kind(os.fstat(fd).st_mode)
-            if kind:   # swapped for a special file since the check
-                raise GraphError(name, "", f"not a regular file but {kind}; only regular files are read")
-            with tarfile.open(name, "r:*", fileobj=fh) as tar:
-                members = check_archive_members(path, tar, budget)
-                blobs: list[tuple[str, Callable[[], bytes]]] = []
-                for m in members:
-                    if m.isfile() and m.name.endswith(".json") and not _is_bundle_sidecar(Path(m.name)):
-                        if m.size > MAX_FILE_BYTES:   # refused from its header, never read
-                            blobs.append((m.name, _too_big(f"{path}:{m.name}", m.size)))
-                            continue
-                        member = tar.extractfile(m)
-                        blobs.append((m.name, MemberBytes(member.read() if member is not None else b"")))
-    except (tarfile.TarError, OSError, EOFError) as exc:
+        with read_gate.open_file(path, ARCHIVE) as fh, tarfile.open(name, "r:*", fileobj=fh) as tar:
+            members = check_archive_members(path, tar, budget)
+            blobs: list[tuple[str, Callable[[], bytes]]] = []
+            for m in members:
+                if m.isfile() and m.name.endswith(".json") and not _is_bundle_sidecar(Path(m.name)):
+                    if m.size > MAX_FILE_BYTES:   # refused from its header, never read
+                        blobs.append((m.name, _too_big(f"{path}:{m.name}", m.size)))
+                        continue
+                    member = tar.extractfile(m)
+                    blobs.append((m.name, MemberBytes(member.read() if member is not None else b"")))
+            _check_archive_end(path, tar)
+    except read_gate.ReadRefused as exc:
+        raise GraphError(name, "", exc.problem) from None
+    except (tarfile.TarError, OSError, EOFError, zlib.error, LZMAError) as exc:
         raise GraphError(name, "", f"not a readable tar archive ({exc})") from None
     if budget is not None:
         budget.used += sum(m.size for m in members if m.isfile())

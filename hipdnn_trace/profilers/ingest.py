@@ -18,6 +18,7 @@ verdicts are computed from the arch profile (:mod:`.counters`).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
@@ -77,6 +79,9 @@ def collect(paths: Sequence[Path]) -> list[tuple[Path, Path, bool]]:
             out += [(p, root, False) for p in files]
         elif root.is_file():
             out.append((root, root.parent, True))
+        elif os.path.lexists(root):   # a FIFO, a device, a dangling link: the gate says which
+            read_gate.check(root, read_gate.PROFILER_CAPTURE)
+            raise UserError(f"{root}: not a file or folder ingest can read")
         else:
             raise UserError(f"{root}: no such file or directory")
     return out

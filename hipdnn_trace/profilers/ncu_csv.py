@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.markers import DOMAIN
 
@@ -66,10 +67,7 @@ def read_raw_csv(source: str | Path, text: str | None = None) -> RawTable:
     """Parse the table; UserError (naming the file) when there is none."""
     name = str(source)
     if text is None:
-        try:
-            text = Path(source).read_text(errors="replace")
-        except OSError as exc:
-            raise UserError(f"{name}: cannot read ({exc.strerror or exc})") from None
+        text = read_gate.read_text(source, read_gate.PROFILER_CAPTURE, errors="replace")
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID","Process ID"')), None)
     if start is None:

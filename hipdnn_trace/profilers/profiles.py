@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers.expr import Expr, ExprError, parse
 
@@ -139,10 +140,11 @@ def normalize_arch(arch: str | None) -> str | None:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        text = read_gate.read_text(path, read_gate.PROFILE)
+    except read_gate.ReadRefused as exc:
+        raise ProfileError(str(exc)) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path}: invalid TOML: {exc}") from None
 

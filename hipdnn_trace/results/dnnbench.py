@@ -30,12 +30,12 @@ import os
 import platform
 import socket
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.bench.stats import WARNING_SEPARATOR
 from hipdnn_trace.graph import ops
 from hipdnn_trace.results import schemas
@@ -65,8 +65,8 @@ _STATUS = {"ok": "success", "failed": "success", "unsupported": "skipped", "erro
 
 def _graph_json(source: str) -> Any:
     try:
-        return json.loads(Path(source).read_bytes())
-    except (OSError, ValueError):
+        return json.loads(read_gate.read_bytes(source, read_gate.GRAPH))
+    except (read_gate.ReadRefused, ValueError, RecursionError):
         return None
 
 

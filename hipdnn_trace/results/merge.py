@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_bytes_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
@@ -140,7 +141,7 @@ def _ordered(frames: list[tuple[int, pl.DataFrame]], name: str, runs: Sequence[R
 def _trace_prefix(path: Path) -> bytes:
     from hipdnn_trace.trace.reader import valid_prefix
 
-    data = path.read_bytes()
+    data = read_gate.read_bytes(path, read_gate.TRACE)
     framing = valid_prefix(data)
     return data[:framing.complete if framing.committed is None else framing.committed]
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_atomic, write_text_atomic
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import now_ns
@@ -445,7 +446,7 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
         if not path.exists():
             continue
         try:
-            if not path.stat().st_size:
+            if not read_gate.check(path, read_gate.TABLE_PARQUET if fmt == "parquet" else read_gate.TABLE_TEXT).st_size:
                 raise UserError(f"{path}: empty file (0 bytes); a run writes at least the header")
             if fmt == "parquet":
                 df = pl.read_parquet(path)
@@ -479,9 +480,9 @@ def load_run(path: str | Path, *, strict: bool = False) -> Run:
     if not meta_path.exists():
         raise UserError(f"{folder}: not a run directory (no run.json)")
     try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{meta_path}: unreadable run.json ({exc})") from None
+        meta = read_gate.read_json(meta_path, read_gate.RUN_JSON)
+    except read_gate.ReadRefused as exc:
+        raise UserError(f"{meta_path}: unreadable run.json ({exc.problem})") from None
     if not isinstance(meta, dict):
         raise UserError(f"{meta_path}: unreadable run.json (not a JSON object)")
     return Run(folder, meta, **{name: _read(folder, name, strict=strict) for name in schemas.FRAMES})

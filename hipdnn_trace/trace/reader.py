@@ -26,6 +26,7 @@ import polars as pl
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.trace import wire
 
@@ -121,7 +122,7 @@ def repair(path: Path | str) -> int:
     its last complete packet instead.
     """
     path = Path(path)
-    data = path.read_bytes()
+    data = read_gate.read_bytes(path, read_gate.TRACE)
     framing = valid_prefix(data)
     keep = framing.complete if framing.committed is None else framing.committed
     if keep < len(data):
@@ -133,10 +134,7 @@ def repair(path: Path | str) -> int:
 
 
 def _parse(path: Path) -> tuple[pb.Trace, bool, int]:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read trace: {e.strerror}") from None
+    data = read_gate.read_bytes(path, read_gate.TRACE)
     try:
         return pb.Trace.FromString(data), False, len(data)
     except DecodeError:

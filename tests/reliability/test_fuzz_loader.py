@@ -16,6 +16,11 @@ run goes through ``run``'s per-graph path with the reference; a refused file giv
 message inspect printed, a graph inspect says the reference can run does not come back
 unsupported or errored, and one it says cannot run comes back unsupported with the same reason.
 
+Two more streams hold the other files a user hands in to the same rule: ROCm dnn-benchmarking results
+files (the two layouts in tests/data/dnnbench, structurally mutated and byte-damaged, read by compare and
+compared) and ``--config`` recipes (generated TOML of run's own keys with hostile values, byte-damaged, and
+arbitrary bytes): either a clean result or a one-line UserError, never another exception.
+
 Deterministic (derandomize=True, no example database): CI runs the same 10k cases
 every time; set HIPDNN_TRACE_FUZZ_SCALE=10 locally for a longer random search.
 """
@@ -23,8 +28,10 @@ every time; set HIPDNN_TRACE_FUZZ_SCALE=10 locally for a longer random search.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +40,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph
 from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.cli import build_parser
 from hipdnn_trace.commands.inspect import _Backends, describe
+from hipdnn_trace.commands.recipe import recipe_defaults
+from hipdnn_trace.compare.dnnbench_input import compare_stats, dnnbench_rows, is_dnnbench
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.load import load_bytes
@@ -43,9 +53,12 @@ from hipdnn_trace.markers import Markers
 
 SCALE = float(os.environ.get("HIPDNN_TRACE_FUZZ_SCALE", "1"))
 #: graphs fed to the loader per stream, and how many of them each hypothesis example makes
-COUNTS = {"valid": 2100, "structural": 5400, "bundled": 1600, "bytes": 2600, "json": 400, "agreement": 600}
-PER_EXAMPLE = {"valid": 3, "structural": 8, "bundled": 8, "bytes": 8, "json": 1, "agreement": 1}
-FUZZ_TOTAL = sum(COUNTS.values())
+COUNTS = {"valid": 2100, "structural": 5400, "bundled": 1600, "bytes": 2600, "json": 400, "agreement": 600,
+          "dnb": 1200, "recipe": 1200}
+PER_EXAMPLE = {"valid": 3, "structural": 8, "bundled": 8, "bytes": 8, "json": 1, "agreement": 1, "dnb": 4,
+               "recipe": 4}
+FILE_STREAMS = ("dnb", "recipe")   # files other than graphs: not counted in the loader's 10k
+FUZZ_TOTAL = sum(n for stream, n in COUNTS.items() if stream not in FILE_STREAMS)
 assert FUZZ_TOTAL >= 10_000
 _COUNT = dict.fromkeys(COUNTS, 0)
 
@@ -334,3 +347,108 @@ def test_arbitrary_json_is_refused_cleanly():
 
 def test_inspect_and_run_agree_on_mutants():
     _run("agreement", _agreement)
+
+
+# ------------------------------------------------ dnn-benchmarking results files and recipes
+
+DNB = sorted((Path(__file__).resolve().parents[1] / "data" / "dnnbench").glob("*.json"))
+dnb_files = st.sampled_from(DNB).map(lambda p: json.loads(p.read_text()))
+_FILES = Path(tempfile.mkdtemp(prefix="hipdnn-trace-fuzz-"))
+_BASE_ROWS = dnnbench_rows(DNB[0])[1] if DNB else None
+
+
+def _clean_refusal(exc: UserError, path: Path) -> None:
+    message = str(exc)
+    assert "\n" not in message and message, message
+
+
+def check_dnb(data: bytes) -> str:
+    """A results file's bytes through compare's reading and statistics: 'ok' or 'refused'."""
+    _COUNT["dnb"] += 1
+    path = _FILES / "results.json"
+    path.write_bytes(data)
+    try:
+        is_dnnbench(path)
+        label, rows = dnnbench_rows(path)
+    except UserError as exc:
+        _clean_refusal(exc, path)
+        assert str(path) in str(exc), str(exc)   # reading errors name the file
+        return "refused"
+    try:
+        compare_stats(_BASE_ROWS, rows, "a", label, threshold=0.05, alpha=0.05, min_coverage=0.0)
+    except UserError as exc:   # e.g. nothing in common: still one line
+        _clean_refusal(exc, path)
+        return "refused"
+    return "ok"
+
+
+@given(dnb_files, seeds)
+@_settings("dnb")
+def _dnb(results: dict[str, Any], seed: int) -> None:
+    text, paths, rng = json.dumps(results), _paths(results)[1:], random.Random(seed)
+    for i in range(PER_EXAMPLE["dnb"]):
+        mutant = json.dumps(mutate(text, paths, rng))
+        check_dnb(damage(bytearray(mutant.encode()), rng) if i % 2 else mutant.encode())
+
+
+RUN_PARSER = build_parser(["run"])
+RUN = next(a for a in RUN_PARSER._subparsers._group_actions if a.dest == "command").choices["run"]  # noqa: SLF001
+RECIPE_KEYS = sorted({a.dest for a in RUN._actions if a.dest not in ("help", "config")}   # noqa: SLF001
+                     | {"version", "runtime", "engines", "bogus"})
+HOSTILE_VALUES = [0, -1, 1, 2**63, 10**17, 1e17, math.nan, math.inf, -math.inf, 0.5, True, False, "", "x",
+                  "a\nb", "\x1b[2J", "../../etc", "/dev/zero", "nan", "10", [], [1, 2], ["a", "b"], {"k": 1}]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)   # a TOML basic string takes JSON's escapes
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def recipe_text(rng: random.Random) -> str:
+    lines = []
+    for key in rng.sample(RECIPE_KEYS, rng.randint(1, 6)):
+        value = rng.choice(HOSTILE_VALUES) if rng.random() < 0.7 else _random_json(rng)
+        if value is None:
+            value = "none"
+        lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def check_recipe(data: bytes) -> str:
+    """A recipe's bytes through --config's reading and conversions: 'ok' or 'refused'."""
+    _COUNT["recipe"] += 1
+    path = _FILES / "recipe.toml"
+    path.write_bytes(data)
+    try:
+        recipe_defaults(path, RUN)
+    except UserError as exc:
+        _clean_refusal(exc, path)
+        assert str(path) in str(exc), str(exc)
+        return "refused"
+    return "ok"
+
+
+@given(seeds, st.binary(max_size=64))
+@_settings("recipe")
+def _recipe(seed: int, noise: bytes) -> None:
+    rng = random.Random(seed)
+    for i in range(PER_EXAMPLE["recipe"]):
+        text = recipe_text(rng).encode()
+        check_recipe(text if i == 0 else noise if i == 1 else damage(bytearray(text), rng))
+
+
+def test_damaged_dnnbench_results_are_read_or_refused_in_one_line():
+    _run("dnb", _dnb)
+
+
+def test_hostile_recipes_are_read_or_refused_in_one_line():
+    _run("recipe", _recipe)

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 from reliability_helpers import FAULTY_SPEC, HERE, cli, graph_json, write_graphs
 
-from hipdnn_trace import backends
+from hipdnn_trace import backends, read_gate
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.isolation import IsolatedRunner
@@ -132,7 +132,7 @@ def test_fifo_swapped_in_after_the_type_check_is_refused_without_blocking(tmp_pa
     regular = os.stat(__file__)
     fifo = tmp_path / "late.json"
     os.mkfifo(fifo)
-    monkeypatch.setattr(graph_load.os, "stat", lambda path, *a, **k: regular)
+    monkeypatch.setattr(read_gate.os, "stat", lambda path, *a, **k: regular)
     with pytest.raises(GraphError, match="not a regular file but a FIFO"):
         finishes(lambda: read_graph_file(fifo))
 
@@ -156,7 +156,7 @@ def test_a_file_growing_past_the_limit_while_read_is_cut_off(tmp_path, monkeypat
         path.write_bytes(b" " * 10_000)   # grows between the size check and the read
         return info
 
-    monkeypatch.setattr(graph_load.os, "fstat", fstat_before_growth)
+    monkeypatch.setattr(read_gate.os, "fstat", fstat_before_growth)
     with pytest.raises(GraphError, match="file is over 100 bytes"):
         read_graph_file(path)
 

@@ -18,6 +18,8 @@ FLOORS: dict[str, int] = {"graph": 0, "backends": 1, "bench": 2, "results": 3, "
 CROSS_CUTTING: dict[str, tuple[int, str]] = {
     "errors": (-1, "the error types every floor raises; imports nothing of the package"),
     "atomic": (-1, "atomic file writes for graph files and run files alike; stdlib only"),
+    "read_gate": (-1, "the one gate every file read passes (type, size budget, non-blocking open); stdlib only"),
+    "checksums": (-1, "SHA-256 manifests of files reused as truth, read through read_gate"),
     "device": (-1, "clocks, timers, GPU visibility: needed by backends and bench, knows no graph"),
     "markers_base": (-1, "phase-marker names shared by both marker modules"),
     "markers_roctx": (-1, "roctx phase markers, imported by markers and the AMD profilers"),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.profilers.rocprof.frames import (
     AGENTS,
     API,
@@ -35,14 +36,15 @@ _REQUIRED_VIEWS = ("kernels", "regions", "rocpd_info_agent")
 
 def is_sqlite(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with read_gate.open_file(path, read_gate.PROFILER_DATABASE) as handle:
             return handle.read(16) == SQLITE_MAGIC
-    except OSError:
+    except (read_gate.ReadRefused, OSError):
         return False
 
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open read-only (``mode=ro``) so a user's database is never modified."""
+    read_gate.check(path, read_gate.PROFILER_DATABASE)
     try:
         con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
         con.execute("select count(*) from sqlite_master").fetchone()

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 
 _INT_TAIL = re.compile(r"(-?\d+)\s*$")
@@ -32,11 +33,8 @@ def read_lines(path: Path, keepends: bool = False) -> list[str]:
     CSV parsing keeps the line ends: a quoted field broken over two lines must show
     its line break (and be rejected), not be silently glued back together.
     """
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-            return handle.read().splitlines(keepends=keepends)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = read_gate.read_text(path, read_gate.PROFILER_CAPTURE, errors="replace")
+    return text.splitlines(keepends=keepends)
 
 
 @dataclass
