@@ -137,6 +137,8 @@ class _Suite:
             _record_sessions(meta, g)
             if g.reference_origin and meta.get("reference_cache") is not None:
                 meta["reference_cache"].setdefault("graphs", {})[g.name] = g.reference_origin
+            if g.reference_placement:   # where the oracle's nodes ran ("cpu", "cuda:0 (NAME)")
+                meta["reference_device"].setdefault("graphs", {})[g.name] = g.reference_placement
             handout = pool.handouts.get(g.source) if pool is not None else None
             if handout is not None:
                 meta["gpus"]["graphs"][g.source] = asdict(handout)
