@@ -39,6 +39,7 @@ from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.breakdown import breakdown_rows
+from hipdnn_trace.results.run_record import RunRecord, as_record
 
 #: Frames that can be big: written in the formats of --format (parquet by default).
 BIG_FRAMES = ("iterations", "kernels", "counters")
@@ -119,10 +120,10 @@ class RunWriter:
     (:attr:`failed`); :meth:`finish` then only tries to mark run.json interrupted.
     """
 
-    def __init__(self, folder: Path, meta: dict[str, Any], *, formats: Iterable[str] = ("parquet",),
+    def __init__(self, folder: Path, record: RunRecord | Mapping[str, Any], *, formats: Iterable[str] = ("parquet",),
                  trace: bool = True, resume: bool = False, exclusive: bool = False) -> None:
         self.folder = folder
-        self.meta = meta
+        self.record = as_record(record)   # run.json; a mapping (a merge's, an older file's) is read as one
         self.failed: str | None = None
         formats = tuple(formats)
         self.dnnbench = DNNBENCH in formats   # not a frame format: one results file at the end
@@ -146,7 +147,7 @@ class RunWriter:
                     self.frames[name].append(df)
             self.formats = tuple(dict.fromkeys([*self.formats, *written_formats(folder)]))
         try:
-            write_json(folder / "run.json", meta)   # first: a folder with files always has run.json
+            self.write_record()   # first: a folder with files always has run.json
         except OSError as exc:
             if exclusive:
                 with contextlib.suppress(OSError):
@@ -159,13 +160,22 @@ class RunWriter:
 
             with self._writing():
                 self._trace_writer = TraceWriter(folder / "trace.pftrace", append=resume)
-                self.timeline = Timeline(self._trace_writer, meta["run_id"])
+                self.timeline = Timeline(self._trace_writer, self.record.run_id)
                 if resume:
                     self._rebuild_missing_trace()
 
     @property
     def run_id(self) -> str:
-        return str(self.meta["run_id"])
+        return str(self.record.run_id)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """run.json as it stands (a copy: change the run through :attr:`record`)."""
+        return self.record.to_json()
+
+    def write_record(self) -> None:
+        """Write run.json from the record (atomically; an OSError is the caller's)."""
+        write_json(self.folder / "run.json", self.record.to_json())
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -266,8 +276,7 @@ class RunWriter:
         finished graph), and run.json says ``interrupted`` with the reason in ``error``
         if it can still be written; the folder is resumable either way.
         """
-        self.meta["status"] = status
-        self.meta.update(extra)
+        self.record.finish(status, **extra)
         if self.failed is None:
             with contextlib.suppress(RunWriteError), self._writing():
                 self.write_tables()
@@ -277,12 +286,12 @@ class RunWriter:
         if self.failed is not None:
             if self.timeline is not None:
                 self._trace_writer.discard()
-            self.meta.update(status="interrupted", error=self.failed)
+            self.record.finish("interrupted", error=self.failed)
             with contextlib.suppress(OSError):   # best effort: the previous run.json says "running"
-                write_json(self.folder / "run.json", self.meta)
+                self.write_record()
             raise RunWriteError(self.failed)
         with self._writing():
-            write_json(self.folder / "run.json", self.meta)
+            self.write_record()
 
 
 #: run.json blocks that must match for a resumed run to equal an uninterrupted one.

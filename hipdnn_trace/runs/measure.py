@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,8 @@ from hipdnn_trace.bench.suite import SuiteCallbacks, SuiteOutcome, exit_code_for
 from hipdnn_trace.console import Progress, Reporter, escape
 from hipdnn_trace.device.clock_lock import ClockLock
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results.rundir import RunWriter, clear_stranded, write_json
+from hipdnn_trace.results.run_record import Profile
+from hipdnn_trace.results.rundir import RunWriter, clear_stranded
 from hipdnn_trace.runs.estimates import estimate_note
 from hipdnn_trace.runs.plan import EngineListing, ExternalProfile, RunPlan, clock_samplers, plan_run
 from hipdnn_trace.runs.request import RunRequest
@@ -63,14 +64,14 @@ def measure(plan: RunPlan) -> int:
     request = plan.request
     if plan.stranded:
         clear_stranded(plan.folder)
-    meta = plan.meta
+    record = plan.record
     with InterruptGuard() as guard, ClockLock(request.clocks, plan.vendor, request.device,
                                               run_dir=str(plan.folder)) as clocks:
-        meta["clocks"] = clocks.record()
-        writer = RunWriter(plan.folder, meta, formats=request.format, trace=request.trace, resume=plan.resuming,
+        record.clocks = clocks.record()
+        writer = RunWriter(plan.folder, record, formats=request.format, trace=request.trace, resume=plan.resuming,
                            exclusive=request.resume is None and not request.profile_child)   # mkdir: one run per folder
         if plan.gpus is not None:   # graphs finish out of order: the tables stay in suite order
-            writer.suite_order = {name: i for i, name in enumerate(meta["graphs"])}
+            writer.suite_order = {name: i for i, name in enumerate(record.graphs)}
         return _Suite(plan, writer, guard, clocks).run()
 
 
@@ -80,7 +81,7 @@ def notes(plan: RunPlan) -> list[str]:
     out = [f"skipped {plan.skipped_perf} graph(s) in folders named 'perf' (GPU-sized) on the CPU reference; "
            "--include-perf runs them"] if plan.skipped_perf else []
     if plan.shard is not None:
-        out.append(f"shard {request.shard}: {len(plan.meta['graphs'])} of the suite's {plan.suite_size} graph(s)")
+        out.append(f"shard {request.shard}: {len(plan.record.graphs)} of the suite's {plan.suite_size} graph(s)")
     if plan.resuming:
         out.append(f"resuming {plan.folder}: {plan.done} graph(s) already recorded, {len(plan.sources)} to run")
     if plan.gpus is not None:
@@ -125,26 +126,25 @@ class _Suite:
 
     def after(self, index: int, g: GraphRun) -> None:
         """Record a finished graph (its rows, where it ran, how its sessions ran) and print its line."""
-        meta, pool = self.writer.meta, self.pool
+        record, pool = self.writer.record, self.pool
         with self.guard.protect():
             self.progress.clear()
             for hook in self.plan.settings.hooks:
                 finish = getattr(hook, "finish_graph", None)
                 if finish is not None:
                     finish(g)
-                if getattr(hook, "meta", None):
-                    meta["profile"] = {"tool": hook.name, **hook.meta}
-            _record_sessions(meta, g)
-            if g.reference_origin and meta.get("reference_cache") is not None:
-                meta["reference_cache"].setdefault("graphs", {})[g.name] = g.reference_origin
-            if g.reference_placement:   # where the oracle's nodes ran ("cpu", "cuda:0 (NAME)")
-                meta["reference_device"].setdefault("graphs", {})[g.name] = g.reference_placement
+                details = getattr(hook, "profile", None)
+                details = details() if callable(details) else None   # an in-process profiler's block so far
+                if details:
+                    record.profile = Profile.of(hook.name, details)
+            record.add_sessions(g)
+            record.add_reference(g)
             handout = pool.handouts.get(g.source) if pool is not None else None
             if handout is not None:
-                meta["gpus"]["graphs"][g.source] = asdict(handout)
+                record.add_handout(g.source, handout)
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
                 with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
-                    write_json(self.writer.folder / "run.json", meta)
+                    self.writer.write_record()
             self.writer.add_graph(g, lane=None if handout is None else handout.gpu)
             self.reporter.graph(index, len(self.plan.sources), g)
             if self.plan.settings.ab:
@@ -201,7 +201,7 @@ class _Suite:
                     close()   # an in-process profiler stops tracing with the run
             if self.clocks is not None:   # clocks back before run.json is final: it records how that went
                 self.clocks.restore()
-                self.writer.meta["clocks"] = self.clocks.record()
+                self.writer.record.clocks = self.clocks.record()
             self.writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
 
     def _interrupted(self, interrupted: Interrupted) -> int:
@@ -226,18 +226,6 @@ def _pool(plan: RunPlan, split: bool) -> gpu_pool.GpuPool:
             mine = replace(settings, samplers=samplers)
         workers.append(gpu_pool.GpuWorker(pin.index, SplitRunner(isolated) if split else isolated, mine))
     return gpu_pool.GpuPool(workers)
-
-
-def _record_sessions(meta: dict, g: GraphRun) -> None:
-    """How each configuration ran (timer, fallbacks, plan) into run.json's "sessions"."""
-    sessions = meta.setdefault("sessions", {})
-    for c in g.configs:
-        info = {k: v for k, v in c.info.items() if k not in ("traceback", "cupti", "autotune")}
-        if not info:
-            continue
-        entry = sessions.setdefault(c.config.name, {"method": info, "graphs": {}})
-        entry["graphs"][g.name] = {k: info[k] for k in ("plan", "workspace_bytes", "timing_fallback", "timer",
-                                                        "timing") if k in info}
 
 
 def _progress(plan: RunPlan) -> Progress:

@@ -35,6 +35,7 @@ from hipdnn_trace.graph.sources import GraphSource, expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id
+from hipdnn_trace.results.run_record import RunRecord
 from hipdnn_trace.results.rundir import check_resumable, is_stranded, load_run
 from hipdnn_trace.runs import record
 from hipdnn_trace.runs.estimates import suite_estimates
@@ -124,7 +125,7 @@ class RunPlan:
     reference_device: ResolvedDevice
     profiler: str | None                # --profile / --profile-child: the profiler this process hosts
     estimates: list[GraphEstimate] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)   # run.json as the run starts
+    record: RunRecord = field(default_factory=RunRecord)   # run.json as the run starts
 
 
 def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
@@ -191,19 +192,20 @@ def split_groups(request: RunRequest, configs: Sequence[Config], options: RunOpt
 def _with_record(plan: RunPlan, graph_ids: dict[str, str | None]) -> RunPlan:
     """The plan with the run.json it starts with, the graphs a resume left and their estimates;
     a resume that is not the same run, or whose graph changed, is refused here."""
-    meta = record.initial_meta(plan)
+    run_record = record.initial_record(plan)
     done: set[str] = set()
     if plan.resuming:
         previous = load_run(plan.folder).meta
-        meta = record.resumed_meta(previous, check_resumable(previous, meta), plan.gpus is not None)
+        run_record = record.resumed_record(
+            previous, RunRecord.from_json(check_resumable(previous, run_record.to_json())))
         done = finished(plan.folder, graph_ids)
     sources = [s for s in plan.sources if s.name not in done]
-    plan = replace(plan, sources=sources, done=len(done), meta=meta)
+    plan = replace(plan, sources=sources, done=len(done), record=run_record)
     if plan.gpus is None:   # a --gpus pool runs graphs side by side, longest first: a serial estimate would mislead
         estimates = suite_estimates(sources, plan.configs, plan.settings, plan.timeout,
                                     plan.request.fresh_child)
         plan = replace(plan, estimates=estimates)
-        record.add_estimate(plan.meta, estimates)
+        run_record.estimate = record.estimate_block(estimates)
     return plan
 
 

@@ -64,7 +64,8 @@ def test_api_and_cli_build_the_same_request_and_plan(tmp_path: Path) -> None:
     assert [s.name for s in a.sources] == [s.name for s in b.sources] == [GRAPH]
     assert a.settings.loop == b.settings.loop and a.settings.options == b.settings.options
     drop = ("created", "argv", "run_id")
-    assert {k: v for k, v in a.meta.items() if k not in drop} == {k: v for k, v in b.meta.items() if k not in drop}
+    meta_a, meta_b = a.record.to_json(), b.record.to_json()
+    assert {k: v for k, v in meta_a.items() if k not in drop} == {k: v for k, v in meta_b.items() if k not in drop}
     assert not (tmp_path / "same").exists()   # planning made no run folder
 
 
@@ -108,7 +109,7 @@ def test_gpu_pins_are_typed_leave_the_request_alone_and_render_run_json_gpus(
     assert pins is not None and request.isolate is None
     assert [(p.index, p.visible) for p in pins.pins] == [(0, "0"), (2, "2")]
     assert planning.isolation(request, configs, 1, profiling=False, gpus=True) is not None
-    block = record.gpus_block(pins)
+    block = record.gpus_block(pins).to_json()
     assert block["devices"] == [0, 2] and block["variable"] == "CUDA_VISIBLE_DEVICES"
     assert block["visible"] == {"0": "0", "2": "2"} and set(block["cpus"]) == {"0", "2"} and block["graphs"] == {}
     assert pins.pins[0].env("CUDA_VISIBLE_DEVICES")["CUDA_VISIBLE_DEVICES"] == "0"
