@@ -191,6 +191,60 @@ def _extra(samples: Samples, key: str) -> list[float | None]:
     return column
 
 
+def _timed_iterations(session: Session, settings: LoopSettings, markers: Markers, block: _Block,
+                      on_iteration: Callable[[int], None] | None, host_stands_in: bool) -> None:
+    """The timed iterations, until the stopping rule holds. ``host_stands_in``: with a kernel clock the
+    sums come after the loop, so host time stands in for the CI rule's stability."""
+    samples, cap, ranges = block.samples, settings.cap(), markers.iteration_ranges
+    timed_ms = 0.0
+    i = 0
+    prepare, one, host_ms = session.prepare_iteration, block.one, samples.host_ms
+    while i < cap:
+        prepare()
+        if ranges:
+            markers.push_iteration(i)
+        one("timed", i)
+        if ranges:
+            markers.pop_iteration()
+        timed_ms += host_ms[-1]
+        i += 1
+        if on_iteration is not None:
+            on_iteration(i)
+        if i < settings.iters or timed_ms < settings.min_time_ms:
+            continue
+        if settings.max_rel_ci is None:
+            break
+        if i % settings.ci_check_every == 0:
+            block.read()
+            values = samples.host_ms if host_stands_in else samples.kernel_ms
+            if relative_ci_width(samples.timed(values)) <= settings.max_rel_ci:
+                break
+
+
+def _sources_of_times(session: Session, samples: Samples, settings: LoopSettings, kernel_clock: KernelClock | None,
+                      staged: Any) -> None:
+    """After the loop: kernel_ms from the kernel clock (or the events), and the side blocks that
+    measure latency and span; ``samples.timing`` names each number's source."""
+    events = _Block(session, samples)
+    kind = getattr(session.timer, "kind", "unknown")
+    if kernel_clock is not None:
+        if not _apply_kernel_clock(samples, kernel_clock):
+            _retime(events, samples, settings, bool(staged))
+        elif kind != "host":
+            _side_block(events, samples, "latency", False)
+            if staged is not None:
+                _side_block(events, samples, "span", True)
+    else:
+        samples.timing["kernel_ms"] = kind
+        if _staged(session.timer):
+            _copy_timed(samples, "span_ms")
+            samples.timing["span_ms"] = kind
+            _side_block(events, samples, "latency", False)
+        elif kind != "host":   # plain events around the enqueue are the latency
+            _copy_timed(samples, "latency_ms")
+            samples.timing["latency_ms"] = kind
+
+
 def run_loop(
     session: Session,
     settings: LoopSettings,
@@ -224,36 +278,12 @@ def run_loop(
         phases.append(Phase("warmup", t0, now_ns()))
 
         cap = settings.cap()
-        ranges = markers.iteration_ranges
-        if ranges:
+        if markers.iteration_ranges:
             markers.prepare_iterations(min(cap, max(settings.iters, 1)))
         markers.resume()
         t0 = now_ns()
         markers.push("execute")
-        timed_ms = 0.0
-        i = 0
-        prepare, one, host_ms = session.prepare_iteration, block.one, samples.host_ms
-        while i < cap:
-            prepare()
-            if ranges:
-                markers.push_iteration(i)
-            one("timed", i)
-            if ranges:
-                markers.pop_iteration()
-            timed_ms += host_ms[-1]
-            i += 1
-            if on_iteration is not None:
-                on_iteration(i)
-            if i < settings.iters or timed_ms < settings.min_time_ms:
-                continue
-            if settings.max_rel_ci is None:
-                break
-            if i % settings.ci_check_every == 0:
-                block.read()
-                # with a kernel clock the sums come after the loop: host time stands in for stability
-                values = samples.host_ms if kernel_clock is not None else samples.kernel_ms
-                if relative_ci_width(samples.timed(values)) <= settings.max_rel_ci:
-                    break
+        _timed_iterations(session, settings, markers, block, on_iteration, host_stands_in=kernel_clock is not None)
         block.read()
         markers.pop()
         markers.pause()
@@ -264,25 +294,8 @@ def run_loop(
             kernel_clock.abort()
         raise
 
-    events = _Block(session, samples)
-    kind = getattr(session.timer, "kind", "unknown")
     try:
-        if kernel_clock is not None:
-            if not _apply_kernel_clock(samples, kernel_clock):
-                _retime(events, samples, settings, bool(staged))
-            elif kind != "host":
-                _side_block(events, samples, "latency", False)
-                if staged is not None:
-                    _side_block(events, samples, "span", True)
-        else:
-            samples.timing["kernel_ms"] = kind
-            if _staged(session.timer):
-                _copy_timed(samples, "span_ms")
-                samples.timing["span_ms"] = kind
-                _side_block(events, samples, "latency", False)
-            elif kind != "host":   # plain events around the enqueue are the latency
-                _copy_timed(samples, "latency_ms")
-                samples.timing["latency_ms"] = kind
+        _sources_of_times(session, samples, settings, kernel_clock, staged)
     finally:
         _set_staged(session.timer, bool(staged))
         sampler.stop()

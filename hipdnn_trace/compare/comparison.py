@@ -117,6 +117,26 @@ class _Judged:
     notes: list[str]
 
 
+def _relative_to_centre(tested: list[dict[str, Any]], centre: float, notes: list[str]) -> float:
+    """--relative: each tested row's ratio, CI and test against the suite's centre (in place); the centre."""
+    if len(tested) < stats.MIN_DRIFT_ROWS:
+        raise UserError(
+            f"--relative needs at least {stats.MIN_DRIFT_ROWS} tested graphs to find the "
+            f"suite's centre; this comparison has {len(tested)}"
+        )
+    relative_to = math.exp(centre)
+    notes.append(
+        f"ratios are relative to the suite's centre ({relative_to:.3f}): each verdict says "
+        "how a graph moved against the rest; the geomean is absolute"
+    )
+    for row in tested:
+        a, b = row["_samples"]
+        row["p_value"] = stats.mann_whitney_u(a, b / relative_to).p_value
+        for name in ("ratio", "boot_low", "boot_high"):
+            row[name] /= relative_to
+    return relative_to
+
+
 def _judge(
     rows: list[dict[str, Any]],
     boots: list[np.ndarray],
@@ -137,23 +157,7 @@ def _judge(
     centre, tau = stats.suite_noise(log_ratios, sampling_se)
     if fixed_drift is not None:
         tau = fixed_drift
-    relative_to = None
-    if relative:
-        if len(tested) < stats.MIN_DRIFT_ROWS:
-            raise UserError(
-                f"--relative needs at least {stats.MIN_DRIFT_ROWS} tested graphs to find the "
-                f"suite's centre; this comparison has {len(tested)}"
-            )
-        relative_to = math.exp(centre)
-        notes.append(
-            f"ratios are relative to the suite's centre ({relative_to:.3f}): each verdict says "
-            "how a graph moved against the rest; the geomean is absolute"
-        )
-        for row in tested:
-            a, b = row["_samples"]
-            row["p_value"] = stats.mann_whitney_u(a, b / relative_to).p_value
-            for name in ("ratio", "boot_low", "boot_high"):
-                row[name] /= relative_to
+    relative_to = _relative_to_centre(tested, centre, notes) if relative else None
     if Z95 * tau >= math.log1p(threshold):
         source = "estimated from the suite" if fixed_drift is None else "given"
         notes.append(
@@ -214,6 +218,59 @@ def _check_cycles(run: Any, label: str) -> None:
                         "samples: a GPU run on NVIDIA); compare times instead")
 
 
+def _check_settings(threshold: float, alpha: float, n_boot: int, min_coverage: float) -> None:
+    if not threshold > 0:
+        raise UserError(f"--threshold must be > 0, got {threshold}")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha must be in (0, 1), got {alpha}")
+    if n_boot < 100:
+        raise UserError(f"--bootstrap must be >= 100, got {n_boot}")
+    if not 0 <= min_coverage <= 1:
+        raise UserError(f"--min-coverage must be in [0, 1], got {min_coverage}")
+
+
+def _method_gate(run_a: Any, run_b: Any, label_a: str, label_b: str, allow_mismatch: bool,
+                 allow_clock_mismatch: bool, cycles: bool = False) -> tuple[list[str], list[str]]:
+    """(how the runs were timed differently, notes); TimingMismatchError where that is not allowed.
+    With ``cycles`` (compared in GPU cycles) clock policies may differ, and both runs need clocks."""
+    differences = method_differences(run_a.meta, run_b.meta)
+    notes = run_status_notes(run_a.meta, "A") + run_status_notes(run_b.meta, "B")
+    if differences and not allow_mismatch:
+        raise TimingMismatchError(
+            f"runs {label_a} and {label_b} were timed differently ({'; '.join(differences)}); "
+            "their times do not compare. Pass --allow-mismatch to compare anyway"
+        )
+    if differences:
+        notes.append("timed differently (allowed): " + "; ".join(differences))
+    if cycles:
+        for label, run in ((label_a, run_a), (label_b, run_b)):
+            _check_cycles(run, label)
+    clocks = clock_difference(run_a.meta, run_b.meta)
+    if clocks and not (allow_clock_mismatch or cycles):
+        raise TimingMismatchError(
+            f"runs {label_a} and {label_b} were taken under different clock policies ({clocks}); "
+            "boost and locked clocks move medians more than most changes. Pass --allow-clock-mismatch "
+            "to compare anyway"
+        )
+    if clocks:
+        differences = [*differences, clocks]
+        notes.append(f"clocks differ (allowed): {clocks}; " + ("compared in GPU cycles (--cycles)" if cycles
+                     else "a change in a large graph may be the clocks"))
+    return differences, notes
+
+
+def _unmatched(matched: Any) -> pl.DataFrame:
+    """The units only one run has, with the side they are in."""
+    return pl.concat(
+        [
+            side.select(
+                pl.lit(name).alias("only_in"), "graph", "graph_id", "config", "engine", "status", "n"
+            )
+            for name, side in (("A", matched.only_a), ("B", matched.only_b))
+        ]
+    ).cast(UNMATCHED_SCHEMA)  # type: ignore[arg-type]
+
+
 def compare_runs(
     a: Any,
     b: Any,
@@ -243,14 +300,7 @@ def compare_runs(
     ``cycles`` compares GPU cycles (kernel_ms x the SM clock of each sample) instead of times, so runs
     at different clocks compare (a clock-policy difference is then allowed and noted).
     """
-    if not threshold > 0:
-        raise UserError(f"--threshold must be > 0, got {threshold}")
-    if not 0 < alpha < 1:
-        raise UserError(f"--alpha must be in (0, 1), got {alpha}")
-    if n_boot < 100:
-        raise UserError(f"--bootstrap must be >= 100, got {n_boot}")
-    if not 0 <= min_coverage <= 1:
-        raise UserError(f"--min-coverage must be in [0, 1], got {min_coverage}")
+    _check_settings(threshold, alpha, n_boot, min_coverage)
     fixed_drift = _parse_drift(drift)
     if dnnbench_input.is_dnnbench(a) or dnnbench_input.is_dnnbench(b):   # statistics, not samples
         (label_a, rows_a), (label_b, rows_b) = dnnbench_input.load_side(a), dnnbench_input.load_side(b)
@@ -258,31 +308,9 @@ def compare_runs(
                                              min_coverage=min_coverage)
     run_a, run_b = load_input(a), load_input(b)
     label_a, label_b = run_label(run_a), run_label(run_b)
-    differences = method_differences(run_a.meta, run_b.meta)
-    notes = run_status_notes(run_a.meta, "A") + run_status_notes(run_b.meta, "B")
-    if differences and not allow_mismatch:
-        raise TimingMismatchError(
-            f"runs {label_a} and {label_b} were timed differently ({'; '.join(differences)}); "
-            "their times do not compare. Pass --allow-mismatch to compare anyway"
-        )
-    if differences:
-        notes.append("timed differently (allowed): " + "; ".join(differences))
+    differences, notes = _method_gate(run_a, run_b, label_a, label_b, allow_mismatch, allow_clock_mismatch,
+                                      cycles)
     metric = "cycles" if cycles else "kernel_ms"
-    if cycles:
-        for label, run in ((label_a, run_a), (label_b, run_b)):
-            _check_cycles(run, label)
-    clocks = clock_difference(run_a.meta, run_b.meta)
-    if clocks and not (allow_clock_mismatch or cycles):
-        raise TimingMismatchError(
-            f"runs {label_a} and {label_b} were taken under different clock policies ({clocks}); "
-            "boost and locked clocks move medians more than most changes. Pass --allow-clock-mismatch "
-            "to compare anyway"
-        )
-    if clocks:
-        differences = [*differences, clocks]
-        notes.append(f"clocks differ (allowed): {clocks}; " + ("compared in GPU cycles (--cycles)" if cycles
-                     else "a change in a large graph may be the clocks"))
-
     matched = match(units(run_a, metric), units(run_b, metric), by, (label_a, label_b))
     notes.extend(matched.notes)
     rows, boots = _test_pairs(matched.pairs, n_boot=n_boot, seed=seed)
@@ -290,47 +318,19 @@ def compare_runs(
     judged = _judge(rows, boots, threshold=threshold, alpha=alpha, fixed_drift=fixed_drift,
                     relative=relative, n_boot=n_boot)
     notes.extend(judged.notes)
-    table = pl.DataFrame(
-        {name: [r.get(name) for r in rows] for name in TABLE_SCHEMA}, schema=TABLE_SCHEMA
-    )
-    unmatched = pl.concat(
-        [
-            side.select(
-                pl.lit(name).alias("only_in"), "graph", "graph_id", "config", "engine", "status", "n"
-            )
-            for name, side in (("A", matched.only_a), ("B", matched.only_b))
-        ]
-    ).cast(UNMATCHED_SCHEMA)  # type: ignore[arg-type]
-    changes = validation_changes(
-        run_a.validation, run_b.validation, pair_configs=matched.configs_paired
-    )
-    return Comparison(
-        table=table,
-        geomean=judged.geomean,
-        geomean_ci=judged.geomean_ci,
-        validation_changes=changes,
-        unmatched=unmatched,
-        label_a=label_a,
-        label_b=label_b,
-        settings={
-            "min_coverage": min_coverage,
-            "by": by,
-            "threshold": threshold,
-            "alpha": alpha,
-            "seed": seed,
-            "n_boot": n_boot,
-            "min_samples": MIN_SAMPLES,
-            "test": "Mann-Whitney U (two-sided), Holm-adjusted",
-            "ratio": RATIO_DEFINITION_CYCLES if cycles else RATIO_DEFINITION,
-            "metric": metric,
-            "ci": "percentile bootstrap of median(B)/median(A), 95%, widened by drift",
-            "drift": judged.drift,
-            "drift_source": "estimated from the suite" if fixed_drift is None else "given",
-            "relative_to": judged.relative_to,
-        },
-        method_differences=differences,
-        notes=notes,
-    )
+    table = pl.DataFrame({name: [r.get(name) for r in rows] for name in TABLE_SCHEMA}, schema=TABLE_SCHEMA)
+    changes = validation_changes(run_a.validation, run_b.validation, pair_configs=matched.configs_paired)
+    settings = {
+        "min_coverage": min_coverage, "by": by, "threshold": threshold, "alpha": alpha, "seed": seed,
+        "n_boot": n_boot, "min_samples": MIN_SAMPLES, "test": "Mann-Whitney U (two-sided), Holm-adjusted",
+        "ratio": RATIO_DEFINITION_CYCLES if cycles else RATIO_DEFINITION, "metric": metric,
+        "ci": "percentile bootstrap of median(B)/median(A), 95%, widened by drift", "drift": judged.drift,
+        "drift_source": "estimated from the suite" if fixed_drift is None else "given",
+        "relative_to": judged.relative_to,
+    }
+    return Comparison(table=table, geomean=judged.geomean, geomean_ci=judged.geomean_ci, validation_changes=changes,
+                      unmatched=_unmatched(matched), label_a=label_a, label_b=label_b, settings=settings,
+                      method_differences=differences, notes=notes)
 
 
 __all__ = ["Comparison", "TimingMismatchError", "compare_runs", "FASTER", "SLOWER", "INCONCLUSIVE"]

@@ -11,7 +11,6 @@ child once per pass; pass 0 is the run, later passes only feed counters.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,27 +39,29 @@ class Collected:
 
 
 class ExternalProfiler(Protocol):
+    """``args`` below: the run's request (runs/request.py ``RunRequest``: device, profile_set, format ...)."""
+
     name: str
     markers: str          # marker API the child must use: "nvtx" | "roctx"
 
     def check_tool(self) -> None:
         """Raise ToolMissingError (one line) when the tool is not installed."""
 
-    def passes(self, args: argparse.Namespace) -> int:
+    def passes(self, args: Any) -> int:
         """How many times the child must run (1 unless counters need replays)."""
 
     def command(self, child_argv: list[str], out_dir: Path, pass_index: int,
-                args: argparse.Namespace) -> list[str]:
+                args: Any) -> list[str]:
         """The full command line: the tool wrapping ``child_argv``, writing into ``out_dir``."""
 
     def env(self, pass_index: int) -> dict[str, str]:
         """Extra environment for the child."""
 
     def collect(self, run_dir: Path, pass_dirs: list[Path], iterations: pl.DataFrame,
-                args: argparse.Namespace) -> Collected:
+                args: Any) -> Collected:
         """Parse the tool's output into kernels/counters frames joined to iterations."""
 
-    def timing_meta(self, args: argparse.Namespace) -> dict[str, Any]:
+    def timing_meta(self, args: Any) -> dict[str, Any]:
         """What run.json's timing block must say (e.g. clock_control) for compare."""
 
 

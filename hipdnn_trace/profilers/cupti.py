@@ -60,6 +60,11 @@ class CuptiProfiler:
         self.meta: dict[str, Any] = {"activity": "CONCURRENT_KERNEL", "buffer_bytes": BUFFER_BYTES,
                                      "configs": {}}
 
+    def profile(self) -> dict[str, Any] | None:
+        """What run.json's ``profile`` block says of this profiler so far (results writes it); None
+        before it recorded anything."""
+        return dict(self.meta) if self.meta else None
+
     # ----------------------------------------------------------------- CUPTI
 
     def check_tool(self) -> None:

@@ -10,7 +10,6 @@ verdicts in summary, kernel and counter tracks in trace.pftrace, and a
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import subprocess
@@ -22,9 +21,10 @@ import polars as pl
 
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers.base import Collected
-from hipdnn_trace.results import schemas
 from hipdnn_trace.results.metadata import new_run_id
-from hipdnn_trace.results.rundir import Run, _write_frame, load_run, write_json
+from hipdnn_trace.results.profile_fold import ProfileResults, fold_profile
+from hipdnn_trace.results.run_record import Profile
+from hipdnn_trace.results.rundir import Run, load_run
 
 #: Options the parent owns; removed from the child's command line.
 _PARENT_OPTIONS = {"--profile": True, "--out": True, "-o": True, "--run-id": True}
@@ -46,8 +46,9 @@ def child_arguments(argv: list[str]) -> list[str]:
     return out
 
 
-def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -> int:
-    """Profile ``hipdnn-trace run <run_argv>``; returns the child's exit code."""
+def run_external(profiler: Any, args: Any, run_argv: list[str]) -> int:
+    """Profile ``hipdnn-trace run <run_argv>``; returns the child's exit code. ``args``: the run's
+    request (runs/request.py), which the profiler reads its options from (device, profile_set)."""
     profiler.check_tool()
     run_id = args.run_id or new_run_id()
     folder: Path = args.out / run_id
@@ -99,48 +100,12 @@ def run_external(profiler: Any, args: argparse.Namespace, run_argv: list[str]) -
     return main_rc
 
 
-def fold_in(folder: Path, collected: Collected, profiler: Any, args: argparse.Namespace,
-            commands: list[str], run: Run) -> None:
-    """Write the profile's frames, verdicts, trace tracks and run.json block into ``run``'s folder."""
-    meta = run.meta
-    formats = tuple(dict.fromkeys(["parquet", *getattr(args, "format", ["parquet"])]))
-    kernels = schemas.conform(collected.kernels, schemas.KERNELS)
-    counters = schemas.conform(collected.counters, schemas.COUNTERS)
-    for name, df in (("kernels", kernels), ("counters", counters)):
-        if df.height:
-            for fmt in formats:
-                _write_frame(folder / f"{name}.{fmt}", df, fmt)
-    verdicts = collected.meta.pop("verdicts", None)
-    if isinstance(verdicts, pl.DataFrame) and verdicts.height:
-        _merge_verdicts(folder, run.summary, verdicts)
-        _write_frame(folder / "metrics.csv", verdicts, "csv")
-    trace_path = folder / "trace.pftrace"
-    if trace_path.exists() and kernels.height:
-        _append_tracks(trace_path, meta["run_id"], kernels, counters)
-    meta["profile"] = {"tool": profiler.name, "commands": commands, **collected.meta}
-    meta.setdefault("timing", {}).update(profiler.timing_meta(args))
-    write_json(folder / "run.json", meta)
-
-
-def _merge_verdicts(folder: Path, summary: pl.DataFrame, verdicts: pl.DataFrame) -> None:
-    """Put each graph x config's bottleneck verdict into summary.csv / summary.json."""
-    keys = [k for k in ("graph_id", "config") if k in verdicts.columns]
-    if not keys or "bottleneck" not in verdicts.columns:
-        return
-    summary = summary.drop("bottleneck").join(
-        verdicts.select([*keys, "bottleneck"]).unique(subset=keys, keep="first"), on=keys, how="left")
-    summary = schemas.conform(summary, schemas.SUMMARY)
-    _write_frame(folder / "summary.csv", summary, "csv")
-    _write_frame(folder / "summary.json", summary, "json")
-
-
-def _append_tracks(trace_path: Path, run_id: str, kernels: pl.DataFrame, counters: pl.DataFrame) -> None:
-    from hipdnn_trace.results.timeline import Timeline, add_counters
-    from hipdnn_trace.trace.writer import TraceWriter
-
-    with TraceWriter(trace_path, append=True) as writer:
-        timeline = Timeline(writer, run_id)
-        for (graph_id, config), part in kernels.group_by(["graph_id", "config"], maintain_order=True):
-            timeline.add_kernels(part, graph_id, config)
-        if counters.height:
-            add_counters(writer, counters, kernels)
+def fold_in(folder: Path, collected: Collected, profiler: Any, args: Any, commands: list[str], run: Run) -> None:
+    """What the tool measured, handed to results (results/profile_fold.py) to write into ``run``'s folder."""
+    details = dict(collected.meta)
+    verdicts = details.pop("verdicts", None)
+    added = ProfileResults(kernels=collected.kernels, counters=collected.counters,
+                           verdicts=verdicts if isinstance(verdicts, pl.DataFrame) else None,
+                           profile=Profile.of(profiler.name, details, commands=commands),
+                           timing=profiler.timing_meta(args))
+    fold_profile(run, added, formats=getattr(args, "format", ["parquet"]))

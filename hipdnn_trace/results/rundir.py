@@ -40,6 +40,7 @@ from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.breakdown import breakdown_rows
+from hipdnn_trace.results.run_record import RunRecord, as_record
 from hipdnn_trace.results.speed_of_light import run_block as sol_block
 
 #: Frames that can be big: written in the formats of --format (parquet by default).
@@ -121,17 +122,19 @@ class RunWriter:
     (:attr:`failed`); :meth:`finish` then only tries to mark run.json interrupted.
     """
 
-    def __init__(self, folder: Path, meta: dict[str, Any], *, formats: Iterable[str] = ("parquet",),
+    def __init__(self, folder: Path, record: RunRecord | Mapping[str, Any], *, formats: Iterable[str] = ("parquet",),
                  trace: bool = True, resume: bool = False, exclusive: bool = False) -> None:
         self.folder = folder
-        self.meta = meta
+        self.record = as_record(record)   # run.json; a mapping (a merge's, an older file's) is read as one
         self.failed: str | None = None
         formats = tuple(formats)
         self.dnnbench = DNNBENCH in formats   # not a frame format: one results file at the end
         self.formats = tuple(dict.fromkeys(["parquet", *(f for f in formats if f != DNNBENCH)]))
         # speed of light: the peaks of --peaks or of the run's GPU, in run.json with their source (before
         # the folder exists: a bad --peaks strands nothing)
-        meta["speed_of_light"], self.peaks = sol_block(meta)
+        self.peaks = None
+        if self.record.speed_of_light is not None:   # a run's (a merge of older runs has none to resolve)
+            self.record.speed_of_light, self.peaks = sol_block(self.record.to_json())
         if exclusive:
             create_run_dir(folder)
         else:
@@ -151,7 +154,7 @@ class RunWriter:
                     self.frames[name].append(df)
             self.formats = tuple(dict.fromkeys([*self.formats, *written_formats(folder)]))
         try:
-            write_json(folder / "run.json", meta)   # first: a folder with files always has run.json
+            self.write_record()   # first: a folder with files always has run.json
         except OSError as exc:
             if exclusive:
                 with contextlib.suppress(OSError):
@@ -164,13 +167,22 @@ class RunWriter:
 
             with self._writing():
                 self._trace_writer = TraceWriter(folder / "trace.pftrace", append=resume)
-                self.timeline = Timeline(self._trace_writer, meta["run_id"])
+                self.timeline = Timeline(self._trace_writer, self.record.run_id)
                 if resume:
                     self._rebuild_missing_trace()
 
     @property
     def run_id(self) -> str:
-        return str(self.meta["run_id"])
+        return str(self.record.run_id)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """run.json as it stands (a copy: change the run through :attr:`record`)."""
+        return self.record.to_json()
+
+    def write_record(self) -> None:
+        """Write run.json from the record (atomically; an OSError is the caller's)."""
+        write_json(self.folder / "run.json", self.record.to_json())
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -271,8 +283,7 @@ class RunWriter:
         finished graph), and run.json says ``interrupted`` with the reason in ``error``
         if it can still be written; the folder is resumable either way.
         """
-        self.meta["status"] = status
-        self.meta.update(extra)
+        self.record.finish(status, **extra)
         if self.failed is None:
             with contextlib.suppress(RunWriteError), self._writing():
                 self.write_tables()
@@ -282,12 +293,12 @@ class RunWriter:
         if self.failed is not None:
             if self.timeline is not None:
                 self._trace_writer.discard()
-            self.meta.update(status="interrupted", error=self.failed)
+            self.record.finish("interrupted", error=self.failed)
             with contextlib.suppress(OSError):   # best effort: the previous run.json says "running"
-                write_json(self.folder / "run.json", self.meta)
+                self.write_record()
             raise RunWriteError(self.failed)
         with self._writing():
-            write_json(self.folder / "run.json", self.meta)
+            self.write_record()
 
 
 #: run.json blocks that must match for a resumed run to equal an uninterrupted one.

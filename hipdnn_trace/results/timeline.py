@@ -414,3 +414,14 @@ def add_counters(writer: TraceWriter, counters: pl.DataFrame, kernels: pl.DataFr
         order = np.lexsort((seq, ts))
         writer.counters(track, ts[order], vals[order])
     return placed.height
+
+
+def append_profile_tracks(trace_path: Path, run_id: str, kernels: pl.DataFrame, counters: pl.DataFrame) -> None:
+    """Add a profiler's kernel tracks (per graph and configuration) and counter tracks to a run's
+    finished trace.pftrace (results/profile_fold.py)."""
+    with TraceWriter(trace_path, append=True) as writer:
+        timeline = Timeline(writer, run_id)
+        for (graph_id, config), part in kernels.group_by(["graph_id", "config"], maintain_order=True):
+            timeline.add_kernels(part, graph_id, config)
+        if counters.height:
+            add_counters(writer, counters, kernels)

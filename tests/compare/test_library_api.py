@@ -43,13 +43,16 @@ def test_run_rejects_a_misspelled_option_naming_the_flag(tmp_path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-def test_run_that_cannot_start_raises_with_the_reason(tmp_path) -> None:
+def test_run_that_cannot_start_raises_the_reason_itself_and_writes_nothing(tmp_path, capsys) -> None:
+    """The plan's own UserError, not text read back from stderr: nothing printed, no run folder."""
     import pytest
 
     from hipdnn_trace.errors import UserError
 
-    with pytest.raises(UserError, match=r"exit code 1\): .*no-such-folder: no such file or folder"):
+    capsys.readouterr()
+    with pytest.raises(UserError, match=r"^\S*no-such-folder: no such file or folder$"):
         hipdnn_trace.run(str(tmp_path / "no-such-folder"), out=tmp_path / "runs", iters=2)
+    assert capsys.readouterr() == ("", "") and not (tmp_path / "runs").exists()
 
 
 def test_run_quiet_prints_nothing_and_its_repr_is_a_short_summary(tmp_path, capsys) -> None:

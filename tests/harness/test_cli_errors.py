@@ -166,8 +166,8 @@ def test_a_long_cpu_suite_is_estimated_up_front() -> None:
     from hipdnn_trace.bench.config import Config
     from hipdnn_trace.bench.graph_run import RunSettings
     from hipdnn_trace.bench.loop import LoopSettings
-    from hipdnn_trace.commands.run import estimate_note, suite_estimates
     from hipdnn_trace.graph.sources import expand
+    from hipdnn_trace.runs.estimates import estimate_note, suite_estimates
 
     configs = [Config("reference", "reference")]
     perf = expand([str(Path(__file__).resolve().parents[2] / "graphs" / "perf" / "conv")])

@@ -17,10 +17,10 @@ from hipdnn_trace.bench import estimate
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings
-from hipdnn_trace.commands.run import estimate_note
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.graph.write import graph_to_json
+from hipdnn_trace.runs.estimates import estimate_note
 
 RATES = cost.Rates(gemm=1e10, passes=1e9, transcendental=1e8, call_s=1e-6, small_gemm=1e9)
 REFERENCE = [Config("reference", "reference")]

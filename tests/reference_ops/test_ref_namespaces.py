@@ -8,7 +8,6 @@ GPU itself is checked by the ``cuda`` test at the end (skips here without one).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -152,18 +151,17 @@ def test_generic_contraction_equals_einsum():
 
 
 def test_auto_is_cpu_and_cuda_is_a_one_line_refusal_without_a_gpu(monkeypatch):
-    from hipdnn_trace.commands import run as run_command
     from hipdnn_trace.errors import UserError
+    from hipdnn_trace.runs import plan
+    from hipdnn_trace.runs.request import RunRequest
 
-    monkeypatch.setattr(run_command, "cuda_missing", lambda: "torch sees no GPU")
+    monkeypatch.setattr(plan, "cuda_missing", lambda: "torch sees no GPU")
     monkeypatch.setattr(shim, "cuda_missing", lambda: "torch sees no GPU")
-    args = argparse.Namespace(validate="reference", reference_device="auto")
-    assert run_command._reference_device(args) == "cpu"
-    args.reference_device = "cuda"
+    assert plan.resolve_reference_device(RunRequest(reference_device="auto")) == "cpu"
     with pytest.raises(UserError, match="^--reference-device cuda: torch sees no GPU; use --reference-device cpu$"):
-        run_command._reference_device(args)
-    args.validate = "none"   # nothing to validate: no device is looked for
-    assert run_command._reference_device(args) == "cpu"
+        plan.resolve_reference_device(RunRequest(reference_device="cuda"))
+    # nothing to validate: no device is looked for
+    assert plan.resolve_reference_device(RunRequest(reference_device="cuda", validate="none")) == "cpu"
     with pytest.raises(RuntimeError, match="torch sees no GPU"):
         shim.Target.of("cuda")
 

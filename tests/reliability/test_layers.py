@@ -27,6 +27,7 @@ CROSS_CUTTING: dict[str, tuple[int, str]] = {
     "validate": (1, "compares outputs with graph types; backends poison outputs with it"),
     "profilers": (4, "turns profiler output into results' frames and trace tracks"),
     "console": (4, "prints bench's records and results' statistics for the commands"),
+    "runs": (5, "a run's request, plan and measurement: wires every floor for commands/run.py and the API"),
     "commands": (5, "one module per subcommand: wires every floor"),
     "cli": (5, "wires the commands"),
     "api": (5, "the Python entry point over commands and results"),

@@ -27,7 +27,7 @@ from hipdnn_trace.backends.reference.ops._gemm import bounded_matmul
 from hipdnn_trace.graph.dtypes import numpy_dtype
 
 __all__ = ["DEVICES", "Target", "bits", "contiguous", "contract_leading", "device_of", "erf", "exp2", "from_numpy",
-           "index_array", "is_numpy", "is_torch", "matmul", "matmul_into", "namespace", "quiet", "resolve_device",
+           "index_array", "is_numpy", "is_torch", "matmul", "matmul_into", "namespace", "quiet",
            "set_rows", "storage_to_numpy", "to_numpy", "to_storage", "torch_storage_dtype", "windows"]
 
 Array = Any
@@ -72,13 +72,6 @@ def cuda_missing() -> str | None:
     if not torch.cuda.is_available():
         return "torch sees no GPU"
     return None
-
-
-def resolve_device(name: str) -> str:
-    """"cpu" or "cuda" for a ``--reference-device`` value: auto is cuda when torch sees a GPU."""
-    if name == "auto":
-        return "cpu" if cuda_missing() else "cuda"
-    return name
 
 
 def namespace(*arrays: object) -> Namespace:

@@ -77,87 +77,113 @@ def looks_like_rocprofv2(lines: list[str]) -> bool:
     return False
 
 
-def read_rocprofv2(path: Path) -> dict[str, pl.DataFrame]:
-    lines = read_lines(path)
-    if not looks_like_rocprofv2(lines):
-        raise ProfileFormatError(f"{path}: not rocprofv2 text output (no Key(value) records)")
-    kern: dict[str, list] = {k: [] for k in ("name", "start_ns", "end_ns", "duration_ns", "device", "correlation_id",
-                                             "dispatch_id", "queue", "stream", "thread_id", "process_id")}
-    cnt: dict[str, list] = {k: [] for k in ("kernel", "correlation_id", "counter", "value", "dispatch_id", "device",
-                                            "thread_id", "process_id", "start_ns", "end_ns")}
-    api: dict[str, list] = {k: [] for k in ("domain", "function", "correlation_id", "start_ns", "end_ns")}
-    marks: dict[str, list] = {k: [] for k in ("name", "start_ns", "end_ns")}
-    open_ranges: dict[str, list[tuple[str, int]]] = {}
+class _Records:
+    """The four tables of one rocprofv2 text file, filled record by record."""
 
-    def num(rec: dict[str, str], key: str, lineno: int) -> int | None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.kern: dict[str, list] = {k: [] for k in (
+            "name", "start_ns", "end_ns", "duration_ns", "device", "correlation_id", "dispatch_id", "queue", "stream",
+            "thread_id", "process_id")}
+        self.cnt: dict[str, list] = {k: [] for k in (
+            "kernel", "correlation_id", "counter", "value", "dispatch_id", "device", "thread_id", "process_id",
+            "start_ns", "end_ns")}
+        self.api: dict[str, list] = {k: [] for k in ("domain", "function", "correlation_id", "start_ns", "end_ns")}
+        self.marks: dict[str, list] = {k: [] for k in ("name", "start_ns", "end_ns")}
+        self.open_ranges: dict[str, list[tuple[str, int]]] = {}
+
+    def num(self, rec: dict[str, str], key: str, lineno: int) -> int | None:
         v = parse_int(rec.get(key))
         if v is not None and not isinstance(v, int):
-            raise ProfileFormatError(f"{path}: line {lineno}: {key}({rec.get(key)}) is not an integer")
+            raise ProfileFormatError(f"{self.path}: line {lineno}: {key}({rec.get(key)}) is not an integer")
         return v  # type: ignore[return-value]
 
-    for lineno, line in enumerate(lines, 1):
-        rec = parse_record(line)
-        if rec is None:
-            continue
+    def add(self, rec: dict[str, str], lineno: int) -> None:
         if "Dispatch_ID" in rec:
-            name = clean_kernel_name(rec.get("Kernel_Name"))
-            start, end = num(rec, "Begin_Timestamp", lineno), num(rec, "End_Timestamp", lineno)
-            ids = {
-                "dispatch_id": num(rec, "Dispatch_ID", lineno),
-                "device": num(rec, "GPU_ID", lineno),
-                "thread_id": num(rec, "Thread_ID", lineno),
-                "process_id": num(rec, "Process_ID", lineno),
-                "correlation_id": num(rec, "Correlation_ID", lineno),
-            }
-            kern["name"].append(name)
-            kern["start_ns"].append(start)
-            kern["end_ns"].append(end)
-            kern["duration_ns"].append(end - start if start is not None and end is not None else None)
-            kern["queue"].append(num(rec, "Queue_ID", lineno))
-            kern["stream"].append(kern["queue"][-1])
-            for k, v in ids.items():
-                kern[k].append(v)
-            for key, text in rec.items():
-                if key in _COUNTER_META:
-                    continue
-                value = parse_float(text)
-                if not isinstance(value, float):
-                    raise ProfileFormatError(f"{path}: line {lineno}: counter {key}({text}) is not a number")
-                cnt["kernel"].append(name)
-                cnt["counter"].append(key)
-                cnt["value"].append(value)
-                cnt["start_ns"].append(start)
-                cnt["end_ns"].append(end)
-                for k, v in ids.items():
-                    cnt[k].append(v)
+            self.dispatch(rec, lineno)
         elif rec.get("Domain", "").startswith("ROCTX"):
-            ts = num(rec, "Timestamp", lineno)
-            rid = rec.get("ROCTX_ID", "0")
-            msg = rec.get("ROCTX_Message")
-            if msg is None:
-                stack = open_ranges.get(rid)
-                if not stack:
-                    raise ProfileFormatError(f"{path}: line {lineno}: roctx range end without a start (ROCTX_ID {rid})")
-                name, start = stack.pop()
-                marks["name"].append(name)
-                marks["start_ns"].append(start)
-                marks["end_ns"].append(ts)
-            elif msg.startswith("ROCTX-MARK:"):
-                marks["name"].append(msg.removeprefix("ROCTX-MARK:").strip())
-                marks["start_ns"].append(ts)
-                marks["end_ns"].append(ts)
-            else:
-                open_ranges.setdefault(rid, []).append((msg.removeprefix("ROCTX-RANGE:").strip(), ts or 0))
+            self.roctx(rec, lineno)
         elif "Domain" in rec and "Function" in rec:
+            num, api = self.num, self.api
             api["domain"].append(rec["Domain"])
             api["function"].append(rec["Function"])
             api["correlation_id"].append(num(rec, "Correlation_ID", lineno))
             api["start_ns"].append(num(rec, "Start_Timestamp", lineno))
             api["end_ns"].append(num(rec, "End_Timestamp", lineno))
-    n_k, n_c = len(kern["name"]), len(cnt["kernel"])
-    return {
-        "kernels": columns_frame({**kern, "source": ["rocprofv2"] * n_k}, KERNELS_FULL),
-        "counters": columns_frame({**cnt, "source": ["rocprofv2"] * n_c}, COUNTERS_FULL),
-        "api": columns_frame(api, API),
-        "markers": columns_frame(marks, MARKERS),
-    }
+
+    def dispatch(self, rec: dict[str, str], lineno: int) -> None:
+        """A kernel dispatch, with the counters its record carries."""
+        num, kern, cnt = self.num, self.kern, self.cnt
+        name = clean_kernel_name(rec.get("Kernel_Name"))
+        start, end = num(rec, "Begin_Timestamp", lineno), num(rec, "End_Timestamp", lineno)
+        ids = {
+            "dispatch_id": num(rec, "Dispatch_ID", lineno),
+            "device": num(rec, "GPU_ID", lineno),
+            "thread_id": num(rec, "Thread_ID", lineno),
+            "process_id": num(rec, "Process_ID", lineno),
+            "correlation_id": num(rec, "Correlation_ID", lineno),
+        }
+        kern["name"].append(name)
+        kern["start_ns"].append(start)
+        kern["end_ns"].append(end)
+        kern["duration_ns"].append(end - start if start is not None and end is not None else None)
+        kern["queue"].append(num(rec, "Queue_ID", lineno))
+        kern["stream"].append(kern["queue"][-1])
+        for k, v in ids.items():
+            kern[k].append(v)
+        for key, text in rec.items():
+            if key in _COUNTER_META:
+                continue
+            value = parse_float(text)
+            if not isinstance(value, float):
+                raise ProfileFormatError(f"{self.path}: line {lineno}: counter {key}({text}) is not a number")
+            cnt["kernel"].append(name)
+            cnt["counter"].append(key)
+            cnt["value"].append(value)
+            cnt["start_ns"].append(start)
+            cnt["end_ns"].append(end)
+            for k, v in ids.items():
+                cnt[k].append(v)
+
+    def roctx(self, rec: dict[str, str], lineno: int) -> None:
+        """A roctx mark, range start or range end."""
+        marks = self.marks
+        ts = self.num(rec, "Timestamp", lineno)
+        rid = rec.get("ROCTX_ID", "0")
+        msg = rec.get("ROCTX_Message")
+        if msg is None:
+            stack = self.open_ranges.get(rid)
+            if not stack:
+                raise ProfileFormatError(f"{self.path}: line {lineno}: roctx range end without a start "
+                                         f"(ROCTX_ID {rid})")
+            name, start = stack.pop()
+            marks["name"].append(name)
+            marks["start_ns"].append(start)
+            marks["end_ns"].append(ts)
+        elif msg.startswith("ROCTX-MARK:"):
+            marks["name"].append(msg.removeprefix("ROCTX-MARK:").strip())
+            marks["start_ns"].append(ts)
+            marks["end_ns"].append(ts)
+        else:
+            self.open_ranges.setdefault(rid, []).append((msg.removeprefix("ROCTX-RANGE:").strip(), ts or 0))
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        n_k, n_c = len(self.kern["name"]), len(self.cnt["kernel"])
+        return {
+            "kernels": columns_frame({**self.kern, "source": ["rocprofv2"] * n_k}, KERNELS_FULL),
+            "counters": columns_frame({**self.cnt, "source": ["rocprofv2"] * n_c}, COUNTERS_FULL),
+            "api": columns_frame(self.api, API),
+            "markers": columns_frame(self.marks, MARKERS),
+        }
+
+
+def read_rocprofv2(path: Path) -> dict[str, pl.DataFrame]:
+    lines = read_lines(path)
+    if not looks_like_rocprofv2(lines):
+        raise ProfileFormatError(f"{path}: not rocprofv2 text output (no Key(value) records)")
+    records = _Records(path)
+    for lineno, line in enumerate(lines, 1):
+        rec = parse_record(line)
+        if rec is not None:
+            records.add(rec, lineno)
+    return records.frames()

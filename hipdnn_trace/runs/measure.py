@@ -1,0 +1,306 @@
+"""``measure``: run a planned suite and record it (the run folder, through results/).
+
+Everything here was decided by ``plan.plan_run``; this holds the clocks, the interrupt guard, the run
+writer, the runner (in process, isolated, split, or a worker per GPU) and the console, and turns how
+the suite ended into the exit code. ``execute`` is the whole of ``run``: plan, then measure (or the
+external profiler's child, or the engine listing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace import backends
+from hipdnn_trace.bench import gpus as gpu_pool
+from hipdnn_trace.bench.interrupts import Interrupted, InterruptGuard
+from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
+from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.bench.records import FAILED, OK, GraphRun
+from hipdnn_trace.bench.split import SplitRunner
+from hipdnn_trace.bench.stats import THROTTLE_RECOVERY_S
+from hipdnn_trace.bench.suite import SuiteCallbacks, SuiteOutcome, exit_code_for, run_suite
+from hipdnn_trace.console import Progress, Reporter, escape
+from hipdnn_trace.device.clock_lock import ClockLock, reference_clock
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.results.run_record import Profile
+from hipdnn_trace.results.rundir import RunWriter, clear_stranded
+from hipdnn_trace.runs.estimates import estimate_note
+from hipdnn_trace.runs.plan import EngineListing, ExternalProfile, RunPlan, clock_samplers, plan_run
+from hipdnn_trace.runs.request import RunRequest
+
+#: how often the progress line redraws on its own (a graph may spend minutes in one numpy call)
+PROGRESS_TICK_S = 1.0
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a run ended: its folder (None when it made none: --engine list) and its exit code."""
+
+    folder: Path | None
+    exit_code: int
+
+
+def execute(request: RunRequest) -> Finished:
+    """The whole of ``run``: plan (refusals first), then measure and record."""
+    plan = plan_run(request)
+    if isinstance(plan, ExternalProfile):
+        from hipdnn_trace.profilers.external import run_external
+
+        code = run_external(plan.profiler, request, list(request.argv))
+        return Finished(request.out / request.run_id if request.run_id else None, code)
+    if isinstance(plan, EngineListing):
+        return Finished(None, list_engines(plan))
+    return Finished(plan.folder, measure(plan))
+
+
+def measure(plan: RunPlan) -> int:
+    """Run the plan's suite with the clocks held as asked; the exit code."""
+    request = plan.request
+    if plan.stranded:
+        clear_stranded(plan.folder)
+    record = plan.record
+    with InterruptGuard() as guard, ClockLock(request.clocks, plan.vendor, request.device,
+                                              run_dir=str(plan.folder)) as clocks:
+        plan.settings.loop = throttle_rule(plan.settings.loop, clocks, record.gpu)
+        record.clocks = clocks.record()
+        writer = RunWriter(plan.folder, record, formats=request.format, trace=request.trace, resume=plan.resuming,
+                           exclusive=request.resume is None and not request.profile_child)   # mkdir: one run per folder
+        if plan.gpus is not None:   # graphs finish out of order: the tables stay in suite order
+            writer.suite_order = {name: i for i, name in enumerate(record.graphs)}
+        return _Suite(plan, writer, guard, clocks).run()
+
+
+def throttle_rule(loop: LoopSettings, clocks: ClockLock, gpu: dict[str, Any] | None) -> LoopSettings:
+    """The loop's reference clock once the lock held or not, and run.json's ``clocks.throttle``."""
+    mhz, what = reference_clock(clocks.record(), gpu)
+    clocks.info["throttle"] = {"threshold": loop.throttle_threshold, "reference_mhz": mhz, "reference": what,
+                               "recovery_s": THROTTLE_RECOVERY_S, "keep": loop.keep_throttled}
+    return replace(loop, clock_reference_mhz=mhz)
+
+
+def notes(plan: RunPlan) -> list[str]:
+    """What the header says before the first graph: what was left out, where graphs run, the estimate."""
+    request = plan.request
+    out = [f"skipped {plan.skipped_perf} graph(s) in folders named 'perf' (GPU-sized) on the CPU reference; "
+           "--include-perf runs them"] if plan.skipped_perf else []
+    if plan.shard is not None:
+        out.append(f"shard {request.shard}: {len(plan.record.graphs)} of the suite's {plan.suite_size} graph(s)")
+    if plan.resuming:
+        out.append(f"resuming {plan.folder}: {plan.done} graph(s) already recorded, {len(plan.sources)} to run")
+    if plan.gpus is not None:
+        out.append(f"{len(plan.gpus.pins)} GPU worker(s), longest graphs first: "
+                   + ", ".join(f"{plan.gpus.variable}={p.visible}" for p in plan.gpus.pins))
+    if plan.timeout is not None:
+        out.append("each graph runs in a child process"
+                   + (f" (killed after {plan.timeout:g} s)" if plan.timeout else ""))
+    note = None if plan.estimates is None else estimate_note(plan.estimates)
+    if note is not None:
+        out.append(note)
+    return out
+
+
+class _Suite:
+    """One suite's run: the runner, the callbacks after each graph, how it ended."""
+
+    def __init__(self, plan: RunPlan, writer: RunWriter, guard: InterruptGuard, clocks: ClockLock) -> None:
+        request = plan.request
+        self.plan, self.writer, self.guard, self.clocks = plan, writer, guard, clocks
+        sources, configs = plan.sources, plan.configs
+        self.reporter = Reporter(verbose=request.verbose, quiet=request.quiet, suite=len(sources) > 1,
+                                 name_width=max((len(Path(s.name).stem) for s in sources), default=0),
+                                 config_width=max((len(c.name) for c in configs), default=0))
+        self.progress = _progress(plan)
+        self.reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=request.warmup,
+                             iters=request.iters, folder=str(writer.folder), notes=notes(plan))
+        self.runner, self.pool = self._runner()
+
+    def _runner(self) -> tuple[object | None, gpu_pool.GpuPool | None]:
+        """(the suite's runner: None in process, the isolated, split or per-GPU one; the GPU pool)."""
+        plan, request = self.plan, self.plan.request
+        resident = not request.fresh_child
+        runner = IsolatedRunner(plan.timeout, resident=resident) if plan.timeout is not None else None
+        split = plan.split is not None
+        if split:   # e.g. two hipDNN plugin builds: one process each
+            runner = SplitRunner(runner or IsolatedRunner(DEFAULT_TIMEOUT_S, resident=resident))
+        if plan.gpus is None:
+            return runner, None
+        pool = _pool(plan, split)
+        return pool, pool
+
+    def after(self, index: int, g: GraphRun) -> None:
+        """Record a finished graph (its rows, where it ran, how its sessions ran) and print its line."""
+        record, pool = self.writer.record, self.pool
+        with self.guard.protect():
+            self.progress.clear()
+            for hook in self.plan.settings.hooks:
+                finish = getattr(hook, "finish_graph", None)
+                if finish is not None:
+                    finish(g)
+                details = getattr(hook, "profile", None)
+                details = details() if callable(details) else None   # an in-process profiler's block so far
+                if details:
+                    record.profile = Profile.of(hook.name, details)
+            record.add_sessions(g)
+            record.add_reference(g)
+            if g.saved_tensors is not None:   # --save-tensors: the bundle, or why it is missing
+                record.saved_tensors = {**(record.saved_tensors or {}), g.name: g.saved_tensors}
+            handout = pool.handouts.get(g.source) if pool is not None else None
+            if handout is not None:
+                record.add_handout(g.source, handout)
+                record.gpus.warm_up_s = {str(gpu): spent for gpu, spent in pool.warm_ups.items()}
+            if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
+                with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
+                    self.writer.write_record()
+            self.writer.add_graph(g, lane=None if handout is None else handout.gpu)
+            self.reporter.graph(index, len(self.plan.sources), g)
+            if self.plan.settings.ab:
+                line = ab_line(g)
+                if line:
+                    self.reporter.ab(line)
+
+    def _suite(self) -> SuiteOutcome:
+        plan, progress = self.plan, self.progress
+        before = (lambda i, s: progress.graph(i - 1, Path(s.name).stem))
+        if isinstance(self.runner, IsolatedRunner) and plan.sources:   # set up the child before the first graph
+            self.writer.record.isolation.warm_up_s = self.runner.warm(plan.configs, plan.settings)
+        if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
+            order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]
+            return self.pool.run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers,
+                                       SuiteCallbacks(before_graph=before, after_graph=self.after), order)
+        return run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers, SuiteCallbacks(
+            before_graph=before, after_graph=self.after, on_iteration=progress.iteration,
+            on_stage=progress.stage), runner=self.runner)
+
+    def run(self) -> int:
+        """The suite, then the files finished whatever happened; the exit code."""
+        started = time.monotonic()
+        status, interrupted, outcome = "error", None, None
+        try:
+            outcome = self._suite()
+            status = "complete"
+        except Interrupted as exc:
+            status, interrupted = "interrupted", exc
+        except KeyboardInterrupt:
+            status, interrupted = "interrupted", Interrupted(signal.SIGINT)
+        except BrokenPipeError:   # `... | head`: the reader left; stop like a signal, keep what finished
+            _silence_stdout()
+            status, interrupted = "interrupted", Interrupted(signal.SIGPIPE)
+        finally:
+            self._close(status, started)
+        if interrupted is not None:
+            return self._interrupted(interrupted)
+        try:
+            self.reporter.final(outcome.runs if outcome else [], str(self.writer.folder), time.monotonic() - started)
+        except BrokenPipeError:   # every graph finished; only the table had no reader
+            _silence_stdout()
+        statuses = self.writer.frame("summary").get_column("status").to_list()
+        if not statuses and self.plan.request.shard is not None:
+            return 0   # more shards than graphs: an empty slice is not a failure
+        return exit_code_for(statuses)
+
+    def _close(self, status: str, started: float) -> None:
+        with self.guard.protect(raise_pending=False):
+            self.progress.close()
+            if self.runner is not None:
+                self.runner.close()   # type: ignore[attr-defined]
+            for hook in self.plan.settings.hooks:
+                close = getattr(hook, "close", None)
+                if close is not None:
+                    close()   # an in-process profiler stops tracing with the run
+            if self.clocks is not None:   # clocks back before run.json is final: it records how that went
+                self.clocks.restore()
+                self.writer.record.clocks = self.clocks.record()
+            self.writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
+
+    def _interrupted(self, interrupted: Interrupted) -> int:
+        folder = self.writer.folder
+        done = self.writer.frame("summary").get_column("source").n_unique()
+        print(f"hipdnn-trace run: interrupted by {signal.Signals(interrupted.signum).name}; "
+              f"{done} graph(s) recorded in {escape(folder)} (finish with --resume {escape(folder)})", file=sys.stderr)
+        return interrupted.exit_code
+
+
+def _pool(plan: RunPlan, split: bool) -> gpu_pool.GpuPool:
+    """A worker per GPU of the plan's pins, each pinned to its GPU before it starts."""
+    assert plan.gpus is not None
+    settings, resident = plan.settings, not plan.request.fresh_child
+    workers = []
+    for pin in plan.gpus.pins:
+        isolated = IsolatedRunner(DEFAULT_TIMEOUT_S if plan.timeout is None else plan.timeout,
+                                  env=pin.env(plan.gpus.variable), resident=resident)
+        mine = settings
+        if settings.samplers:   # NVML counts physical GPUs: sample this worker's GPU, when its entry is an index
+            samplers = clock_samplers(plan.vendor, int(pin.visible))[0] if pin.visible.isdigit() else ()
+            mine = replace(settings, samplers=samplers)
+        workers.append(gpu_pool.GpuWorker(pin.index, SplitRunner(isolated) if split else isolated, mine))
+    return gpu_pool.GpuPool(workers)
+
+
+def _progress(plan: RunPlan) -> Progress:
+    """The progress line: -q means the final line only, so none unless asked for by name."""
+    request, loop, estimates = plan.request, plan.settings.loop, plan.estimates
+    return Progress(len(plan.sources),
+                    enabled={"on": True, "off": False}.get(request.progress, False if request.quiet else None),
+                    estimates=None if estimates is None else [e.seconds for e in estimates],
+                    iters=None if loop.min_time_ms or loop.max_rel_ci else loop.iters, tick_s=PROGRESS_TICK_S)
+
+
+def ab_line(g: GraphRun) -> str | None:
+    """B's median time over A's with its CI: the ratio, direction and name ``compare`` and ``report``
+    use (compare/result.py), so one number never reads two ways."""
+    ran = [c for c in g.configs if c.status in (OK, FAILED) and c.samples is not None]
+    if len(ran) != 2:
+        return None
+    from hipdnn_trace.compare.result import RATIO_LABEL, fmt_change
+    from hipdnn_trace.compare.stats import median_ratio
+
+    a, b = (c.samples.statistic_kernel_ms() for c in ran)
+    if not len(a) or not len(b) or min(a.min(), b.min()) <= 0:
+        return None
+    est = median_ratio(a, b, n_boot=2000, rng=np.random.default_rng(0))
+    return (f"   A/B {g.name}: {RATIO_LABEL} {est.ratio:.3f} [95% CI {est.ci_low:.3f}, {est.ci_high:.3f}], "
+            f"{fmt_change(est.ratio)}; A = {ran[0].config.name}, B = {ran[1].config.name}")
+
+
+def list_engines(listing: EngineListing) -> int:
+    """--engine list: each graph's engines on the backend, printed; nothing runs."""
+    from hipdnn_trace.bench.verdict import support as verdict_support
+    from hipdnn_trace.graph.load import load_bytes
+    from hipdnn_trace.runs.plan import timing_options
+
+    request = listing.request
+    backend = backends.get(request.backend)
+    available = backend.available()
+    if not available:
+        raise UserError(f"backend {request.backend} not available: {available.reason}")
+    for src in listing.sources:
+        graph = load_bytes(src.read(), src.name, allow_unknown=request.allow_unknown_fields)
+        support = verdict_support(graph, request.backend, backend)   # run's and inspect's words
+        print(f"== {escape(graph.label)} ({escape(src.name)})")
+        if not support:
+            print(f"   unsupported: {escape(support.reason)}")
+            continue
+        engines = backend.engines(graph, timing_options(request))
+        if not engines:
+            print(f"   one way to run: the {request.backend} backend has no engines to choose from")
+        for e in engines:
+            ws = "-" if e.workspace_bytes is None else f"{e.workspace_bytes} B"
+            knobs = ", ".join(f"{k}={v}" for k, v in e.knobs.items()) or "-"
+            print(f"   {e.index:>4}  {e.name:<40} workspace {ws:<12} knobs {knobs}  {e.detail}")
+    return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's exit flush cannot fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
