@@ -66,3 +66,5 @@ SPEC = OpSpec(
     options={key: "node" for key in (*_REQUIRED, "test_generation_marker")},
     layout="flat", uid_lists=UID_LISTS, check=_check, notes=_notes,
 )
+
+SPECS: tuple[OpSpec, ...] = (SPEC,)

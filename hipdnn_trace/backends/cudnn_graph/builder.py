@@ -27,7 +27,7 @@ from hipdnn_trace.backends.cudnn_graph.plan_types import (
 )
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node, Tensor
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 
 class _Builder:

@@ -9,7 +9,7 @@ from hipdnn_trace.backends.cudnn_graph.geometry import lift
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue, OutputDecl
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
-from hipdnn_trace.graph.ops import norm_forward_phase
+from hipdnn_trace.graph.norms import norm_forward_phase
 
 
 def _single(b: _Builder, node: Node, what: str) -> None:

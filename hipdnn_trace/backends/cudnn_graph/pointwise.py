@@ -7,7 +7,7 @@ from typing import Any
 from hipdnn_trace.backends.cudnn_graph.builder import _Builder
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 _POINTWISE: dict[str, tuple[str, tuple[str, ...]]] = {
     **{m: (m, ("input",)) for m in ("abs", "ceil", "erf", "exp", "floor", "identity", "log", "logical_not", "neg",

@@ -28,7 +28,7 @@ from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, 
 from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
+from hipdnn_trace.graph.norms import norm_backward_start, norm_forward_phase, rmsnorm_count, rmsnorm_refusal
 
 Inputs = Mapping[str, np.ndarray | None]
 Handler = Callable[[Node, Graph, Inputs], dict[str, np.ndarray | None]]
@@ -144,7 +144,7 @@ def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | No
         raise UnsupportedError(f"layernorm node {node.name!r} needs an integer normalized_dim_count")
     out = ref.layernorm(x["x"], x.get("scale"), x.get("bias"),
                         epsilon=_scalar(x["epsilon"], "layernorm epsilon"), normalized_dim_count=count)
-    if ops.norm_forward_phase(node) == "INFERENCE":
+    if norm_forward_phase(node) == "INFERENCE":
         out = {"y": out["y"]}
     return out
 
@@ -215,7 +215,7 @@ def attention_refusal(cfg: attention.AttentionConfig, node: Node) -> str | None:
 
 
 def _norm_backward_start(node: Node, graph: Graph) -> int:
-    start = ops.norm_backward_start(node, graph)
+    start = norm_backward_start(node, graph)
     if start is None:   # the loader's check refuses such graphs; kept for built-in-memory graphs
         raise UnsupportedError(f"{node.op} node {node.name!r}: normalized dims cannot be told")
     return start

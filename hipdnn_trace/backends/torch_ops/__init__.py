@@ -46,7 +46,7 @@ from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES, reduction
 from hipdnn_trace.graph import attention as attention_spec, blockscale, custom, moe, resample
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.norms import rmsnorm_refusal
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 __all__ = ["OPS", "POINTWISE", "REDUCTION_MODES", "TORCH_DTYPES", "Ctx", "OpFn", "Values", "check", "f32", "torch"]
 

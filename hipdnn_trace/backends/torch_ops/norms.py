@@ -7,7 +7,7 @@ import torch
 from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import norm_forward_phase
+from hipdnn_trace.graph.norms import norm_forward_phase
 
 # --------------------------------------------------------------------------- norms
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 # --------------------------------------------------------------------------- pointwise
 
