@@ -102,7 +102,7 @@ def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = No
     stored value is, and go back to the device.
     """
     from hipdnn_trace.backends.reference import xp as shim
-    from hipdnn_trace.backends.reference.executor import attention_masking
+    from hipdnn_trace.backends.reference.nodes.attention import attention_masking
     from hipdnn_trace.backends.reference.ops import round_to, sdpa_forward
 
     out: dict[int, Any] = {}
