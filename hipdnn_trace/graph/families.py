@@ -101,6 +101,7 @@ FAMILIES: tuple[Family, ...] = (
            _REF + "moe", _TORCH + "moe", _CUDNN + "moe", _HIPDNN, "moe"),
     Family("resample", _G + "resample", _G + "build_resample:ResampleBuilder", _B + "resample_inputs",
            _REF + "resample", _TORCH + "pooling",
+           # dir(cudnn.pygraph) has no resample or pooling method (checked on the H100 device, docs/nvidia.md)
            Absent("cuDNN's resample (pooling) has no Python frontend binding (cudnn-frontend 1.32)"),
            _HIPDNN, "pool"),
     Family("blockscale", _G + "blockscale", _G + "build_blockscale:BlockScaleBuilder", _B + "blockscale_inputs",

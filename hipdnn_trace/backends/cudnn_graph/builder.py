@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -259,3 +259,8 @@ def _scalar_dtype(t: Tensor) -> str:
 
 
 # --------------------------------------------------------------------------- ops
+
+
+#: one family's translation of a node: adds its tensors and calls to the builder's plan, or raises
+#: UnsupportedError with the reason (each ``cudnn_graph`` family module's ``OPS`` maps node types to one)
+PlanFn = Callable[[_Builder, Node], None]
