@@ -137,6 +137,11 @@ def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = No
     return out
 
 
+def derived(graph: Graph, inputs: Mapping[int, Any], seed: int, device: Any) -> dict[int, Any]:
+    """The inputs computed from others (a backward's ``o`` and ``stats``): :func:`forward_results`."""
+    return forward_results(graph, inputs, device=device) if attention_nodes(graph) else {}
+
+
 def undefined_elements(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:
     """Per output uid, a boolean mask of elements outside every sequence's real length.
 
