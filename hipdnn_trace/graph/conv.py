@@ -12,6 +12,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from hipdnn_trace.graph.opspec import FlopCount, Notes, OpSpec, ShapeCheck, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import INT_LIST, STRING
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -111,21 +112,26 @@ def _conv_flop_count(w_port: str, y_port: str) -> FlopCount:
 
 
 _CONV_OPTIONS = dict.fromkeys(("pre_padding", "post_padding", "stride", "dilation", "conv_mode"), "parameters")
+_CONV_KINDS = {"pre_padding": INT_LIST, "post_padding": INT_LIST, "stride": INT_LIST, "dilation": INT_LIST,
+               "conv_mode": STRING}
 
 SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "ConvolutionFwdAttributes", ("x", "w"), ("y",),
-        options=_CONV_OPTIONS, check=_conv_check("x", "w", "y"), notes=_conv_notes("x", "w"),
+        options=_CONV_OPTIONS, option_kinds=_CONV_KINDS,
+        check=_conv_check("x", "w", "y"), notes=_conv_notes("x", "w"),
         flops=_conv_flop_count("w", "y"),
     ),
     OpSpec(
         "ConvolutionBwdAttributes", ("dy", "w"), ("dx",),
-        options=_CONV_OPTIONS, check=_conv_check("dx", "w", "dy"), notes=_conv_notes("dx", "w"),
+        options=_CONV_OPTIONS, option_kinds=_CONV_KINDS,
+        check=_conv_check("dx", "w", "dy"), notes=_conv_notes("dx", "w"),
         flops=_conv_flop_count("w", "dy"),
     ),
     OpSpec(
         "ConvolutionWrwAttributes", ("x", "dy"), ("dw",),
-        options=_CONV_OPTIONS, check=_conv_check("x", "dw", "dy"), notes=_conv_notes("x", "dw"),
+        options=_CONV_OPTIONS, option_kinds=_CONV_KINDS,
+        check=_conv_check("x", "dw", "dy"), notes=_conv_notes("x", "dw"),
         flops=_conv_flop_count("dw", "dy"),
     ),
 )

@@ -27,6 +27,7 @@ from hipdnn_trace.graph.opspec import (
     port_tensor,
     same_dims,
 )
+from hipdnn_trace.graph.option_types import INT_OR_NULL, NAME_OR_NUMBER_OR_NULL
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -279,6 +280,7 @@ def _batchnorm_rules(node: Node, graph: Graph) -> list[tuple[str, str]]:
 
 
 _BN_STATS = ("mean", "inv_variance", "scale", "bias")
+_NORM_FWD_KINDS = {"normalized_dim_count": INT_OR_NULL, "forward_phase": NAME_OR_NUMBER_OR_NULL}
 
 SPECS: tuple[OpSpec, ...] = (
     OpSpec(
@@ -316,21 +318,21 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "LayernormAttributes", ("x", "scale", "epsilon"), ("y",),
         optional_inputs=("bias",), optional_outputs=("mean", "inv_variance"),
-        options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
+        options={"normalized_dim_count": "attributes", "forward_phase": "attributes"}, option_kinds=_NORM_FWD_KINDS,
         check=all_of(same_dims(("y",), "x"), norm_options_check, layernorm_forward_check),
         flops=elementwise_flops(8.0, "x"),
     ),
     OpSpec(
         "RMSNormAttributes", ("x", "scale", "epsilon"), ("y",),
         optional_inputs=("bias",), optional_outputs=("inv_rms",),
-        options={"normalized_dim_count": "attributes", "forward_phase": "attributes"},
+        options={"normalized_dim_count": "attributes", "forward_phase": "attributes"}, option_kinds=_NORM_FWD_KINDS,
         check=all_of(same_dims(("y",), "x"), norm_options_check, rmsnorm_forward_check),
         flops=elementwise_flops(6.0, "x"),
     ),
     OpSpec(
         "LayernormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
         optional_inputs=("mean", "inv_variance", "epsilon"), optional_outputs=("dscale", "dbias"),
-        options={"normalized_dim_count": "attributes"},
+        options={"normalized_dim_count": "attributes"}, option_kinds={"normalized_dim_count": INT_OR_NULL},
         check=norm_backward_check, flops=elementwise_flops(10.0, "x"),
     ),
     OpSpec(

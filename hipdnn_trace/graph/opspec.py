@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node, Tensor
@@ -27,6 +27,8 @@ DERIVED = "derived:"
 ShapeCheck = Callable[["Node", "Graph"], "list[tuple[str, str]]"]   # -> [(json path suffix, problem)]
 FlopCount = Callable[["Node", "Graph"], float]
 Notes = Callable[["Node", "Graph"], "list[str]"]                    # facts inspect shows a reader
+#: an option value -> None when it is of the kind, else what was expected (``graph/option_types.py``)
+OptionKind = Callable[[Any], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class OpSpec:
     optional_outputs: tuple[str, ...] = ()
     list_inputs: tuple[str, ...] = ()       # ports holding a list of uids (peer stats)
     options: Mapping[str, str] = field(default_factory=dict)   # option -> section it is written in
+    option_kinds: Mapping[str, OptionKind] = field(default_factory=dict)  # option -> its JSON type, checked at load
     layout: str = "nested"                  # "nested": inputs/outputs dicts; "flat": keys on the node
     uid_named_options: tuple[str, ...] = () # keys ending in _tensor_uid that are not tensors
     uid_lists: Mapping[str, str] = field(default_factory=dict)  # list key -> port prefix (CustomOp)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hipdnn_trace.graph.opspec import OpSpec, elementwise_flops, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import INT_OR_NULL, NUMBER_OR_NULL, STRING
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -87,6 +88,11 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "PointwiseAttributes", ("in_0",), ("out_0",), optional_inputs=("in_1", "in_2"),
         options={k: "inputs" for k in POINTWISE_OPTIONS},
+        option_kinds={
+            "operation": STRING, "axis_tensor_uid": INT_OR_NULL,
+            **dict.fromkeys(("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
+                             "elu_alpha", "softplus_beta"), NUMBER_OR_NULL),
+        },
         uid_named_options=("axis_tensor_uid",),
         check=_pointwise_check, flops=elementwise_flops(1.0, "out_0"),
     ),

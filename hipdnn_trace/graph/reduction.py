@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hipdnn_trace.graph.opspec import OpSpec, elementwise_flops, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import BOOL_OR_NULL, STRING
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -39,6 +40,7 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "ReductionAttributes", ("in",), ("out",),
         options={"mode": "node", "is_deterministic": "node"}, layout="flat",
+        option_kinds={"mode": STRING, "is_deterministic": BOOL_OR_NULL},
         check=_reduction_check, flops=elementwise_flops(1.0, "in"),
     ),
 )
