@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Absent", "BACKENDS", "FAMILIES", "Family", "Piece", "family"]
+__all__ = ["Absent", "FAMILIES", "Family", "Piece"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,6 @@ class Absent:
 
 
 Piece = str | Absent
-
-#: the executing backends each entry maps (the reference is ``reference``)
-BACKENDS = ("torch", "cudnn", "hipdnn")
 
 
 @dataclass(frozen=True)
@@ -63,10 +60,6 @@ class Family:
     hipdnn: Piece
     samples: Piece
     flops: Absent | None = None
-
-    def piece(self, layer: str) -> Piece:
-        """The piece of ``layer`` ("spec", "reference", "torch", ...)."""
-        return getattr(self, layer)
 
 
 _G = "hipdnn_trace.graph."
@@ -110,10 +103,3 @@ FAMILIES: tuple[Family, ...] = (
            _REF + "reduction", _TORCH + "reduction", _CUDNN + "reduction", _HIPDNN, "reduction"),
 )
 
-
-def family(name: str) -> Family:
-    """The entry called ``name`` (KeyError if none)."""
-    for f in FAMILIES:
-        if f.name == name:
-            return f
-    raise KeyError(name)

@@ -19,7 +19,7 @@ import pytest
 
 from hipdnn_trace.graph import ops
 from hipdnn_trace.graph.build import GraphBuilder
-from hipdnn_trace.graph.families import BACKENDS, FAMILIES, Absent, Family, family
+from hipdnn_trace.graph.families import FAMILIES, Absent, Family
 from hipdnn_trace.graph.opspec import OpSpec
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
@@ -42,6 +42,11 @@ LAYER_TABLE = {
     "cudnn": ("hipdnn_trace.backends.cudnn_graph", "OPS", "OPS"),
 }
 INPUT_RULES = ("domain", "metadata_value", "derived")
+BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def family(name: str) -> Family:
+    return BY_NAME[name]
 
 
 def _module(path: str, problems: list[str], what: str) -> ModuleType | None:
@@ -111,7 +116,7 @@ def _inputs_problems(f: Family) -> list[str]:
 
 def _executor_problems(f: Family, layer: str, types: tuple[str, ...]) -> list[str]:
     """The family module maps every type of the family, and the layer's table holds the same functions."""
-    piece = f.piece(layer)
+    piece = getattr(f, layer)
     table_module, table_name, map_name = LAYER_TABLE[layer]
     table = getattr(importlib.import_module(table_module), table_name)
     if isinstance(piece, Absent):
@@ -155,17 +160,22 @@ def _sample_problems(f: Family, types: tuple[str, ...]) -> list[str]:
     return [f"samples: no {f.samples}/ sample has a {t} node" for t in types if t not in built]
 
 
+def _named_or_absent(piece: object, package: str) -> bool:
+    """A module path on its layer's floor, or Absent with a reason."""
+    if isinstance(piece, Absent):
+        return bool(piece.reason.strip())
+    return isinstance(piece, str) and piece.startswith(package)
+
+
 def missing_pieces(f: Family, *, with_torch: bool = HAS_TORCH) -> list[str]:
     """Every piece ``f`` lacks (empty when the entry is complete)."""
-    problems = [f"{layer}: {f.piece(layer)!r} is neither a module path nor Absent with a reason"
-                for layer in LAYER_PACKAGE
-                if not (isinstance(f.piece(layer), Absent) and f.piece(layer).reason.strip())
-                and not (isinstance(f.piece(layer), str) and f.piece(layer).startswith(LAYER_PACKAGE[layer]))]
+    problems = [f"{layer}: {getattr(f, layer)!r} is neither a module path nor Absent with a reason"
+                for layer, package in LAYER_PACKAGE.items() if not _named_or_absent(getattr(f, layer), package)]
     if problems:
         return problems
     spec_problems, types = _spec_problems(f)
     problems += spec_problems + _builder_problems(f) + _inputs_problems(f)
-    for layer in ("reference", *(b for b in BACKENDS if b in LAYER_TABLE and (with_torch or b != "torch"))):
+    for layer in (layer for layer in LAYER_TABLE if with_torch or layer != "torch"):
         problems += _executor_problems(f, layer, types)
     return problems + _hipdnn_problems(f, types) + _sample_problems(f, types)
 
@@ -194,7 +204,7 @@ def test_every_spec_op_runs_on_each_executor_or_the_entry_says_why_not() -> None
     tables["cudnn"] = cudnn_graph.OPS
     for node_type, f in ops.FAMILY_OF.items():
         for layer, table in tables.items():
-            assert (node_type in table) != isinstance(f.piece(layer), Absent), (node_type, layer)
+            assert (node_type in table) != isinstance(getattr(f, layer), Absent), (node_type, layer)
 
 
 def test_a_backend_refuses_a_family_it_lacks_with_the_entrys_reason() -> None:
