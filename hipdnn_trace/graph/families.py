@@ -46,7 +46,7 @@ class Absent:
 Piece = str | Absent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Family:
     """One op family: the dotted path of each layer's piece (module docstring)."""
 
@@ -74,32 +74,37 @@ _PLUGIN = "plugin-defined: only hipDNN with that plugin loaded can run it"
 
 #: Every family, in the order their specs are collected (and their derived inputs made).
 FAMILIES: tuple[Family, ...] = (
-    Family("convolution", _G + "conv", _G + "build_conv:ConvBuilder", Absent(_DRAWN),
-           _REF + "conv", _TORCH + "conv", _CUDNN + "conv", _HIPDNN, "conv"),
-    Family("matmul", _G + "matmul", _G + "build_matmul:MatmulBuilder", Absent(_DRAWN),
-           _REF + "matmul", _TORCH + "matmul", _CUDNN + "matmul", _HIPDNN, "matmul"),
-    Family("pointwise", _G + "pointwise", _G + "build_pointwise:PointwiseBuilder", _B + "pointwise_inputs",
-           _REF + "pointwise", _TORCH + "pointwise", _CUDNN + "pointwise", _HIPDNN, "pointwise"),
-    Family("norms", _G + "norms", _G + "build_norms:NormBuilder", _B + "norm_inputs",
-           _REF + "norms", _TORCH + "norms", _CUDNN + "norms", _HIPDNN, "norm"),
-    Family("attention", _G + "attention", _G + "build_attention:AttentionBuilder", _B + "attention_inputs",
-           _REF + "attention", _TORCH + "attention", _CUDNN + "attention", _HIPDNN, "attention"),
-    Family("custom", _G + "custom",
-           Absent("a CustomOp graph is written by hand for its plugin (tests/graph/test_custom_op.py)"),
-           Absent("a plugin's ports have no meaning this project knows: every input is drawn"),
-           Absent(_PLUGIN), Absent(_PLUGIN), Absent(_PLUGIN), _HIPDNN,
-           Absent("no plugin ships with the samples, and without its plugin a CustomOp runs nowhere"),
+    Family(name="convolution", spec=_G + "conv", builder=_G + "build_conv:ConvBuilder", inputs=Absent(_DRAWN),
+           reference=_REF + "conv", torch=_TORCH + "conv", cudnn=_CUDNN + "conv", hipdnn=_HIPDNN, samples="conv"),
+    Family(name="matmul", spec=_G + "matmul", builder=_G + "build_matmul:MatmulBuilder", inputs=Absent(_DRAWN),
+           reference=_REF + "matmul", torch=_TORCH + "matmul", cudnn=_CUDNN + "matmul", hipdnn=_HIPDNN,
+           samples="matmul"),
+    Family(name="pointwise", spec=_G + "pointwise", builder=_G + "build_pointwise:PointwiseBuilder",
+           inputs=_B + "pointwise_inputs", reference=_REF + "pointwise", torch=_TORCH + "pointwise",
+           cudnn=_CUDNN + "pointwise", hipdnn=_HIPDNN, samples="pointwise"),
+    Family(name="norms", spec=_G + "norms", builder=_G + "build_norms:NormBuilder", inputs=_B + "norm_inputs",
+           reference=_REF + "norms", torch=_TORCH + "norms", cudnn=_CUDNN + "norms", hipdnn=_HIPDNN, samples="norm"),
+    Family(name="attention", spec=_G + "attention", builder=_G + "build_attention:AttentionBuilder",
+           inputs=_B + "attention_inputs", reference=_REF + "attention", torch=_TORCH + "attention",
+           cudnn=_CUDNN + "attention", hipdnn=_HIPDNN, samples="attention"),
+    Family(name="custom", spec=_G + "custom",
+           builder=Absent("a CustomOp node is its plugin's JSON (uid lists, opaque data bytes; "
+                          "docs/hipdnn-format.md 2.11): graphs holding one are written as JSON for that plugin"),
+           inputs=Absent("a plugin's ports have no meaning this project knows: every input is drawn"),
+           reference=Absent(_PLUGIN), torch=Absent(_PLUGIN), cudnn=Absent(_PLUGIN), hipdnn=_HIPDNN,
+           samples=Absent("no plugin ships with the samples, and without its plugin a CustomOp runs nowhere"),
            flops=Absent("a plugin's work is unknown: it counts 0, so graph_flops is a lower bound")),
-    Family("moe", _G + "moe", _G + "build_moe:MoeBuilder", _B + "moe_inputs",
-           _REF + "moe", _TORCH + "moe", _CUDNN + "moe", _HIPDNN, "moe"),
-    Family("resample", _G + "resample", _G + "build_resample:ResampleBuilder", _B + "resample_inputs",
-           _REF + "resample", _TORCH + "pooling",
+    Family(name="moe", spec=_G + "moe", builder=_G + "build_moe:MoeBuilder", inputs=_B + "moe_inputs",
+           reference=_REF + "moe", torch=_TORCH + "moe", cudnn=_CUDNN + "moe", hipdnn=_HIPDNN, samples="moe"),
+    Family(name="resample", spec=_G + "resample", builder=_G + "build_resample:ResampleBuilder",
+           inputs=_B + "resample_inputs", reference=_REF + "resample", torch=_TORCH + "pooling",
            # dir(cudnn.pygraph) has no resample or pooling method (checked on the H100 device, docs/nvidia.md)
-           Absent("cuDNN's resample (pooling) has no Python frontend binding (cudnn-frontend 1.32)"),
-           _HIPDNN, "pool"),
-    Family("blockscale", _G + "blockscale", _G + "build_blockscale:BlockScaleBuilder", _B + "blockscale_inputs",
-           _REF + "blockscale", _TORCH + "blockscale", _CUDNN + "blockscale", _HIPDNN, "blockscale"),
-    Family("reduction", _G + "reduction", _G + "build_reduction:ReductionBuilder", Absent(_DRAWN),
-           _REF + "reduction", _TORCH + "reduction", _CUDNN + "reduction", _HIPDNN, "reduction"),
+           cudnn=Absent("cuDNN's resample (pooling) has no Python frontend binding (cudnn-frontend 1.32)"),
+           hipdnn=_HIPDNN, samples="pool"),
+    Family(name="blockscale", spec=_G + "blockscale", builder=_G + "build_blockscale:BlockScaleBuilder",
+           inputs=_B + "blockscale_inputs", reference=_REF + "blockscale", torch=_TORCH + "blockscale",
+           cudnn=_CUDNN + "blockscale", hipdnn=_HIPDNN, samples="blockscale"),
+    Family(name="reduction", spec=_G + "reduction", builder=_G + "build_reduction:ReductionBuilder",
+           inputs=Absent(_DRAWN), reference=_REF + "reduction", torch=_TORCH + "reduction",
+           cudnn=_CUDNN + "reduction", hipdnn=_HIPDNN, samples="reduction"),
 )
-
