@@ -50,22 +50,17 @@ from hipdnn_trace.backends.hipdnn_api import (
 from hipdnn_trace.device.hip import HipEventTimer, TimedExecuteTimer, make_hip_timer
 from hipdnn_trace.errors import ExecutionError, ToolMissingError, UnsupportedError, UserError
 from hipdnn_trace.graph import attention, dtypes, layout
+from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.model import Graph, Node, Tensor
+from hipdnn_trace.graph.ops import family_types
 from hipdnn_trace.graph.write import graph_to_json
 from hipdnn_trace.validate.poison import POISON_BYTE
 
 #: Node ``type`` strings of hipDNN's JSON (NodeAttributes union, newest graph.fbs;
-#: docs/hipdnn-format.md section 2.0). Anything else its reader cannot build.
-HIPDNN_NODE_TYPES = frozenset({
-    "BatchnormInferenceAttributes", "PointwiseAttributes", "BatchnormBackwardAttributes",
-    "BatchnormAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
-    "ConvolutionWrwAttributes", "BatchnormInferenceAttributesVarianceExt", "MatmulAttributes",
-    "RMSNormAttributes", "LayernormAttributes", "SdpaAttributes", "BlockScaleDequantizeAttributes",
-    "BlockScaleQuantizeAttributes", "SdpaBackwardAttributes", "CustomOpAttributes",
-    "RMSNormBackwardAttributes", "ReductionAttributes", "ResampleFwdAttributes",
-    "LayernormBackwardAttributes", "ResampleBwdAttributes", "MoeGroupedMatmulAttributes",
-    "MoeGroupedMatmulBwdAttributes",
-})
+#: docs/hipdnn-format.md section 2.0): the types of every family whose ``hipdnn`` entry in
+#: ``graph/families.py`` names this module, which hands the graph's own JSON to hipDNN. Anything
+#: else its reader cannot build.
+HIPDNN_NODE_TYPES = frozenset(t for f in FAMILIES if not isinstance(f.hipdnn, Absent) for t in family_types(f))
 
 #: Bytes written between iterations for ``--cache cold``: more than the L2 and the
 #: MI300 Infinity Cache (256 MiB) together, so nothing of the last iteration survives.

@@ -102,7 +102,7 @@ def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = No
     stored value is, and go back to the device.
     """
     from hipdnn_trace.backends.reference import xp as shim
-    from hipdnn_trace.backends.reference.executor import attention_masking
+    from hipdnn_trace.backends.reference.nodes.attention import attention_masking
     from hipdnn_trace.backends.reference.ops import round_to, sdpa_forward
 
     out: dict[int, Any] = {}
@@ -135,6 +135,11 @@ def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = No
                 stored = round_to(np.asarray(shim.to_numpy(fwd[key]), dtype=np.float64).reshape(t.dims), t.data_type)
                 out[uid] = stored if device is None else device_arrays.upload(stored, t, device)
     return out
+
+
+def derived(graph: Graph, inputs: Mapping[int, Any], seed: int, device: Any) -> dict[int, Any]:
+    """The inputs computed from others (a backward's ``o`` and ``stats``): :func:`forward_results`."""
+    return forward_results(graph, inputs, device=device) if attention_nodes(graph) else {}
 
 
 def undefined_elements(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import statistics
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -215,6 +217,19 @@ def table(domain: str, dtype: str) -> np.ndarray:
 
 
 @functools.cache
+def table_domain(domain: str) -> str:
+    """The table a port's domain draws from: "any" for domains without one (constants)."""
+    return domain if domain in DOMAINS else "any"
+
+
+def drawn(dims: Sequence[int], dtype: str, domain: str, stream: Stream) -> np.ndarray:
+    """Counter-generated values (host): element i depends only on (stream, i); ``dtype``'s numpy type."""
+    values = table(table_domain(domain), dtype)
+    out = np.empty(math.prod(dims), dtype=np.float64 if dtype == "double" else values.dtype)
+    fill(out, stream, values, wide=dtype in WIDE)
+    return out.reshape(tuple(dims))
+
+
 def tables_digest() -> str:
     """sha256 of the float tables: the quantiles come from libm's log, so a cache key that holds
     this digest can never mix values made from different tables."""

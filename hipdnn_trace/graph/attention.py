@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import BOOL_OR_NULL, INT_OR_NULL, NUMBER_OR_NULL, STRING_OR_NULL
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node, Tensor
@@ -421,13 +422,23 @@ def notes(node: Node, graph: Graph) -> list[str]:
     return out
 
 
+_SDPA_KINDS = {
+    **dict.fromkeys(("alibi_mask", "padding_mask", "causal_mask", "causal_mask_bottom_right"), BOOL_OR_NULL),
+    "dropout_probability": NUMBER_OR_NULL, "attn_scale_value": NUMBER_OR_NULL,
+    "left_bound": INT_OR_NULL, "right_bound": INT_OR_NULL, "max_seq_len_kv": INT_OR_NULL,
+    "diagonal_alignment": STRING_OR_NULL, "mma_core_mode": STRING_OR_NULL, "implementation": STRING_OR_NULL,
+}
+
 SPECS: tuple[OpSpec, ...] = (
     OpSpec(SDPA, ("q", "k", "v"), ("o",), optional_inputs=FWD_OPTIONAL_INPUTS,
            optional_outputs=FWD_OPTIONAL_OUTPUTS, options=dict.fromkeys(FWD_OPTIONS, "attributes"),
+           option_kinds={**_SDPA_KINDS, "generate_stats": BOOL_OR_NULL},
            check=check, flops=flops, notes=notes, flops_use_values=True),
     OpSpec(SDPA_BACKWARD, ("q", "k", "v", "o", "do", "stats"), ("dq", "dk", "dv"),
            optional_inputs=BWD_OPTIONAL_INPUTS, optional_outputs=BWD_OPTIONAL_OUTPUTS,
-           options=dict.fromkeys(BWD_OPTIONS, "parameters"), check=check, flops=flops, notes=notes,
+           options=dict.fromkeys(BWD_OPTIONS, "parameters"),
+           option_kinds={**_SDPA_KINDS, "max_seq_len_q": INT_OR_NULL, "deterministic": BOOL_OR_NULL},
+           check=check, flops=flops, notes=notes,
            flops_use_values=True),
 )
 

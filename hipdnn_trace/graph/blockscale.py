@@ -17,6 +17,7 @@ from math import ceil, prod
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import BOOL_OR_NULL, INT, INT_OR_INT_LIST, INT_OR_NULL
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -125,7 +126,9 @@ def _notes(node: Node, graph: Graph) -> list[str]:
 
 SPECS = (
     OpSpec(QUANTIZE, ("x",), ("y", "scale"), options={"block_size": "node", "axis": "node", "transpose": "node"},
+           option_kinds={"block_size": INT, "axis": INT_OR_NULL, "transpose": BOOL_OR_NULL},
            check=_quantize_check, flops=_flops(3.0), notes=_notes),
     OpSpec(DEQUANTIZE, ("x", "scale"), ("y",), options={"block_size": "node", "is_negative_scale": "node"},
+           option_kinds={"block_size": INT_OR_INT_LIST, "is_negative_scale": BOOL_OR_NULL},
            check=_dequantize_check, flops=_flops(1.0), notes=_notes),
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hipdnn_trace.graph.opspec import OpSpec, option_path
+from hipdnn_trace.graph.option_types import ANY, INT_LIST, STRING
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -64,5 +65,9 @@ def _notes(node: Node, graph: Graph) -> list[str]:
 SPEC = OpSpec(
     CUSTOM_OP, (), (),
     options={key: "node" for key in (*_REQUIRED, "test_generation_marker")},
+    option_kinds={"custom_op_id": STRING, "input_tensor_uids": INT_LIST, "output_tensor_uids": INT_LIST,
+                  "data": INT_LIST, "test_generation_marker": ANY},
     layout="flat", uid_lists=UID_LISTS, check=_check, notes=_notes,
 )
+
+SPECS: tuple[OpSpec, ...] = (SPEC,)

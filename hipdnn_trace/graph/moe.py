@@ -24,6 +24,7 @@ import numpy as np
 
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import INT, NAME_OR_NUMBER
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -212,6 +213,7 @@ _FWD_OPTIONS = {"mode": "node", "top_k": "node"}
 SPECS = (
     OpSpec(MOE, ("token", "weight", "first_token_offset"), ("output",),
            optional_inputs=("token_index", "token_ks"), options=_FWD_OPTIONS,
+           option_kinds={"mode": NAME_OR_NUMBER, "top_k": INT},
            check=_check, flops=flops, notes=_notes, flops_use_values=True),
     OpSpec(MOE_BACKWARD, ("doutput", "token", "first_token_offset"), ("dweight",),
            check=_bwd_check, flops=flops, notes=_notes, flops_use_values=True),

@@ -1,6 +1,8 @@
-"""Which axes a layernorm / RMSNorm normalizes: the shape rules every backend shares.
+"""The normalization family (batchnorm, layernorm, RMSNorm, forward and backward): specs and the
+shape rules every backend shares.
 
-hipDNN states the normalized axes three ways: ``normalized_dim_count``, scale's shape (the
+Batchnorm normalizes per channel (dim 1 of x [N, C, ...]; docs/hipdnn-format.md 2.5, 3.4). For
+layernorm and RMSNorm, hipDNN states the normalized axes three ways: ``normalized_dim_count``, scale's shape (the
 trailing dims where scale matches x: test_sdk ``CpuReferenceRMSNorm.hpp``, frontend
 ``validateScaleNormalizedShape``) and the saved statistics' shape (x's leading dims, 1s over
 the normalized ones). One module derives them, so the loader, inspect, the reference, torch
@@ -10,17 +12,28 @@ and cuDNN refuse and accept the same graphs with the same words (docs/hipdnn-for
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph.opspec import option_path, port_path, port_tensor
+from hipdnn_trace.graph.opspec import (
+    OpSpec,
+    ShapeCheck,
+    all_of,
+    elementwise_flops,
+    option_path,
+    port_path,
+    port_tensor,
+    same_dims,
+)
+from hipdnn_trace.graph.option_types import INT_OR_NULL, NAME_OR_NUMBER_OR_NULL
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
 
-__all__ = ["layernorm_forward_check", "norm_backward_check", "rmsnorm_forward_check", "norm_backward_start",
-           "rmsnorm_count", "rmsnorm_refusal", "rmsnorm_start", "rmsnorm_start_axis"]
+__all__ = ["SPECS", "layernorm_forward_check", "norm_backward_check", "norm_backward_start", "norm_forward_phase",
+           "rmsnorm_count", "rmsnorm_forward_check", "rmsnorm_refusal", "rmsnorm_start", "rmsnorm_start_axis"]
 
 RMSNORM_RULE = ("hipDNN normalizes the trailing dims where scale matches x, and inv_rms keeps x's leading dims: "
                 "test_sdk CpuReferenceRMSNorm.hpp, frontend validateScaleNormalizedShape")
@@ -225,3 +238,106 @@ def norm_options_check(node: Node, graph: Graph) -> list[tuple[str, str]]:
             problems.append((option_path(node, "forward_phase", "attributes"),
                              f"unknown forward_phase {phase!r} (hipDNN: {', '.join(FORWARD_PHASES)})"))
     return problems
+
+
+#: hipDNN's NormFwdPhase enum values, for graphs that write the number instead of the name.
+_NORM_PHASES = {0: "NOT_SET", 1: "INFERENCE", 2: "TRAINING"}
+
+
+def norm_forward_phase(node: Node) -> str:
+    """A layernorm/rmsnorm node's forward_phase: INFERENCE, TRAINING or NOT_SET (int or any-case string)."""
+    raw = node.params.get("forward_phase", "NOT_SET")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return _NORM_PHASES.get(raw, "NOT_SET")
+    return str(raw).strip().upper()
+
+
+def _per_channel(ports: Sequence[str], like: str) -> ShapeCheck:
+    """Batchnorm parameters: one value per channel (dim 1) of ``like``."""
+    def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
+        ref = port_tensor(node, graph, like)
+        if ref is None or len(ref.dims) < 2:
+            return []
+        c = ref.dims[1]
+        return [
+            (port_path(node, p), f"has {prod(t.dims)} elements, expected one per channel ({c})")
+            for p in ports if (t := port_tensor(node, graph, p)) is not None and not t.is_value
+            and prod(t.dims) != c
+        ]
+    return check
+
+
+def _batchnorm_rules(node: Node, graph: Graph) -> list[tuple[str, str]]:
+    """x is [N, C, ...]; epsilon and momentum are one value each; a backward's saved mean and
+    inv_variance come together (hipDNN's reference recomputes both or neither)."""
+    x = port_tensor(node, graph, "x")
+    if x is not None and len(x.dims) < 2:
+        return [(port_path(node, "x"), f"batchnorm needs x of rank >= 2 [N, C, ...], got {list(x.dims)}")]
+    problems = one_value(node, graph, ("epsilon", "momentum"))
+    if node.type == "BatchnormBackwardAttributes":
+        problems += saved_pair(node, graph)
+    return problems
+
+
+_BN_STATS = ("mean", "inv_variance", "scale", "bias")
+_NORM_FWD_KINDS = {"normalized_dim_count": INT_OR_NULL, "forward_phase": NAME_OR_NUMBER_OR_NULL}
+
+SPECS: tuple[OpSpec, ...] = (
+    OpSpec(
+        "BatchnormInferenceAttributes", ("x", *_BN_STATS), ("y",),
+        check=all_of(_batchnorm_rules, same_dims(("y",), "x"), _per_channel(_BN_STATS, "x")),
+        flops=elementwise_flops(4.0, "x"),
+    ),
+    OpSpec(
+        "BatchnormInferenceAttributesVarianceExt",
+        ("x", "mean", "variance", "scale", "bias", "epsilon"), ("y",),
+        check=all_of(_batchnorm_rules, same_dims(("y",), "x"),
+                     _per_channel(("mean", "variance", "scale", "bias"), "x")),
+        flops=elementwise_flops(4.0, "x"),
+    ),
+    OpSpec(
+        "BatchnormAttributes", ("x", "scale", "bias", "epsilon"), ("y",),
+        optional_inputs=("prev_running_mean", "prev_running_variance", "momentum"),
+        optional_outputs=("mean", "inv_variance", "next_running_mean", "next_running_variance"),
+        list_inputs=("peer_stats",),
+        check=all_of(_batchnorm_rules, same_dims(("y",), "x"),
+                     _per_channel(("scale", "bias", "prev_running_mean", "prev_running_variance",
+                                   "mean", "inv_variance", "next_running_mean",
+                                   "next_running_variance"), "x")),
+        flops=elementwise_flops(8.0, "x"),
+    ),
+    OpSpec(
+        "BatchnormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
+        optional_inputs=("mean", "inv_variance"),
+        optional_outputs=("dscale", "dbias"),
+        list_inputs=("peer_stats",),
+        check=all_of(_batchnorm_rules, same_dims(("dx", "dy"), "x"),
+                     _per_channel(("scale", "mean", "inv_variance", "dscale", "dbias"), "x")),
+        flops=elementwise_flops(10.0, "x"),
+    ),
+    OpSpec(
+        "LayernormAttributes", ("x", "scale", "epsilon"), ("y",),
+        optional_inputs=("bias",), optional_outputs=("mean", "inv_variance"),
+        options={"normalized_dim_count": "attributes", "forward_phase": "attributes"}, option_kinds=_NORM_FWD_KINDS,
+        check=all_of(same_dims(("y",), "x"), norm_options_check, layernorm_forward_check),
+        flops=elementwise_flops(8.0, "x"),
+    ),
+    OpSpec(
+        "RMSNormAttributes", ("x", "scale", "epsilon"), ("y",),
+        optional_inputs=("bias",), optional_outputs=("inv_rms",),
+        options={"normalized_dim_count": "attributes", "forward_phase": "attributes"}, option_kinds=_NORM_FWD_KINDS,
+        check=all_of(same_dims(("y",), "x"), norm_options_check, rmsnorm_forward_check),
+        flops=elementwise_flops(6.0, "x"),
+    ),
+    OpSpec(
+        "LayernormBackwardAttributes", ("dy", "x", "scale"), ("dx",),
+        optional_inputs=("mean", "inv_variance", "epsilon"), optional_outputs=("dscale", "dbias"),
+        options={"normalized_dim_count": "attributes"}, option_kinds={"normalized_dim_count": INT_OR_NULL},
+        check=norm_backward_check, flops=elementwise_flops(10.0, "x"),
+    ),
+    OpSpec(
+        "RMSNormBackwardAttributes", ("dy", "x", "scale", "inv_rms"), ("dx",),
+        optional_outputs=("dscale", "dbias"),
+        check=norm_backward_check, flops=elementwise_flops(8.0, "x"),
+    ),
+)

@@ -20,6 +20,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
+from hipdnn_trace.graph.option_types import BOOL_OR_NULL, INT_LIST, STRING, STRING_OR_NULL
 
 if TYPE_CHECKING:
     from hipdnn_trace.graph.model import Graph, Node
@@ -30,6 +31,8 @@ MODES = ("MAXPOOL", "AVGPOOL_INCLUDE_PADDING", "AVGPOOL_EXCLUDE_PADDING")
 PADDING_MODES = ("ZERO_PAD", "NEG_INF_PAD")
 _LISTS = ("pre_padding", "post_padding", "stride", "window")
 _OPTIONS = {k: "attributes" for k in (*_LISTS, "resample_mode", "padding_mode", "generate_index")}
+_KINDS = {**dict.fromkeys(_LISTS, INT_LIST), "resample_mode": STRING, "padding_mode": STRING_OR_NULL,
+          "generate_index": BOOL_OR_NULL}
 INDEX_TYPES = ("int8", "uint8", "int32", "int64")
 
 
@@ -133,8 +136,8 @@ def _notes(node: Node, graph: Graph) -> list[str]:
 
 
 SPECS = (
-    OpSpec(RESAMPLE_FWD, ("x",), ("y",), optional_outputs=("index",), options=_OPTIONS,
+    OpSpec(RESAMPLE_FWD, ("x",), ("y",), optional_outputs=("index",), options=_OPTIONS, option_kinds=_KINDS,
            check=_check, flops=flops, notes=_notes),
-    OpSpec(RESAMPLE_BWD, ("dy",), ("dx",), optional_inputs=("index",), options=_OPTIONS,
+    OpSpec(RESAMPLE_BWD, ("dy",), ("dx",), optional_inputs=("index",), options=_OPTIONS, option_kinds=_KINDS,
            check=_check, flops=flops, notes=_notes),
 )

@@ -13,7 +13,7 @@ import math
 
 from hipdnn_trace.graph.dtypes import scalar_value
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import norm_forward_phase
+from hipdnn_trace.graph.norms import norm_forward_phase
 
 __all__ = ["dubious_attributes", "refusal"]
 

@@ -29,9 +29,9 @@ _INTEGER_ACCUMULATING = frozenset({"ConvolutionFwdAttributes", "ConvolutionBwdAt
 
 
 def option_problems(node: Node, spec: OpSpec, node_path: str) -> list[tuple[str, str]]:
-    """Every option's JSON type (option_types.OPTION_KINDS)."""
+    """Every option's JSON type (the spec's ``option_kinds``)."""
     return [(f"{node_path}.{where}", problem)
-            for where, problem in option_types.option_problems(node, spec.options)]
+            for where, problem in option_types.option_problems(node, spec)]
 
 
 def compute_type_problems(node: Node, graph: Graph, node_path: str) -> list[tuple[str, str]]:

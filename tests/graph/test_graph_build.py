@@ -13,7 +13,7 @@ from conftest import GRAPHS
 from hipdnn_trace.backends.reference.executor import check, evaluate
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.errors import GraphError
-from hipdnn_trace.graph import ops
+from hipdnn_trace.graph import norms, ops, pointwise as pointwise_spec
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.load import load_bytes, load_file
 from hipdnn_trace.graph.write import dumps, graph_to_json
@@ -104,7 +104,7 @@ def test_pointwise_writes_every_key_null_when_unset() -> None:
     assert list(y.dims) == [2, 3, 4, 4] and y.layout == "NHWC"
     node = graph_to_json(b.build())["nodes"][0]
     keys = set(node["inputs"])
-    assert set(ops.POINTWISE_OPTIONS) | {"in_0_tensor_uid", "in_1_tensor_uid", "in_2_tensor_uid"} == keys
+    assert set(pointwise_spec.POINTWISE_OPTIONS) | {"in_0_tensor_uid", "in_1_tensor_uid", "in_2_tensor_uid"} == keys
     assert node["inputs"]["in_2_tensor_uid"] is None and node["inputs"]["relu_lower_clip"] is None
     assert node["inputs"]["operation"] == "add" and node["outputs"] == {"out_0_tensor_uid": y.uid}
 
@@ -147,9 +147,9 @@ def test_norm_forward_phase_reads_hipdnn_ints_and_any_case(raw, phase) -> None:
     b.layernorm(t, b.tensor("g", [1, 1, 8]))
     node = b.build().nodes[0]
     node.params["forward_phase"] = raw
-    assert ops.norm_forward_phase(node) == phase
+    assert norms.norm_forward_phase(node) == phase
     del node.params["forward_phase"]
-    assert ops.norm_forward_phase(node) == "NOT_SET"
+    assert norms.norm_forward_phase(node) == "NOT_SET"
 
 
 def test_pointwise_mode_is_the_arity_key_in_any_case() -> None:
@@ -158,7 +158,8 @@ def test_pointwise_mode_is_the_arity_key_in_any_case() -> None:
     b.pointwise("max_op", x, x)
     node = b.build().nodes[0]
     node.params["operation"] = " MAX_OP"
-    assert ops.pointwise_mode(node) == "max_op" and ops.POINTWISE_ARITY[ops.pointwise_mode(node)] == 2
+    mode = pointwise_spec.pointwise_mode(node)
+    assert mode == "max_op" and pointwise_spec.POINTWISE_ARITY[mode] == 2
 
 def test_builder_misuse_is_a_value_error() -> None:
     b = GraphBuilder("a")

@@ -25,17 +25,9 @@ Translation rules (docs/nvidia.md has the table):
 
 from __future__ import annotations
 
-from hipdnn_trace.backends.cudnn_graph import (
-    attention,
-    blockscale,
-    conv,
-    matmul,
-    moe,
-    norms,
-    pointwise,
-    reduction,
-)
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from importlib import import_module
+
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.geometry import (
     channels_last_permutation,
     coalesce,
@@ -54,44 +46,29 @@ from hipdnn_trace.backends.cudnn_graph.plan_types import (
     _dtype,
 )
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import custom
+from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.graph.ops import absent_refusal, family_types
 
-__all__ = ["CONV_TYPES", "DTYPES", "EnumValue", "OpCall", "OutputDecl", "Plan", "TensorDecl",
+__all__ = ["CONV_TYPES", "DTYPES", "EnumValue", "OpCall", "OPS", "OutputDecl", "Plan", "TensorDecl",
            "channels_last_permutation", "coalesce", "collapse_batch", "lift", "plan", "unit_strides_packed"]
 
-_OPS = {
-    "ConvolutionFwdAttributes": conv.conv,
-    "ConvolutionBwdAttributes": conv.conv,
-    "ConvolutionWrwAttributes": conv.conv,
-    "MatmulAttributes": matmul.matmul,
-    "PointwiseAttributes": pointwise.pointwise,
-    "BatchnormAttributes": norms.batchnorm,
-    "BatchnormInferenceAttributes": norms.batchnorm_inference,
-    "BatchnormInferenceAttributesVarianceExt": norms.batchnorm_inference_variance,
-    "BatchnormBackwardAttributes": norms.batchnorm_backward,
-    "LayernormAttributes": norms.layernorm,
-    "RMSNormAttributes": norms.rmsnorm,
-    "ReductionAttributes": reduction.reduction,
-    "LayernormBackwardAttributes": norms.norm_backward,
-    "RMSNormBackwardAttributes": norms.norm_backward,
-    "SdpaAttributes": attention.sdpa,
-    "SdpaBackwardAttributes": attention.sdpa_backward,
-    "MoeGroupedMatmulAttributes": moe.moe_grouped_matmul,
-    "MoeGroupedMatmulBwdAttributes": moe.moe_grouped_matmul_backward,
-    "BlockScaleQuantizeAttributes": blockscale.block_quantize,
-    "BlockScaleDequantizeAttributes": blockscale.block_dequantize,
-}
+
+def _tables() -> tuple[dict[str, PlanFn], dict[str, Absent]]:
+    """Every family's translation by node type, and the types of families cuDNN's Python frontend
+    cannot express, from the ``cudnn`` entries of ``graph/families.py``."""
+    fns: dict[str, PlanFn] = {}
+    absent: dict[str, Absent] = {}
+    for family in FAMILIES:
+        if isinstance(family.cudnn, Absent):
+            absent.update(dict.fromkeys(family_types(family), family.cudnn))
+        else:
+            fns.update(import_module(family.cudnn).OPS)
+    return fns, absent
 
 
-#: hipDNN ops cuDNN has in C++ but its Python frontend (nvidia-cudnn-frontend 1.32, the version the
-#: backend drives) does not expose: ``dir(cudnn.pygraph)`` has no resample or pooling method (checked
-#: on the H100 device, docs/nvidia.md).
-NO_PYTHON_BINDING = {
-    "ResampleFwdAttributes": "cuDNN's resample (pooling) has no Python frontend binding (cudnn-frontend 1.32)",
-    "ResampleBwdAttributes": "cuDNN's resample backward has no Python frontend binding (cudnn-frontend 1.32)",
-}
+OPS, _ABSENT = _tables()
 
 
 def plan(graph: Graph) -> Plan:
@@ -102,11 +79,9 @@ def plan(graph: Graph) -> Plan:
     b = _Builder(graph)
     for index in execution_order(graph):
         node = graph.nodes[index]
-        if node.type == custom.CUSTOM_OP:
-            raise UnsupportedError(custom.refusal(node, "cuDNN"))
-        if node.type in NO_PYTHON_BINDING:
-            raise UnsupportedError(f"{node.op} {node.name!r}: {NO_PYTHON_BINDING[node.type]}")
-        handler = _OPS.get(node.type)
+        if node.type in _ABSENT:
+            raise UnsupportedError(absent_refusal(node, _ABSENT[node.type], "cuDNN"))
+        handler = OPS.get(node.type)
         if handler is None:
             raise UnsupportedError(f"op {node.op} has no cuDNN frontend equivalent")
         handler(b, node)

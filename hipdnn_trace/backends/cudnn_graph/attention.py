@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention
@@ -150,3 +150,6 @@ def sdpa_backward(b: _Builder, node: Node) -> None:
                                                output=True)
     outs = [b.output(o["dq"]), b.output(o["dk"]), b.output(o["dv"])]
     b.call(node, "sdpa_backward", tensors, outs, attrs, output_kwargs=out_kwargs)
+
+
+OPS: dict[str, PlanFn] = {attention.SDPA: sdpa, attention.SDPA_BACKWARD: sdpa_backward}

@@ -10,7 +10,7 @@ refused before the library is asked.
 
 from __future__ import annotations
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import blockscale
 from hipdnn_trace.graph.model import Node
@@ -43,3 +43,6 @@ def block_dequantize(b: _Builder, node: Node) -> None:
     attrs = {"block_size": blocks or [1], "is_negative_scale": bool(node.params.get("is_negative_scale", False))}
     tensors = {"input": b.tensor(node.inputs["x"], "x"), "descale": b.tensor(node.inputs["scale"], "scale")}
     b.call(node, "block_scale_dequantize", tensors, [b.output(node.outputs["y"])], attrs)
+
+
+OPS: dict[str, PlanFn] = {blockscale.QUANTIZE: block_quantize, blockscale.DEQUANTIZE: block_dequantize}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from hipdnn_trace.backends.cudnn_graph.plan_types import (
 )
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node, Tensor
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 
 class _Builder:
@@ -259,3 +259,8 @@ def _scalar_dtype(t: Tensor) -> str:
 
 
 # --------------------------------------------------------------------------- ops
+
+
+#: one family's translation of a node: adds its tensors and calls to the builder's plan, or raises
+#: UnsupportedError with the reason (each ``cudnn_graph`` family module's ``OPS`` maps node types to one)
+PlanFn = Callable[[_Builder, Node], None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
@@ -42,3 +42,7 @@ def conv(b: _Builder, node: Node) -> None:
 def note_fp32(b: _Builder, operands: Sequence[int]) -> None:
     if any(b.graph.by_uid[u].data_type == "float" for u in operands):
         b.plan.fp32_math = True
+
+
+OPS: dict[str, PlanFn] = dict.fromkeys(("ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
+                                        "ConvolutionWrwAttributes"), conv)

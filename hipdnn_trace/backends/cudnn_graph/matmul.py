@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.conv import note_fp32
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
@@ -40,3 +40,6 @@ def _broadcast_batch(b: _Builder, operands: Sequence[int], out_uid: int) -> None
 
 
 # hipDNN mode -> (pygraph method, cuDNN tensor kwargs in in_0, in_1, in_2 order)
+
+
+OPS: dict[str, PlanFn] = {"MatmulAttributes": matmul}

@@ -10,7 +10,7 @@ passed as it is, as cuDNN's own WoQ sample does (``samples/cpp/moe_grouped_matmu
 
 from __future__ import annotations
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
 from hipdnn_trace.graph import moe
 from hipdnn_trace.graph.model import Node
@@ -31,3 +31,6 @@ def moe_grouped_matmul_backward(b: _Builder, node: Node) -> None:
     tensors = {"doutput": b.tensor(i["doutput"], "doutput"), "token": b.tensor(i["token"], "token"),
                "first_token_offset": b.tensor(i["first_token_offset"], "first_token_offset")}
     b.call(node, "moe_grouped_matmul_bwd", tensors, [b.output(node.outputs["dweight"])])
+
+
+OPS: dict[str, PlanFn] = {moe.MOE: moe_grouped_matmul, moe.MOE_BACKWARD: moe_grouped_matmul_backward}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.geometry import lift
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue, OutputDecl
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
-from hipdnn_trace.graph.ops import norm_forward_phase
+from hipdnn_trace.graph.norms import norm_forward_phase
 
 
 def _single(b: _Builder, node: Node, what: str) -> None:
@@ -221,3 +221,15 @@ def norm_backward(b: _Builder, node: Node) -> None:
     has_dbias = o.get("dbias") is not None
     dbias = b.output(o["dbias"]) if has_dbias else None
     b.call(node, "rmsnorm_backward", tensors, [dx, dscale, dbias], {"has_dbias": has_dbias})
+
+
+OPS: dict[str, PlanFn] = {
+    "BatchnormAttributes": batchnorm,
+    "BatchnormInferenceAttributes": batchnorm_inference,
+    "BatchnormInferenceAttributesVarianceExt": batchnorm_inference_variance,
+    "BatchnormBackwardAttributes": batchnorm_backward,
+    "LayernormAttributes": layernorm,
+    "RMSNormAttributes": rmsnorm,
+    "LayernormBackwardAttributes": norm_backward,
+    "RMSNormBackwardAttributes": norm_backward,
+}

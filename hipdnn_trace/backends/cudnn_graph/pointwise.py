@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 _POINTWISE: dict[str, tuple[str, tuple[str, ...]]] = {
     **{m: (m, ("input",)) for m in ("abs", "ceil", "erf", "exp", "floor", "identity", "log", "logical_not", "neg",
@@ -66,3 +66,6 @@ def pointwise(b: _Builder, node: Node) -> None:
         attrs["axis"] = b.axis(int(axis) + (b.rank - len(b.graph.by_uid[node.outputs["out_0"]].dims)))
     tensors = {name: b.tensor(uid, name) for name, uid in zip(names, ports)}
     b.call(node, method, tensors, [b.output(node.outputs["out_0"])], attrs)
+
+
+OPS: dict[str, PlanFn] = {"PointwiseAttributes": pointwise}

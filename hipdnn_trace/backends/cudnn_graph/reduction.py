@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hipdnn_trace.backends.cudnn_graph.builder import _Builder
+from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Node
@@ -24,3 +24,6 @@ def reduction(b: _Builder, node: Node) -> None:
         raise UnsupportedError(f"reduction {node.name!r}: cuDNN reductions write float only and cannot be "
                                f"followed by a cast (output is {out_type})")
     b.call(node, "reduction", {"input": b.tensor(node.inputs["in"], "in")}, [b.output(out_uid)], attrs)
+
+
+OPS: dict[str, PlanFn] = {"ReductionAttributes": reduction}

@@ -1,5 +1,8 @@
 """Walk a graph node by node with the float64 reference ops.
 
+The node handlers are each family's ``reference/nodes`` module (named in ``graph/families.py``);
+this module collects them and walks the graph.
+
 Each node reads its inputs as stored (rounded to their tensor types, as a real
 implementation would see them), computes in float64, and its outputs are rounded
 to their tensors' types before the next node reads them. The unrounded float64
@@ -17,21 +20,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
 import numpy as np
 
 from hipdnn_trace.backends.reference import ops as ref, xp as shim
+from hipdnn_trace.backends.reference.nodes._common import Handler
 from hipdnn_trace.backends.reference.ops._arrays import f64, size
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import attention, blockscale, custom, dtypes, moe, ops, resample
+from hipdnn_trace.graph import dtypes, ops
 from hipdnn_trace.graph.dtypes import scalar_value
+from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.norms import rmsnorm_count, rmsnorm_refusal
+from hipdnn_trace.graph.ops import absent_refusal, family_types
 
-Inputs = Mapping[str, np.ndarray | None]
-Handler = Callable[[Node, Graph, Inputs], dict[str, np.ndarray | None]]
+#: why the reference refuses a node of a family it has (one line), or None
+Check = Callable[[Node, Graph], "str | None"]
 
 
 @dataclass
@@ -46,260 +52,24 @@ class Evaluation:
     placement: dict[str, str] = field(default_factory=dict)
 
 
-def _scalar(arr: np.ndarray | None, what: str) -> float | None:
-    if arr is None:
-        return None
-    flat = np.asarray(shim.to_numpy(arr), dtype=np.float64).reshape(-1)
-    if flat.size != 1:
-        raise UnsupportedError(f"{what} must be a single value, got {flat.size} elements")
-    return float(flat[0])
+def _tables() -> tuple[dict[str, Handler], dict[str, Check], dict[str, Absent]]:
+    """Every family's handlers and refusal checks by node type, and the types of families the
+    reference does not have, from the ``reference`` entries of ``graph/families.py``."""
+    handlers: dict[str, Handler] = {}
+    checks: dict[str, Check] = {}
+    absent: dict[str, Absent] = {}
+    for family in FAMILIES:
+        if isinstance(family.reference, Absent):
+            absent.update(dict.fromkeys(family_types(family), family.reference))
+            continue
+        module = import_module(family.reference)
+        handlers.update(module.HANDLERS)
+        if hasattr(module, "check"):
+            checks.update(dict.fromkeys(module.HANDLERS, module.check))
+    return handlers, checks, absent
 
 
-def _conv_options(node: Node) -> dict[str, Any]:
-    mode = str(node.params.get("conv_mode", "CROSS_CORRELATION")).upper()
-    if mode == "UNSET":   # hipDNN's default mode is cross-correlation, like cuDNN's
-        mode = "CROSS_CORRELATION"
-    return {
-        "pre_padding": node.params["pre_padding"],
-        "post_padding": node.params["post_padding"],
-        "stride": node.params["stride"],
-        "dilation": node.params["dilation"],
-        "mode": mode,
-    }
-
-
-def _dims(graph: Graph, node: Node, port: str) -> tuple[int, ...]:
-    uid = node.outputs.get(port, node.inputs.get(port))
-    return tuple(graph.by_uid[uid].dims)   # type: ignore[index]
-
-
-def _conv_fwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"y": ref.conv_fwd(x["x"], x["w"], **_conv_options(node))}
-
-
-def _conv_dgrad(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"dx": ref.conv_dgrad(x["dy"], x["w"], x_shape=_dims(graph, node, "dx"), **_conv_options(node))}
-
-
-def _conv_wgrad(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"dw": ref.conv_wgrad(x["x"], x["dy"], w_shape=_dims(graph, node, "dw"), **_conv_options(node))}
-
-
-def _matmul(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"c": ref.matmul(x["a"], x["b"])}
-
-
-def _pointwise(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    mode = node.params.get("operation")
-    if not isinstance(mode, str):
-        raise UnsupportedError(f"pointwise node {node.name!r} has no operation")
-    operands = [x[p] for p in ("in_0", "in_1", "in_2") if x.get(p) is not None]
-    p = node.params
-    out = ref.pointwise(
-        mode, operands,
-        relu_lower_clip=p.get("relu_lower_clip"), relu_upper_clip=p.get("relu_upper_clip"),
-        relu_lower_clip_slope=p.get("relu_lower_clip_slope"), swish_beta=p.get("swish_beta"),
-        elu_alpha=p.get("elu_alpha"), softplus_beta=p.get("softplus_beta"),
-        axis=p.get("axis_tensor_uid"), out_shape=_dims(graph, node, "out_0"),
-    )
-    return {"out_0": out}
-
-
-def _bn_inference(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"y": ref.batchnorm_inference(x["x"], x["mean"], x["inv_variance"], x["scale"], x["bias"])}
-
-
-def _bn_inference_variance(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    eps = _scalar(x["epsilon"], "batchnorm epsilon")
-    variance = f64(x["variance"])
-    inv_var = 1.0 / shim.namespace(variance).sqrt(variance + eps)
-    return {"y": ref.batchnorm_inference(x["x"], x["mean"], inv_var, x["scale"], x["bias"])}
-
-
-def _bn_train(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    if node.inputs.get("peer_stats"):
-        raise UnsupportedError("batchnorm with peer stats (multi-GPU) is not supported by the reference")
-    momentum = _scalar(x.get("momentum"), "batchnorm momentum")
-    out = ref.batchnorm_train(
-        x["x"], x["scale"], x["bias"], epsilon=_scalar(x["epsilon"], "batchnorm epsilon"),
-        momentum=0.1 if momentum is None else momentum,
-        prev_running_mean=x.get("prev_running_mean"), prev_running_var=x.get("prev_running_variance"),
-    )
-    return {"y": out["y"], "mean": out["mean"], "inv_variance": out["inv_variance"],
-            "next_running_mean": out["next_running_mean"],
-            "next_running_variance": out["next_running_var"]}
-
-
-def _bn_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    if node.inputs.get("peer_stats"):
-        raise UnsupportedError("batchnorm backward with peer stats is not supported by the reference")
-    # without saved statistics hipDNN's reference recomputes them with its default epsilon
-    return ref.batchnorm_backward(x["dy"], x["x"], x["scale"], mean=x.get("mean"),
-                                  inv_variance=x.get("inv_variance"), epsilon=1e-5)
-
-
-def _layernorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    count = node.params.get("normalized_dim_count")
-    if not isinstance(count, int) or isinstance(count, bool):
-        raise UnsupportedError(f"layernorm node {node.name!r} needs an integer normalized_dim_count")
-    out = ref.layernorm(x["x"], x.get("scale"), x.get("bias"),
-                        epsilon=_scalar(x["epsilon"], "layernorm epsilon"), normalized_dim_count=count)
-    if ops.norm_forward_phase(node) == "INFERENCE":
-        out = {"y": out["y"]}
-    return out
-
-
-def _rmsnorm(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return ref.rmsnorm(x["x"], x["scale"], x.get("bias"),
-                       epsilon=_scalar(x["epsilon"], "rmsnorm epsilon"),
-                       normalized_dim_count=rmsnorm_count(node, graph))
-
-
-def _attention_inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionConfig, dict[str, Any]]:
-    """The config and the keyword arguments both attention directions share."""
-    cfg = attention.config(node, graph)
-    reason = attention_refusal(cfg, node)
-    if reason:
-        raise UnsupportedError(reason)
-    lq, lkv = attention.seq_lengths(node, graph, {u: shim.to_numpy(x[p]) for p, u in node.inputs.items()
-                                                  if isinstance(u, int) and x.get(p) is not None
-                                                  and p in ("seq_len_q", "seq_len_kv")})
-    scale = cfg.scale if cfg.scale is not None else _scalar(x["scale"], "attention scale")
-    mask = x.get("attn_mask")
-    kwargs: dict[str, Any] = {
-        "scale": scale,
-        "masking": attention_masking(cfg, lq, lkv),
-        "bias": mask if cfg.mask_kind == "additive" else None,
-        "allow": mask if cfg.mask_kind == "boolean" else None,
-        "sink": x.get("sink_token"),
-    }
-    return cfg, kwargs
-
-
-def attention_masking(cfg: attention.AttentionConfig, lq: list[int], lkv: list[int]) -> ref.Masking:
-    """The reference's masking rule for a node's config and per-sequence lengths."""
-    return ref.Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
-                       right_bound=cfg.right_bound, seq_len_q=tuple(lq) if cfg.padded else None,
-                       seq_len_kv=tuple(lkv) if cfg.padded else None)
-
-
-def _keys_values(cfg: attention.AttentionConfig, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
-    if not cfg.paged:
-        return x["k"], x["v"]   # type: ignore[return-value]
-    return (ref.gather_pages(x["k"], x["page_table_k"], cfg.seq_kv),   # type: ignore[arg-type]
-            ref.gather_pages(x["v"], x["page_table_v"], cfg.seq_kv))   # type: ignore[arg-type]
-
-
-def _sdpa(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    cfg, kwargs = _attention_inputs(node, graph, x)
-    k, v = _keys_values(cfg, x)
-    return dict(ref.sdpa_forward(x["q"], k, v, **kwargs))
-
-
-def _sdpa_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    cfg, kwargs = _attention_inputs(node, graph, x)
-    dbias_uid = node.outputs.get("dbias")
-    shape = tuple(graph.by_uid[dbias_uid].dims) if isinstance(dbias_uid, int) else None
-    out = ref.sdpa_backward(x["q"], x["k"], x["v"], x["do"], bias_shape=shape, o=x.get("o"), **kwargs)
-    result: dict[str, np.ndarray | None] = {"dq": out["dq"], "dk": out["dk"], "dv": out["dv"]}
-    if "dbias" in out:
-        result["dbias"] = out["dbias"]
-    if node.outputs.get("dsink_token") is not None:
-        result["dsink_token"] = out["dsink"]
-    return result
-
-
-def attention_refusal(cfg: attention.AttentionConfig, node: Node) -> str | None:
-    """Why the float64 reference does not compute this attention node, or None."""
-    return attention.unmodelled(cfg, node)
-
-
-def _norm_backward_start(node: Node, graph: Graph) -> int:
-    start = ops.norm_backward_start(node, graph)
-    if start is None:   # the loader's check refuses such graphs; kept for built-in-memory graphs
-        raise UnsupportedError(f"{node.op} node {node.name!r}: normalized dims cannot be told")
-    return start
-
-
-def _layernorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    start = _norm_backward_start(node, graph)
-    eps = _scalar(x.get("epsilon"), "layernorm epsilon")
-    return dict(ref.layernorm_backward(x["dy"], x["x"], x["scale"], normalized_dim_count=x["x"].ndim - start,  # type: ignore[union-attr]
-                                       mean=x.get("mean"), inv_variance=x.get("inv_variance"), epsilon=eps))
-
-
-def _rmsnorm_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return dict(ref.rmsnorm_backward(x["dy"], x["x"], x["scale"], x["inv_rms"],
-                                     start=_norm_backward_start(node, graph)))
-
-
-def _reduction(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"out": ref.reduce(str(node.params.get("mode", "")), x["in"], out_shape=_dims(graph, node, "out"))}
-
-
-def _moe(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"output": ref.moe_grouped_matmul(
-        x["token"], x["weight"], x["first_token_offset"], mode=moe.mode(node), top_k=int(moe.top_k(node)),
-        token_index=x.get("token_index"), token_ks=x.get("token_ks"), output_rows=_dims(graph, node, "output")[1])}
-
-
-def _moe_backward(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"dweight": ref.moe_grouped_matmul_backward(x["doutput"], x["token"], x["first_token_offset"])}
-
-
-def _resample_fwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    y, index = ref.pool_forward(x["x"], resample.pooling(node), with_index=node.outputs.get("index") is not None)
-    return {"y": y, "index": index}
-
-
-def _resample_bwd(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"dx": ref.pool_backward(x["dy"], resample.pooling(node), _dims(graph, node, "dx"), x.get("index"))}
-
-
-def _compute_type(node: Node, graph: Graph) -> str:
-    compute = node.compute_data_type
-    return graph.compute_data_type if compute in ("unset", "", None) else compute
-
-
-def _block_quantize(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    y_type, scale_type = (graph.by_uid[node.outputs[p]].data_type for p in ("y", "scale"))
-    y, scale = ref.block_quantize(x["x"], int(node.params["block_size"]), blockscale.quantize_axis(node, graph),
-                                  y_type, scale_type, _compute_type(node, graph))
-    # the stored codes are the result: a device is compared with the values hipDNN stores, not with
-    # x / scale before rounding (which no format can hold)
-    return {"y": ref.stored_values(y, y_type), "scale": scale}
-
-
-def _block_dequantize(node: Node, graph: Graph, x: Inputs) -> dict[str, np.ndarray | None]:
-    return {"y": ref.block_dequantize(x["x"], x["scale"], blockscale.dequantize_blocks(node, graph),
-                                      negative=bool(node.params.get("is_negative_scale")),
-                                      compute=_compute_type(node, graph))}
-
-
-HANDLERS: dict[str, Handler] = {
-    "ConvolutionFwdAttributes": _conv_fwd,
-    "ConvolutionBwdAttributes": _conv_dgrad,
-    "ConvolutionWrwAttributes": _conv_wgrad,
-    "MatmulAttributes": _matmul,
-    "PointwiseAttributes": _pointwise,
-    "BatchnormInferenceAttributes": _bn_inference,
-    "BatchnormInferenceAttributesVarianceExt": _bn_inference_variance,
-    "BatchnormAttributes": _bn_train,
-    "BatchnormBackwardAttributes": _bn_backward,
-    "LayernormAttributes": _layernorm,
-    "RMSNormAttributes": _rmsnorm,
-    "LayernormBackwardAttributes": _layernorm_backward,
-    "RMSNormBackwardAttributes": _rmsnorm_backward,
-    "ReductionAttributes": _reduction,
-    attention.SDPA: _sdpa,
-    attention.SDPA_BACKWARD: _sdpa_backward,
-    moe.MOE: _moe,
-    moe.MOE_BACKWARD: _moe_backward,
-    resample.RESAMPLE_FWD: _resample_fwd,
-    resample.RESAMPLE_BWD: _resample_bwd,
-    blockscale.QUANTIZE: _block_quantize,
-    blockscale.DEQUANTIZE: _block_dequantize,
-}
+HANDLERS, _CHECKS, _ABSENT = _tables()
 
 
 def check(graph: Graph) -> str | None:
@@ -308,8 +78,8 @@ def check(graph: Graph) -> str | None:
         if dtypes.lookup(tensor.data_type).numpy is None:
             return f"tensor {tensor.name!r}: data type {tensor.data_type} has no host form"
     for node in graph.nodes:
-        if node.type == custom.CUSTOM_OP:
-            return custom.refusal(node, "the float64 reference")
+        if node.type in _ABSENT:
+            return absent_refusal(node, _ABSENT[node.type], "the float64 reference")
         if node.type not in HANDLERS:
             return f"unsupported op {node.op}"
         spec = ops.spec(node.type)
@@ -318,23 +88,10 @@ def check(graph: Graph) -> str | None:
                  if p not in known and u not in (None, ())]
         if extra:
             return f"{node.op} node {node.name!r}: port(s) {', '.join(extra)} not modelled"
-        if node.type == "PointwiseAttributes":
-            try:
-                ref.pointwise_arity(str(node.params.get("operation", "")))
-            except UnsupportedError as exc:
-                return str(exc)
-        if node.type == "RMSNormAttributes":
-            reason = rmsnorm_refusal(node, graph)
-            if reason:
-                return reason
-        if node.type in (attention.SDPA, attention.SDPA_BACKWARD):
-            reason = attention_refusal(attention.config(node, graph), node)
-            if reason:
-                return reason
-        if node.type == "ReductionAttributes":
-            mode = str(node.params.get("mode", "")).upper()
-            if mode.removesuffix("_OP") not in ref.REDUCTION_MODES:
-                return f"unsupported reduction mode {mode}"
+        family_check = _CHECKS.get(node.type)
+        reason = family_check(node, graph) if family_check is not None else None
+        if reason:
+            return reason
     return None
 
 

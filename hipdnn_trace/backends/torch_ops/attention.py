@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention
 from hipdnn_trace.graph.model import Graph, Node
@@ -277,3 +277,9 @@ def _autograd_backward(cfg: attention.AttentionConfig, node: Node, x: Values, ct
         result["dsink_token"] = rest.pop(0).reshape(ctx.out_dims(node, "dsink_token")).to(
             ctx.out_dtype(node, "dsink_token"))
     return result
+
+
+def check(node: Node, graph: Graph) -> str | None:
+    return attention_refusal(node, graph)
+
+OPS: dict[str, OpFn] = {attention.SDPA: sdpa, attention.SDPA_BACKWARD: sdpa_backward}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values
 from hipdnn_trace.graph import blockscale
 from hipdnn_trace.graph.model import Graph, Node
 
@@ -93,3 +93,6 @@ def block_dequantize(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str,
             scale = scale.repeat_interleave(b, dim=axis).narrow(axis, 0, values.shape[axis])
     factor = torch.exp2(-scale) if node.params.get("is_negative_scale") else scale
     return {"y": (values * factor).to(ctx.out_dtype(node, "y"))}
+
+
+OPS: dict[str, OpFn] = {blockscale.QUANTIZE: block_quantize, blockscale.DEQUANTIZE: block_dequantize}

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
 
@@ -88,3 +88,16 @@ def conv_wgrad(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch
     if flip:
         dw = dw.flip(list(range(2, dw.dim())))
     return {"dw": dw.to(ctx.out_dtype(node, "dw"))}
+
+
+def check(node: Node, graph: Graph) -> str | None:
+    """torch convolves 1-3 spatial dims (tensors of rank 3 to 5)."""
+    rank = len(graph.by_uid[node.input_uids()[0]].dims)
+    return None if rank in (3, 4, 5) else f"{node.op} {node.name!r}: rank {rank} convolution"
+
+
+OPS: dict[str, OpFn] = {
+    "ConvolutionFwdAttributes": conv_fwd,
+    "ConvolutionBwdAttributes": conv_dgrad,
+    "ConvolutionWrwAttributes": conv_wgrad,
+}

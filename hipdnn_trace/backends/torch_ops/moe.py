@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values
 from hipdnn_trace.graph import moe
 from hipdnn_trace.graph.model import Graph, Node
 from hipdnn_trace.graph.moe import group_bounds, route
@@ -55,3 +55,6 @@ def moe_grouped_matmul_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -
     for expert, src, _ in _plan(node, graph, x, ctx):
         dweight[expert] = torch.matmul(token.index_select(0, src).T, dout.index_select(0, src)).float()
     return {"dweight": dweight.to(ctx.out_dtype(node, "dweight"))}
+
+
+OPS: dict[str, OpFn] = {moe.MOE: moe_grouped_matmul, moe.MOE_BACKWARD: moe_grouped_matmul_backward}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values, f32
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import norm_forward_phase
+from hipdnn_trace.graph.norms import norm_forward_phase, rmsnorm_refusal
 
 # --------------------------------------------------------------------------- norms
 
@@ -153,3 +153,22 @@ def rmsnorm_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str,
     g = dy * scale
     dx = r * g - inp * r.pow(3) * (g * inp).mean(dim=axes, keepdim=True)
     return _norm_backward_out(node, ctx, dx, (dy * inp * r).sum(dim=batch), dy.sum(dim=batch))
+
+
+def check(node: Node, graph: Graph) -> str | None:
+    """Batchnorm's peer stats (multi-GPU) and RMSNorm whose normalized dims cannot be told."""
+    if node.type in ("BatchnormAttributes", "BatchnormBackwardAttributes") and node.inputs.get("peer_stats"):
+        return f"{node.op} {node.name!r}: peer stats are not supported"
+    return rmsnorm_refusal(node, graph) if node.type == "RMSNormAttributes" else None
+
+
+OPS: dict[str, OpFn] = {
+    "BatchnormInferenceAttributes": batchnorm_inference,
+    "BatchnormInferenceAttributesVarianceExt": batchnorm_inference_variance,
+    "BatchnormAttributes": batchnorm_train,
+    "BatchnormBackwardAttributes": batchnorm_backward,
+    "LayernormAttributes": layernorm,
+    "RMSNormAttributes": rmsnorm,
+    "LayernormBackwardAttributes": layernorm_backward,
+    "RMSNormBackwardAttributes": rmsnorm_backward,
+}

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values, f32
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import pointwise_mode
+from hipdnn_trace.graph.pointwise import pointwise_mode
 
 # --------------------------------------------------------------------------- pointwise
 
@@ -143,3 +143,13 @@ def pointwise(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.
     if tuple(out.shape) != out_dims:
         out = out.expand(out_dims)
     return {"out_0": out.to(ctx.out_dtype(node, "out_0"))}
+
+
+def check(node: Node, graph: Graph) -> str | None:
+    mode = pointwise_mode(node)
+    if mode not in POINTWISE and mode != "gen_index":
+        return f"pointwise mode {mode} is not mapped to torch"
+    return None
+
+
+OPS: dict[str, OpFn] = {"PointwiseAttributes": pointwise}

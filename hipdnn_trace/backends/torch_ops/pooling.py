@@ -15,7 +15,7 @@ from math import prod
 import torch
 import torch.nn.functional as F
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values, f32
 from hipdnn_trace.graph import resample
 from hipdnn_trace.graph.model import Graph, Node
 
@@ -82,3 +82,6 @@ def resample_bwd(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, tor
     with torch.enable_grad():
         (dx,) = torch.autograd.grad(_average(probe, p), probe, dy)
     return {"dx": dx.to(ctx.out_dtype(node, "dx"))}
+
+
+OPS: dict[str, OpFn] = {resample.RESAMPLE_FWD: resample_fwd, resample.RESAMPLE_BWD: resample_bwd}

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, Values, f32
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values, f32
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
 
@@ -51,3 +51,11 @@ def reduction(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.
 
 
 REDUCTION_MODES = {"ADD", "MUL", "MIN", "MAX", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS"}
+
+
+def check(node: Node, graph: Graph) -> str | None:
+    mode = str(node.params.get("mode", "")).strip().upper()
+    return None if mode in REDUCTION_MODES else f"reduction mode {mode} is not mapped to torch"
+
+
+OPS: dict[str, OpFn] = {"ReductionAttributes": reduction}
