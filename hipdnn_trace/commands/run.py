@@ -43,6 +43,7 @@ from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS, load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
 from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run, write_json
+from hipdnn_trace.results.runlock import lock_run_dir, releasing
 
 EXAMPLES = """\
 examples:
@@ -503,6 +504,7 @@ def _run_folder(args: argparse.Namespace) -> tuple[Path, str, bool]:
     if not folder.exists():   # killed before its mkdir: there is no run to continue
         raise UserError(f"--resume {folder}: no such folder, nothing to resume (a run stopped before it "
                         "created its folder recorded nothing); start a new run")
+    lock_run_dir(folder)   # before reading what is recorded: a second resume of DIR stops here
     if is_stranded(folder):   # left before run.json existed: nothing recorded, start it afresh
         clear_stranded(folder)
         return folder, folder.name, False
@@ -533,6 +535,7 @@ def _progress(args: argparse.Namespace, graphs: int, settings: RunSettings,
 COUNTER_PROFILERS = ("ncu", "rocprofv3", "rocprof")
 
 
+@releasing
 def main(args: argparse.Namespace) -> int:
     for flag, value, top in (("--rtol", args.rtol, argtypes.MAX_RTOL), ("--atol", args.atol, argtypes.MAX_ATOL)):
         if value is not None and value > top:   # every finite output would pass: not a check any more
