@@ -90,9 +90,10 @@ def _check_repeated_rows(run: Run) -> None:
     cols = [c for c in ("source", "graph_id", "config") if c in s.columns]
     seen = s.with_row_index("row").with_columns(
         pl.concat_str([pl.col(c).cast(pl.Utf8).fill_null("\x01") for c in cols], separator="\x00").alias("key"))
-    repeated = seen.filter(pl.col("key").is_duplicated()).head(2)
+    repeated = seen.filter(pl.col("key").is_duplicated())
     if repeated.height:
-        first, second = repeated.row(0, named=True), repeated.row(1, named=True)
+        first = repeated.row(0, named=True)
+        second = repeated.filter(pl.col("key") == first["key"]).row(1, named=True)
         raise UserError(f"{Path(run.path) / 'summary.csv'}: graph {first.get('graph')!r} ({first.get('source')}) "
                         f"on config {first.get('config')!r} is recorded twice (lines {first['row'] + 2} and "
                         f"{second['row'] + 2}); a run records each graph once, so this folder was written twice: "
