@@ -81,6 +81,8 @@ def lock_run_dir(folder: Path) -> None:
     key = _key(folder)
     if key in _HELD:
         return
+    if not folder.is_dir():
+        raise UserError(f"{folder}: not a folder (a run folder is a directory)")
     try:
         fd = _open_locked(folder)
     except RunDirInUse:

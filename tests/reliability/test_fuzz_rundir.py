@@ -141,7 +141,7 @@ def _check(argv: list[str]) -> None:
         assert len(errors) == 1, (argv, text)
 
 
-@settings(max_examples=int(50 * SCALE), deadline=None, database=None, derandomize=SCALE == 1, print_blob=True,
+@settings(max_examples=int(30 * SCALE), deadline=None, database=None, derandomize=SCALE == 1, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(hurt=damage(), alone=st.booleans())
