@@ -21,8 +21,9 @@ examples:
   hipdnn-trace compare runs/baseline runs/sweep           # then use it like any run
 
 Refuses runs timed differently (run.json timing blocks), a graph measured on the
-same configuration by two inputs (a run and a copy of it), and inputs whose
-summary.csv is missing, empty or not a summary table. Rows of graphs with no summary
+same configuration by two inputs (a run and a copy of it) or recorded twice in one,
+and inputs whose summary.csv is missing, empty or not a summary table. An --out
+another merge or run is writing is refused ("DIR is in use by pid N"). Rows of graphs with no summary
 row (a shard killed mid-write) are dropped with a warning. Rows come back in suite
 order when the inputs are shards of one suite (--shard I/N); traces are concatenated.
 """

@@ -25,6 +25,7 @@ from hipdnn_trace.results.metadata import new_run_id
 from hipdnn_trace.results.profile_fold import ProfileResults, fold_profile
 from hipdnn_trace.results.run_record import Profile
 from hipdnn_trace.results.rundir import Run, load_run
+from hipdnn_trace.results.runlock import lock_run_dir
 
 #: Options the parent owns; removed from the child's command line.
 _PARENT_OPTIONS = {"--profile": True, "--out": True, "-o": True, "--run-id": True}
@@ -87,6 +88,7 @@ def run_external(profiler: Any, args: Any, run_argv: list[str]) -> int:
     if not (folder / "run.json").exists():
         raise UserError(f"--profile {profiler.name}: the profiled run wrote no results "
                         f"(exit code {main_rc}); command: {commands[0]}")
+    lock_run_dir(folder)   # the child released it; nothing else may write the folder while the profile folds in
     run = load_run(folder)
     try:
         collected = profiler.collect(folder, pass_dirs, run.iterations, args)

@@ -7,7 +7,10 @@ when every input is a shard of the same suite (``run.json`` ``shard.positions``)
 so merging shards 1..N gives the tables an unsharded run would have written.
 Inputs are read strictly (a missing, empty or garbage summary.csv is refused by
 name), and rows whose graph has no summary row (a shard killed between two
-renames) are dropped with a warning, never merged. Traces are concatenated: each input's valid prefix
+renames) are dropped with a warning, never merged. A summary holding one (source, graph,
+configuration) twice is refused (``_check_repeated_rows``). The output folder is locked
+(``results/runlock.py``) from before its emptiness is checked until the merge is written.
+Traces are concatenated: each input's valid prefix
 (cut back to its last complete flush), one packet sequence per writer; Perfetto reads such a concatenation as one
 trace (sequence ids are random per writer and checked for clashes).
 """
@@ -26,7 +29,8 @@ from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_bytes_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
-from hipdnn_trace.results.rundir import Run, RunWriter, load_run, split_finished, written_formats
+from hipdnn_trace.results.rundir import Run, RunWriter, holds_results, load_run, split_finished, written_formats
+from hipdnn_trace.results.runlock import lock_run_dir, releasing
 
 _POS = "__position"
 
@@ -75,10 +79,33 @@ def _check_statistics(runs: Sequence[Run]) -> None:
                                 "instead of merging it")
 
 
+def _check_repeated_rows(run: Run) -> None:
+    """One run records each (file, graph, configuration) once: a summary holding one twice was
+    written by two writers at once (two resumes before the run folder had a lock) or edited, and its
+    other tables and trace are doubled too. Refused, never de-duplicated, even when the two rows are
+    identical: which copy's iterations and trace belong to the row cannot be told apart."""
+    s = run.summary
+    if not s.height:
+        return
+    cols = [c for c in ("source", "graph_id", "config") if c in s.columns]
+    seen = s.with_row_index("row").with_columns(
+        pl.concat_str([pl.col(c).cast(pl.Utf8).fill_null("\x01") for c in cols], separator="\x00").alias("key"))
+    repeated = seen.filter(pl.col("key").is_duplicated())
+    if repeated.height:
+        first = repeated.row(0, named=True)
+        second = repeated.filter(pl.col("key") == first["key"]).row(1, named=True)
+        raise UserError(f"{Path(run.path) / 'summary.csv'}: graph {first.get('graph')!r} ({first.get('source')}) "
+                        f"on config {first.get('config')!r} is recorded twice (lines {first['row'] + 2} and "
+                        f"{second['row'] + 2}); a run records each graph once, so this folder was written twice: "
+                        "rerun that shard instead of merging it")
+
+
 def _check_duplicates(runs: Sequence[Run]) -> None:
-    """Same graph_id on the same config in two runs (or the same failed file twice)."""
+    """Same graph_id on the same config in two runs (or the same failed file twice), or the same
+    row twice in one run."""
     owner: dict[tuple[str, str | None], Path] = {}
     for run in runs:
+        _check_repeated_rows(run)
         s = run.summary
         keys = set()
         for graph, graph_id, config, source in s.select("graph", "graph_id", "config", "source").iter_rows():
@@ -171,6 +198,7 @@ def _merge_traces(runs: Sequence[Run], out: Path, warnings: list[str]) -> bool:
     return True
 
 
+@releasing
 def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequence[str] = ()) -> MergeResult:
     """Merge the run directories ``inputs`` into the new run directory ``out``."""
     folder = Path(out)
@@ -182,7 +210,9 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
         raise UserError(f"{dup} is given twice")
     if folder.resolve() in resolved:
         raise UserError(f"--out {folder} is one of the inputs; merge into a new folder")
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    if folder.is_dir():   # before looking inside: of two merges into one folder, the second stops here
+        lock_run_dir(folder)
+    if folder.exists() and (not folder.is_dir() or holds_results(folder)):
         raise UserError(f"{folder} already exists and is not an empty folder")
     runs = [load_run(p, strict=True) for p in inputs]
     _check_methods(runs)

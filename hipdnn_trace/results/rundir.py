@@ -2,17 +2,22 @@
 
 ``<out>/<run_id>/`` holds run.json, summary.{csv,json}, validation.csv,
 mismatches.csv, iterations.parquet (and the big frames in every format asked for),
-kernels/counters when a profiler ran, and trace.pftrace. After each graph every
-table is rewritten atomically (temp file + rename) and then the trace appended, so a
-run killed at any point leaves complete, valid files for every finished graph (the
-trace may lack the last one, when the kill fell between its tables and the trace).
+kernels/counters when a profiler ran, breakdown.csv and trace.pftrace.
 
-``summary.csv`` is written last: a graph is *finished* once its summary rows are
-there. A run killed between two renames may leave rows of the next graph in the
-other tables; ``RunWriter(resume=True)`` drops those (they are re-run), and adds to
-the trace the finished graphs a kill kept out of it (rebuilt from the tables), so a
-resumed run holds exactly what an uninterrupted one would. ``breakdown.csv`` (where each
-graph's wall time went) is written after the trace, since it includes the writing itself.
+The commit order (docs/reliability.md "The commit order"), after each graph, every file
+rewritten atomically (temp file + rename): validation, mismatches, the big frames, then
+breakdown.csv with the graph's provisional row (its wall time up to here), then
+summary.json (and the dnn-benchmarking files), then **summary.csv: the commit point**, a
+graph is *finished* once its summary rows are there; then the trace is appended and
+breakdown.csv rewritten with the final row (the trace append included). So a finished graph
+has its rows in every table whatever the kill point; a kill before the commit leaves rows
+of an unfinished graph, which ``RunWriter(resume=True)`` drops (the graph runs again), and a
+kill after it a trace without the graph, which resume rebuilds from the tables. Writers'
+temp files a kill left (``.NAME.XXXX.tmp``) are removed when a writer opens the folder and
+when it finishes.
+
+Every writer holds the folder's lock (``results/runlock.py``) from before it reads what is
+recorded until it finishes, so two resumes of one folder cannot both run its graphs.
 
 A new run claims its folder with one ``mkdir`` (atomic on local and network file
 systems), so two runs given the same ``--out``/``--run-id`` cannot both write it. A
@@ -41,6 +46,7 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.breakdown import breakdown_rows
 from hipdnn_trace.results.run_record import RunRecord, as_record
+from hipdnn_trace.results.runlock import LOCK_NAME, lock_run_dir, unlock_run_dir
 from hipdnn_trace.results.speed_of_light import run_block as sol_block
 
 #: Frames that can be big: written in the formats of --format (parquet by default).
@@ -95,22 +101,48 @@ def create_run_dir(folder: Path) -> None:
         raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
 
 
+def _is_temporary(name: str) -> bool:
+    """A writer's temp file (``atomic.write_atomic``: ``.NAME.XXXXXXXX.tmp``)."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def is_stranded(folder: Path) -> bool:
     """``folder`` is a run directory left before its run.json was written (a kill or a full disk at
-    the start): no run.json and nothing in it but empty files and writers' temp files."""
+    the start): no run.json and nothing in it but empty files, writers' temp files and the lock."""
     if not folder.is_dir() or (folder / "run.json").exists():
         return False
     for entry in folder.iterdir():
-        temp = entry.name.startswith(".") and entry.name.endswith(".tmp")
-        if not entry.is_file() or not (temp or entry.stat().st_size == 0):
+        if entry.name == LOCK_NAME:
+            continue
+        if not entry.is_file() or not (_is_temporary(entry.name) or entry.stat().st_size == 0):
             return False
     return True
 
 
 def clear_stranded(folder: Path) -> None:
-    """Empty a stranded run directory (see :func:`is_stranded`) so a run can start in it."""
+    """Empty a stranded run directory (see :func:`is_stranded`) so a run can start in it; the
+    lock file stays (removing a held lock's file would let another writer lock a new one)."""
     for entry in folder.iterdir():
-        entry.unlink(missing_ok=True)
+        if entry.name != LOCK_NAME:
+            entry.unlink(missing_ok=True)
+
+
+def remove_stale_temporaries(folder: Path) -> list[str]:
+    """Remove the temp files writers killed mid-write left in ``folder`` (names removed). Only
+    under the folder's lock: a live writer's temp file would be taken from under it."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            if _is_temporary(entry.name) and entry.is_file():
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+                    removed.append(entry.name)
+    return removed
+
+
+def holds_results(folder: Path) -> bool:
+    """``folder`` holds anything but its lock file (an existing output folder must be empty)."""
+    return any(entry.name != LOCK_NAME for entry in folder.iterdir())
 
 
 class RunWriter:
@@ -135,18 +167,21 @@ class RunWriter:
         self.peaks = None
         if self.record.speed_of_light is not None:   # a run's (a merge of older runs has none to resolve)
             self.record.speed_of_light, self.peaks = sol_block(self.record.to_json())
-        if exclusive:
-            create_run_dir(folder)
-        else:
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:   # e.g. --out names a file
-                raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
+        self._claim(folder, exclusive)
         self.frames: dict[str, list[pl.DataFrame]] = {name: [] for name in schemas.FRAMES}
         #: source -> position in the suite: when set, tables are written in suite order whatever order
         #: graphs finish in (--gpus); rows of one graph keep their order
         self.suite_order: dict[str, int] | None = None
-        if resume:
+        try:
+            self._open(resume=resume, exclusive=exclusive, trace=trace)
+        except BaseException:   # a writer that never opened holds no lock
+            unlock_run_dir(folder)
+            raise
+
+    def _open(self, *, resume: bool, exclusive: bool, trace: bool) -> None:
+        """Take in what a resumed folder holds, write run.json, open the trace."""
+        folder = self.folder
+        if resume:   # the finished graphs' rows; an unfinished graph's are dropped (it runs again)
             existing = split_finished(load_run(folder))[0]
             for name in self.frames:
                 df = getattr(existing, name)
@@ -157,6 +192,7 @@ class RunWriter:
             self.write_record()   # first: a folder with files always has run.json
         except OSError as exc:
             if exclusive:
+                unlock_run_dir(folder)
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)   # empty (the atomic writer removed its temp file): nothing stranded
             raise RunWriteError(f"{describe_write_error(exc)}; nothing was recorded") from None
@@ -170,6 +206,26 @@ class RunWriter:
                 self.timeline = Timeline(self._trace_writer, self.record.run_id)
                 if resume:
                     self._rebuild_missing_trace()
+
+    @staticmethod
+    def _claim(folder: Path, exclusive: bool) -> None:
+        """Create (``exclusive``: one ``mkdir``) or open ``folder``, hold its lock for the writer's life
+        and remove the temp files a killed writer left in it."""
+        if exclusive:
+            create_run_dir(folder)
+        else:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:   # e.g. --out names a file
+                raise UserError(f"{folder}: cannot create the run directory ({exc.strerror or exc})") from None
+        try:
+            lock_run_dir(folder)
+        except UserError:
+            if exclusive:   # a new folder that cannot even hold its lock: strand nothing
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+            raise
+        remove_stale_temporaries(folder)
 
     @property
     def run_id(self) -> str:
@@ -218,6 +274,8 @@ class RunWriter:
             self._add_graph(g, lane)
 
     def _add_graph(self, g: GraphRun, lane: int | None = None) -> None:
+        """Write ``g`` in the commit order (module docstring): every table, a provisional breakdown row,
+        summary.csv (the commit), the trace, the final breakdown row."""
         rid = self.run_id
         t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
@@ -229,17 +287,23 @@ class RunWriter:
                 df = getattr(c, name)
                 if isinstance(df, pl.DataFrame) and df.height:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
-        self.write_tables()
-        if self.timeline is not None:   # after the tables: a trace never shows an unfinished graph
+        self._write_graph_tables()
+        # before the commit, so a finished graph always has its breakdown row: a kill before the final
+        # one below leaves this one (its wall time up to the summary, the trace append not counted)
+        self.frames["breakdown"].append(self._breakdown(g, t0))
+        self._write_breakdown()
+        self._write_summary()   # the commit point
+        if self.timeline is not None:   # after the commit: a trace never shows an unfinished graph
             if lane is None:
                 self.timeline.add_graph(g)
             else:
                 self.timeline.add_graph(g, lane)
-        # last, so it can say how long writing took; a kill just before loses only this row
-        end = now_ns()
-        rows = breakdown_rows(rid, g, write_ms=(end - t0) / 1e6, end_ns=end)
-        self.frames["breakdown"].append(schemas.frame(rows, schemas.BREAKDOWN))
+        self.frames["breakdown"][-1] = self._breakdown(g, t0)   # final: the writing included
         self._write_breakdown()
+
+    def _breakdown(self, g: GraphRun, t0: int) -> pl.DataFrame:
+        end = now_ns()
+        return schemas.frame(breakdown_rows(self.run_id, g, write_ms=(end - t0) / 1e6, end_ns=end), schemas.BREAKDOWN)
 
     def _write_breakdown(self) -> None:
         df = self.frame("breakdown")
@@ -258,6 +322,14 @@ class RunWriter:
         return df
 
     def write_tables(self) -> None:
+        """Every table, in the commit order: summary.csv last."""
+        self._write_graph_tables()
+        self._write_breakdown()
+        self._write_summary()
+
+    def _write_graph_tables(self) -> None:
+        """Every table but breakdown and summary (their rows of a graph not yet committed are dropped
+        by a resume)."""
         _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")
         _write_frame(self.folder / "mismatches.csv", self.frame("mismatches"), "csv")
         for name in BIG_FRAMES:
@@ -266,6 +338,9 @@ class RunWriter:
                 continue
             for fmt in self.formats:
                 _write_frame(self.folder / f"{name}.{fmt}", df, fmt)
+
+    def _write_summary(self) -> None:
+        """summary.json and the dnn-benchmarking files, then summary.csv: the commit point."""
         summary = self.frame("summary")
         _write_frame(self.folder / "summary.json", summary, "json")
         if self.dnnbench:
@@ -283,11 +358,17 @@ class RunWriter:
         finished graph), and run.json says ``interrupted`` with the reason in ``error``
         if it can still be written; the folder is resumable either way.
         """
+        try:
+            self._finish(status, **extra)
+        finally:   # the folder is whole (or resumable): the next writer may take it
+            remove_stale_temporaries(self.folder)
+            unlock_run_dir(self.folder)
+
+    def _finish(self, status: str, **extra: Any) -> None:
         self.record.finish(status, **extra)
         if self.failed is None:
             with contextlib.suppress(RunWriteError), self._writing():
                 self.write_tables()
-                self._write_breakdown()
                 if self.timeline is not None:
                     self._trace_writer.close()
         if self.failed is not None:
@@ -364,6 +445,12 @@ def written_formats(folder: Path) -> list[str]:
     return found + ([DNNBENCH] if (folder / "results.dnnbench.json").exists() else [])
 
 
+def _row_key(*columns: str) -> pl.Expr:
+    """The columns as one text key, null-safe: a graph that never loaded has no graph_id and its
+    rows no config, and still is one graph."""
+    return pl.concat_str([pl.col(c).cast(pl.Utf8).fill_null("\x01") for c in columns], separator="\x00")
+
+
 def split_finished(run: Run) -> tuple[Run, dict[str, int]]:
     """(``run`` without rows of graphs whose summary rows never made it to disk, the rows
     dropped per table): what a run killed between two renames left.
@@ -372,25 +459,26 @@ def split_finished(run: Run) -> tuple[Run, dict[str, int]]:
     with identical content share a graph_id, so the graph_id alone would keep the
     rows a kill left of the second file, and a resume would add them again. Rows of
     tables written before validation and mismatches had a ``source`` column are
-    matched on (graph_id, config); rows without a graph_id (profiler frames not tied
-    to a graph) are kept.
+    matched on (graph_id, config); kernel and counter rows without a graph_id (profiler
+    frames not tied to a graph) are kept. A missing graph_id or config (a graph that never
+    loaded) is a value of the key like any other.
     """
     s = run.summary
-    by_source = pl.concat_str([pl.col("source"), pl.col("graph_id"), pl.col("config")], separator="\x00")
-    by_id = pl.concat_str([pl.col("graph_id"), pl.col("config")], separator="\x00")
-    finished_source = set(s.select(by_source.alias("k")).get_column("k").drop_nulls().to_list())
-    finished_id = set(s.select(by_id.alias("k")).get_column("k").drop_nulls().to_list())
+    by_source, by_id = _row_key("source", "graph_id", "config"), _row_key("graph_id", "config")
+    finished_source = set(s.select(by_source.alias("k")).get_column("k").to_list())
+    finished_id = set(s.select(by_id.alias("k")).get_column("k").to_list())
     dropped: dict[str, int] = {}
 
     def keep(name: str, df: pl.DataFrame) -> pl.DataFrame:
         if not df.height:
             return df
-        if "source" in df.columns and name != "kernels" and name != "counters":   # their source is a profiler
-            match = pl.when(pl.col("source").is_null()).then(by_id.is_in(finished_id)) \
-                .otherwise(by_source.is_in(finished_source))
+        if name in ("kernels", "counters"):   # their source is a profiler; a kernel of no graph stays
+            kept = df.filter(pl.col("graph_id").is_null() | by_id.is_in(finished_id))
+        elif "source" in df.columns:
+            kept = df.filter(pl.when(pl.col("source").is_null()).then(by_id.is_in(finished_id))
+                             .otherwise(by_source.is_in(finished_source)))
         else:
-            match = by_id.is_in(finished_id)
-        kept = df.filter(pl.col("graph_id").is_null() | match.fill_null(False))
+            kept = df.filter(by_id.is_in(finished_id))
         if kept.height < df.height:
             dropped[name] = df.height - kept.height
         return kept

@@ -123,12 +123,14 @@ class Timeline:
     def _add_graph(self, g: GraphRun) -> None:
         w = self.writer
         spans = [p for p in g.phases] + [p for c in g.configs for p in c.phases]
-        if not spans:
+        args = {"graph": g.name, "graph_id": g.graph_id or "", "source": g.source}
+        if not spans:   # refused before any phase (a file that never loaded): an instant, as a resume
+            w.instant(self.host, f"graph {g.name}", clock.now_ns(), args=args)   # rebuilds it
+            w.flush()
             return
         start = min(p.start_ns for p in spans)
         end = max(p.end_ns for p in spans)
-        w.slice(self.host, f"graph {g.name}", start, end,
-                args={"graph": g.name, "graph_id": g.graph_id or "", "source": g.source})
+        w.slice(self.host, f"graph {g.name}", start, end, args=args)
         for p in g.phases:
             w.slice(self.host, p.name, p.start_ns, p.end_ns)
         for c in g.configs:

@@ -33,6 +33,7 @@ from hipdnn_trace.device.clock_lock import ClockLock, reference_clock
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.run_record import Profile
 from hipdnn_trace.results.rundir import RunWriter, clear_stranded
+from hipdnn_trace.results.runlock import releasing
 from hipdnn_trace.runs.estimates import estimate_note
 from hipdnn_trace.runs.plan import EngineListing, ExternalProfile, RunPlan, clock_samplers, plan_run
 from hipdnn_trace.runs.request import RunRequest
@@ -49,6 +50,7 @@ class Finished:
     exit_code: int
 
 
+@releasing
 def execute(request: RunRequest) -> Finished:
     """The whole of ``run``: plan (refusals first), then measure and record."""
     plan = plan_run(request)

@@ -37,6 +37,7 @@ from hipdnn_trace.profilers.base import load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id
 from hipdnn_trace.results.run_record import RunRecord
 from hipdnn_trace.results.rundir import check_resumable, is_stranded, load_run
+from hipdnn_trace.results.runlock import lock_run_dir
 from hipdnn_trace.runs import record
 from hipdnn_trace.runs.estimates import suite_estimates
 from hipdnn_trace.runs.request import ResolvedDevice, RunRequest
@@ -341,6 +342,7 @@ def run_folder(request: RunRequest) -> tuple[Path, str, bool, bool]:
     if not folder.exists():   # killed before its mkdir: there is no run to continue
         raise UserError(f"--resume {folder}: no such folder, nothing to resume (a run stopped before it "
                         "created its folder recorded nothing); start a new run")
+    lock_run_dir(folder)   # before reading what is recorded: a second resume of DIR stops here
     if is_stranded(folder):   # left before run.json existed: nothing recorded, start it afresh
         return folder, folder.name, False, True
     return folder, str(load_run(folder).meta.get("run_id") or folder.name), True, False
