@@ -26,6 +26,7 @@ from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.interrupts import Interrupted, InterruptGuard
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.bench.oracle import oracle_configs, oracle_meta
 from hipdnn_trace.bench.records import FAILED, OK, GraphRun
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.sampling import INTERVAL_S
@@ -41,6 +42,7 @@ from hipdnn_trace.graph.sources import expand_counting_skipped
 from hipdnn_trace.markers import select as select_markers
 from hipdnn_trace.profilers.base import REGISTRY as PROFILERS, load as load_profiler
 from hipdnn_trace.results.metadata import new_run_id, run_metadata
+from hipdnn_trace.results.oracle import summary_lines as oracle_lines
 from hipdnn_trace.results.rundir import RunWriter, check_resumable, clear_stranded, is_stranded, load_run, write_json
 
 EXAMPLES = """\
@@ -109,6 +111,12 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--engine", "-e", default=None,
                    help="engine index or name, 'all' (a row per engine) or 'list' (print and exit)")
     g.add_argument("--autotune", action="store_true", help="time every engine briefly, keep the fastest")
+    g.add_argument("--oracle", action="store_true",
+                   help="time each graph on the backend's out-of-the-box plan (NAME#ootb) and a tuned one "
+                        "(NAME#tuned; cudnn: autotune over the heuristics' plans, torch: cudnn.benchmark + "
+                        "TunableOp in a child of its own, hipdnn: the engine's global.benchmarking), validate "
+                        "both; oracle.csv and the last lines give regret = ootb / tuned median per graph and its "
+                        "geomean, and flag a tuned plan that is faster but wrong (docs/oracle.md)")
     g.add_argument("--a", dest="a", metavar="SPEC", help="A/B: config A as BACKEND[:ENGINE][@PLUGIN_PATH]")
     g.add_argument("--b", dest="b", metavar="SPEC", help="A/B: config B, same form")
     g.add_argument("--APath", dest="a_path", help="A/B (seed-tool form): plugin path of A")
@@ -546,6 +554,8 @@ def main(args: argparse.Namespace) -> int:
             hooks.append(profiler)
     configs = build_configs(backend=args.backend, engine=args.engine, autotune=args.autotune, a=args.a,
                             b=args.b, a_path=args.a_path, a_id=args.a_id, b_path=args.b_path, b_id=args.b_id)
+    if args.oracle:
+        configs = oracle_configs(configs)
     reference_only = all(c.backend == "reference" for c in configs)
     skip = () if (args.include_perf or not reference_only) else ("perf",)
     if not args.graphs:
@@ -582,7 +592,7 @@ def main(args: argparse.Namespace) -> int:
     reference_device = _reference_device(args, reference_only)
     settings = RunSettings(loop=loop, options=options, seed=args.seed, validate=args.validate,
                            golden=args.golden, atol=args.atol, rtol=args.rtol,
-                           save_tensors=args.save_tensors, ab=len(configs) == 2, hooks=hooks,
+                           save_tensors=args.save_tensors, ab=len(configs) == 2 and not args.oracle, hooks=hooks,
                            samplers=samplers, allow_unknown=args.allow_unknown_fields,
                            kernel_clock=kernel_clock, require_kernel_clock=args.timing == "kernel",
                            max_reference_s=args.max_reference_seconds,
@@ -616,7 +626,8 @@ def main(args: argparse.Namespace) -> int:
                                    "folder": str(settings.reference_cache.folder),
                                    "max_bytes": settings.reference_cache.max_bytes, "graphs": {}},
                                "reference_device": {"asked": args.reference_device, "used": reference_device},
-                               "inputs": {"generator": GENERATOR}})   # --resume refuses another generator
+                               "inputs": {"generator": GENERATOR},
+                               **({"oracle": oracle_meta(configs)} if args.oracle else {})})   # --resume refuses another generator
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())
@@ -758,6 +769,9 @@ def _run(args: argparse.Namespace, sources: list, configs: list, settings: RunSe
         return interrupted.exit_code
     try:
         reporter.final(outcome.runs if outcome else [], str(folder), time.monotonic() - started)
+        if args.oracle:   # -q: the geomean line alone
+            for line in oracle_lines(writer.frame("oracle"))[:1 if args.quiet else None]:
+                reporter.print(line)
     except BrokenPipeError:   # every graph finished; only the table had no reader
         _silence_stdout()
     statuses = writer.frame("summary").get_column("status").to_list()
