@@ -627,7 +627,7 @@ def main(args: argparse.Namespace) -> int:
                                    "max_bytes": settings.reference_cache.max_bytes, "graphs": {}},
                                "reference_device": {"asked": args.reference_device, "used": reference_device},
                                "inputs": {"generator": GENERATOR},
-                               **({"oracle": oracle_meta(configs)} if args.oracle else {})})   # --resume refuses another generator
+                               **({"oracle": oracle_meta(configs)} if args.oracle else {})})
     for name in {c.backend for c in configs}:
         try:
             meta["versions"].update(backends.get(name).versions())

@@ -80,6 +80,10 @@ def test_a_tuned_plan_that_fails_validation_is_flagged_faster_but_wrong(
     code, folder = _run(tmp_path, [hg.add_relu("wrong__relu"), hg.matmul()], "twospeed")
     out = capsys.readouterr().out
     assert code == 2   # a wrong tuned plan is a failed row
+    assert main(["report", str(folder)]) == 0
+    report = (folder / "report.md").read_text()
+    assert "Oracle: out-of-the-box vs tuned plan" in report and "geomean regret 4.000x over 1 graph(s)" in report
+    assert "faster-but-wrong" in report
     row = pl.read_csv(folder / "oracle.csv").row(0, named=True)
     assert (row["graph"], row["ootb_validation"], row["tuned_validation"]) == ("wrong__relu", "passed", "failed")
     assert row["flag"] == "faster-but-wrong" and row["regret"] is None
