@@ -400,6 +400,8 @@ class CudnnSession:
 class CudnnBackend:
     name = "cudnn"
     vendor = "nvidia"
+    #: run --oracle's tuned plan: the fastest of the plans ``engines`` lists that builds (bench/oracle.py)
+    oracle_tuning = "autotune"
 
     def __init__(self) -> None:
         self._listing: dict[tuple[str, int], tuple[list[Engine], list[str]]] = {}

@@ -56,6 +56,9 @@ from hipdnn_trace.graph.ops import family_types
 from hipdnn_trace.graph.write import graph_to_json
 from hipdnn_trace.validate.poison import POISON_BYTE
 
+#: hipDNN's knob that makes a provider benchmark its kernels on the first execute (autotune::BENCHMARKING_KNOB_NAME)
+BENCHMARKING_KNOB = "global.benchmarking"
+
 #: Node ``type`` strings of hipDNN's JSON (NodeAttributes union, newest graph.fbs;
 #: docs/hipdnn-format.md section 2.0): the types of every family whose ``hipdnn`` entry in
 #: ``graph/families.py`` names this module, which hands the graph's own JSON to hipDNN. Anything
@@ -261,7 +264,9 @@ class HipdnnSession:
         request = self.request
         prefer = request.engine_id if request is not None and request.mode == PREFER else None
         g = self.fe_graph = _operation_graph(api, self.graph, text, self.handle, prefer=prefer)
-        if request is not None and request.mode == FORCE:
+        if self.options.extra.get("tuned"):
+            self._create_tuned_plan(g, request)
+        elif request is not None and request.mode == FORCE:
             if not api.hard_select:
                 raise UnsupportedError(
                     f"this hipdnn_frontend ({api.version}) cannot force an engine (no "
@@ -303,6 +308,38 @@ class HipdnnSession:
                 self._info["loaded_plugins"] = [str(p) for p in loaded()]
             except Exception:  # informational only
                 pass
+
+    def _create_tuned_plan(self, g: Any, request: EngineRequest | None) -> None:
+        """run --oracle's tuned twin: the plan of the same engine (the forced or preferred one, else the
+        heuristic's top-ranked) with ``global.benchmarking=1``, the knob that makes a provider sample its
+        candidate kernels on the first execute and keep the fastest (ROCm dnn-benchmarking
+        ``execution/oracle.py`` ``build_tuned_plan``; hipDNN ``create_execution_plan_ext(engineId,
+        std::vector<KnobSetting>)``). hipDNN serves a tuned winner to later builds of the same graph in
+        the process and writes it to its disk cache: this process is the twin's own (``process_key``),
+        and the cache is off in it (``HIPDNN_DISABLE_CACHE=1``)."""
+        api, m = self.api, self.api.module
+        knob = getattr(m, "KnobSetting", None)
+        if not api.hard_select or knob is None:
+            raise UnsupportedError(f"--oracle: this hipdnn_frontend ({api.version}) cannot build a plan with knobs "
+                                   "(no create_execution_plan_ext with KnobSetting)")
+        if request is not None:
+            engine_id = request.engine_id
+        elif api.ranked_ids:
+            ranked = [int(e) for e in g.get_ranked_engine_ids()]
+            if not ranked:
+                raise UnsupportedError("--oracle: hipDNN ranks no engine for this graph")
+            engine_id = ranked[0]
+        else:
+            raise UnsupportedError(f"--oracle: this hipdnn_frontend ({api.version}) cannot rank engines "
+                                   "(no get_ranked_engine_ids) to tune the heuristic's one")
+        os.environ["HIPDNN_DISABLE_CACHE"] = "1"
+        check(g.create_execution_plan_ext(engine_id, [knob(BENCHMARKING_KNOB, 1)]),
+              f"engine {engine_hex(engine_id)} with {BENCHMARKING_KNOB}=1 does not apply to this graph",
+              unsupported=True)
+        listed = getattr(g, "get_knobs_for_engine", None)
+        available = BENCHMARKING_KNOB in {str(k.knob_id) for k in listed(engine_id)} if listed else None
+        self._info["tuning"] = {"detail": f"{BENCHMARKING_KNOB}=1 on engine {engine_hex(engine_id)}",
+                                "available": available}
 
     def _record_engine(self) -> None:
         api, request = self.api, self.request
@@ -428,6 +465,8 @@ class HipdnnSession:
 class HipdnnBackend:
     name = "hipdnn"
     vendor = "amd"
+    #: run --oracle's tuned plan: the same engine with global.benchmarking=1, in a process of its own
+    oracle_tuning = "backend"
 
     def _api(self) -> FrontendApi:
         api = load_frontend()
@@ -476,9 +515,10 @@ class HipdnnBackend:
         return SUPPORTED
 
     def process_key(self, options: RunOptions) -> str:
-        """Configurations with different keys cannot share a process (plugin paths are global)."""
+        """Configurations with different keys cannot share a process (plugin paths are global; run
+        --oracle's tuned twin leaves tuned winners in the process hipDNN would serve to later builds)."""
         paths = plugin_key(options.plugin_path)
-        return paths[0] if paths else ""
+        return (paths[0] if paths else "") + (" (tuned)" if options.extra.get("tuned") else "")
 
     def resolve_engine(self, graph: Graph, selector: str, options: RunOptions) -> Engine:
         """``--engine`` as a name, decimal id or 0x hex id, optionally ``prefer:``-prefixed."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from hipdnn_trace.backends import device_tensors
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
+from hipdnn_trace.backends.torch_tuning import enable_tuning
 from hipdnn_trace.device.timers import HostTimer
 from hipdnn_trace.errors import ToolMissingError, UnsupportedError
 from hipdnn_trace.graph import layout
@@ -141,6 +142,7 @@ class TorchSession:
         self.options = options
         self.device = device
         self.gpu = device.type == "cuda"
+        self.tuning: dict[str, Any] | None = None   # run --oracle's tuned twin: what was switched on
         self._bound: dict[int, Any] = {}
         self._results: dict[int, Any] = {}
         self._cuda_graph: Any = None
@@ -294,6 +296,8 @@ class TorchSession:
                 {"flush_bytes": int(self._flush.numel()), "flush": "torch fill_"}
         if not self.gpu:
             out["precision"] = "half/bfloat16 conv and matmul operands widened to float32 on the CPU"
+        if self.tuning is not None:
+            out["tuning"] = self.tuning
         return out
 
     def close(self) -> None:
@@ -310,6 +314,8 @@ class TorchSession:
 
 class TorchBackend:
     name = "torch"
+    #: run --oracle's tuned plan: cudnn.benchmark and TunableOp, in a process of its own (torch_tuning.py)
+    oracle_tuning = "backend"
 
     @property
     def vendor(self) -> str | None:
@@ -357,7 +363,14 @@ class TorchBackend:
             raise UnsupportedError("the torch backend has no engines to choose from")
         if options.plugin_path:
             raise UnsupportedError("the torch backend takes no plugin path")
-        return TorchSession(graph, options, self.device(options))
+        session = TorchSession(graph, options, self.device(options))
+        if options.extra.get("tuned"):
+            session.tuning = enable_tuning(_torch(), graph, session.gpu)
+        return session
+
+    def process_key(self, options: RunOptions) -> str | None:
+        """The tuned twin of run --oracle needs a process of its own (its switches are process-wide)."""
+        return "tuned" if options.extra.get("tuned") else None
 
     def versions(self) -> dict[str, str]:
         torch = _torch()

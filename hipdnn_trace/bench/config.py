@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.errors import UserError
 
 ENGINE_ALL = "all"
@@ -24,6 +25,13 @@ class Config:
     engine: str | None = None        # None (backend default), an index, a name, "all"
     plugin_path: str | None = None
     autotune: bool = False
+    tuned: bool = False              # --oracle's tuned plan (bench/oracle.py): the backend tunes it
+
+    def run_options(self, base: RunOptions) -> RunOptions:
+        """``base`` as this configuration runs it: its plugin build, and the tuned switch a backend
+        reads (``extra["tuned"]``) only when set, so other configurations' options stay as they were."""
+        options = replace(base, plugin_path=self.plugin_path)
+        return replace(options, extra={**options.extra, "tuned": True}) if self.tuned else options
 
     def spec(self) -> str:
         out = self.backend

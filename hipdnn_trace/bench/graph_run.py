@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -262,7 +262,7 @@ def _expand_configs(graph: Graph, configs: Sequence[Config],
     for a configuration that cannot run; ``--engine all`` expands here."""
     out: list[tuple[Config, Engine | None, tuple[str, str] | None]] = []
     for cfg in configs:
-        options = replace(settings.options, plugin_path=cfg.plugin_path)
+        options = cfg.run_options(settings.options)
         try:
             backend = backends.get(cfg.backend)
             available = backend.available()
@@ -293,7 +293,7 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
              keep_float64: bool = False) -> ConfigRun:
     run = ConfigRun(config=cfg, engine=engine.label() if engine else "")
     backend = backends.get(cfg.backend)
-    options = replace(settings.options, plugin_path=cfg.plugin_path)
+    options = cfg.run_options(settings.options)
     t_start = now_ns()
     session = None
     phase = "init"

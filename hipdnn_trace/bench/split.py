@@ -1,4 +1,4 @@
-"""A/B of configurations that cannot share a process (two hipDNN plugin builds).
+"""Configurations that cannot share a process (two hipDNN plugin builds, an --oracle tuned twin).
 
 hipDNN's ``set_engine_plugin_paths`` is process-wide and must precede the first
 handle, so A with plugins from one build and B from another need one process
@@ -23,9 +23,12 @@ from hipdnn_trace.markers import Markers
 
 
 def process_key(config: Config, options: RunOptions) -> Hashable:
-    """Configurations with equal keys may share a process; backends without the hook always can."""
+    """Configurations with equal keys may share a process; backends without the hook (or whose hook
+    answers None) always can. ``run --oracle``'s tuned twin asks with its own options (``tuned``), so a
+    backend whose tuning is process-wide (torch, hipDNN) keeps it out of the ootb plan's process."""
     key = getattr(backends.get(config.backend), "process_key", None)
-    return (config.backend, key(replace(options, plugin_path=config.plugin_path))) if key else None
+    value = key(config.run_options(options)) if key else None
+    return None if value is None else (config.backend, value)
 
 
 def groups(configs: Sequence[Config], options: RunOptions) -> list[list[Config]]:

@@ -33,6 +33,7 @@ examples:
   sudo hipdnn-trace run graphs/perf/ --backend cudnn --clocks lock-base   # no boost drift between runs
   hipdnn-trace run graphs/conv/ --backend cudnn --engine all       # one row per plan
   hipdnn-trace run g.json --backend cudnn --engine list            # list the plans, run nothing
+  hipdnn-trace run graphs/perf/ --backend torch --oracle          # ootb vs tuned plan: regret per graph
   hipdnn-trace run g.json --a cudnn:0 --b torch                    # A/B on the same inputs
   hipdnn-trace run g.json --backend hipdnn --APath /opt/a/plugins --BPath /opt/b/plugins
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
@@ -92,6 +93,12 @@ def _what_runs(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", "-e", default=_D.engine,
                    help="engine index or name, 'all' (a row per engine) or 'list' (print and exit)")
     g.add_argument("--autotune", action="store_true", help="time every engine briefly, keep the fastest")
+    g.add_argument("--oracle", action="store_true",
+                   help="time each graph on the backend's out-of-the-box plan (NAME#ootb) and a tuned one "
+                        "(NAME#tuned; cudnn: autotune over the heuristics' plans, torch: cudnn.benchmark + "
+                        "TunableOp in a child of its own, hipdnn: the engine's global.benchmarking), validate "
+                        "both; oracle.csv and the last lines give regret = ootb / tuned median per graph and its "
+                        "geomean, and flag a tuned plan that is faster but wrong (docs/oracle.md)")
     g.add_argument("--a", dest="a", metavar="SPEC", help="A/B: config A as BACKEND[:ENGINE][@PLUGIN_PATH]")
     g.add_argument("--b", dest="b", metavar="SPEC", help="A/B: config B, same form")
     g.add_argument("--APath", dest="a_path", help="A/B (seed-tool form): plugin path of A")

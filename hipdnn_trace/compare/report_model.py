@@ -19,6 +19,7 @@ from hipdnn_trace.compare import plots
 from hipdnn_trace.compare.comparison import SLOWER, Comparison
 from hipdnn_trace.compare.loading import run_label
 from hipdnn_trace.compare.matching import units
+from hipdnn_trace.compare.oracle_section import oracle_cells
 from hipdnn_trace.compare.render import display_order, fmt_change, fmt_ci, fmt_ms, fmt_p, fmt_ratio, row_warnings
 from hipdnn_trace.compare.result import RATIO_LABEL, RATIO_NAME
 from hipdnn_trace.console import fmt_share, si_rate
@@ -465,6 +466,10 @@ def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) 
     if comparison is not None:
         sections.append(verdict_section(comparison, top))
     sections.append(summary_section(runs))
+    paragraphs, tables = oracle_cells(runs)   # run --oracle: ootb vs tuned plan per graph
+    if tables:
+        sections.append(Section("oracle", "Oracle: out-of-the-box vs tuned plan", paragraphs,
+                                [Table(*cells) for cells in tables]))
     sections += figures_sections(runs, comparison, top)
     throughput = throughput_section(runs)
     if throughput:

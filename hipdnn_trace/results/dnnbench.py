@@ -9,13 +9,16 @@ float rounded to 6 significant digits (its ``FLOAT_DIGITS``); times in ms; ``med
 sorted keys and no spaces. A row has ``runtime`` (our backend), ``role`` ``engine``, ``verdict``,
 ``warnings``, ``metrics`` (``flops`` null when any node has no FLOP formula, so a partial count is never
 reported) and the plan in ``ootb`` (``build_ms``, ``timing``, ``kernel``, ``host``, ``tflops``, ``gbps``,
-``correctness``; null unless the row ran), with ``oracle`` and ``oracle_error`` beside it (null: no tuned
-plan here). ``warnings`` holds upstream's words (``noisy: IQR 6.2% of median``, ``outlier: max 2.3x
-median``, ``throttled``; its ``reporting/statistics.py`` ``noise_warnings`` and ``execution/suite_runner.py``
-``_measure_row``), from the summary's ``warnings``; ``kernel``/``host`` leave out the samples flagged
-throttled as the summary does; ``metrics.clocks_after`` holds the last timed sample's SM and memory clock
-(``sclk_mhz``, ``mclk_mhz``) where clocks were sampled. What this tool does not measure is ``null``, never
-invented: power, temperature, the SMU's throttle status, VRAM, engine ids and plugin versions.
+``correctness``; null unless the row ran), with ``oracle`` and ``oracle_error`` beside it: null, except in
+a ``run --oracle`` run, where the tuned twin's row (``NAME#tuned``) is not a row of its own but its ootb
+row's ``oracle`` (the same plan object plus ``tuning_available``; upstream ``OracleResult.to_dict``,
+``suite_results.py`` @ 03382e30) or, when it did not run, ``oracle_error``. ``warnings`` holds upstream's
+words (``noisy: IQR 6.2% of median``, ``outlier: max 2.3x median``, ``throttled``; its
+``reporting/statistics.py`` ``noise_warnings`` and ``execution/suite_runner.py`` ``_measure_row``), from the
+summary's ``warnings``; ``kernel``/``host`` leave out the samples flagged throttled as the summary does;
+``metrics.clocks_after`` holds the last timed sample's SM and memory clock (``sclk_mhz``, ``mclk_mhz``) where
+clocks were sampled. What this tool does not measure is ``null``, never invented: power, temperature, the
+SMU's throttle status, VRAM, engine ids and plugin versions.
 ``results.dnnbench.csv`` holds one line per row with upstream's ``ROW_COLUMNS``.
 """
 
@@ -40,6 +43,7 @@ from hipdnn_trace.bench.stats import WARNING_SEPARATOR
 from hipdnn_trace.graph import ops
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.metadata import cpu_model
+from hipdnn_trace.results.oracle import pairs_of
 
 SCHEMA_VERSION = 2
 FILE_NAME = "results.dnnbench.json"
@@ -226,7 +230,8 @@ def _run_config(meta: dict[str, Any]) -> dict[str, Any]:
              "min_time_ms": timing.get("min_time_ms"), "cache_mode": timing.get("cache"), "timing_block": 1,
              "seed": meta.get("seed"),
              "validate": "float64" if validation.get("against") == "reference" else None,
-             "rtol": validation.get("rtol"), "atol": validation.get("atol"), "oracle": False, "autotune": False,
+             "rtol": validation.get("rtol"), "atol": validation.get("atol"), "oracle": bool(pairs_of(meta)),
+             "autotune": False,
              "metrics": True,   # FLOPs, bytes and rates are always computed here
              "profiling": {"pmc": None, "trace": False, "perf": False, "roofline": False}}
     return {**dict.fromkeys(RUN_CONFIG_KEYS), **found}
@@ -262,13 +267,33 @@ def _checks(validation: pl.DataFrame) -> dict[tuple[Any, Any], list[dict[str, An
     return out
 
 
+def _available(oracle: pl.DataFrame | None) -> dict[tuple[Any, Any], Any]:
+    """(graph_id, tuned config) -> whether there was anything to tune (the oracle frame's column)."""
+    if oracle is None or not oracle.height:
+        return {}
+    columns = oracle.select("graph_id", "tuned_config", "tuning_available")
+    return {(gid, cfg): ok for gid, cfg, ok in columns.iter_rows()}
+
+
+def _attach_oracle(row: dict[str, Any], tuned: dict[str, Any], available: bool | None) -> None:
+    """The tuned twin's plan as the ootb row's ``oracle`` object (upstream ``OracleResult.to_dict``:
+    the plan object plus ``tuning_available``), or why there is none as ``oracle_error``."""
+    if tuned["ootb"] is not None:
+        row["oracle"] = {**tuned["ootb"], "tuning_available": True if available is None else bool(available)}
+    else:
+        row["oracle_error"] = tuned["message"] or f"tuned plan {tuned['status']}"
+
+
 def _graphs(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFrame,
-            validation: pl.DataFrame) -> list[dict[str, Any]]:
+            validation: pl.DataFrame, oracle: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     keep = bool(((meta.get("clocks") or {}).get("throttle") or {}).get("keep"))
     samples, checks = _samples(iterations, keep), _checks(validation)
     graphs: list[dict[str, Any]] = []
     by_graph: dict[str, dict[str, Any]] = {}
     counted: dict[str, bool] = {}
+    ootb_of = {tuned: ootb for ootb, tuned in pairs_of(meta)}   # --oracle: a tuned row is its ootb row's oracle
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    twins: list[tuple[str, str, Any, dict[str, Any]]] = []
     for s in summary.iter_rows(named=True):
         key = s["graph_id"] or s["source"]
         if key not in by_graph:
@@ -280,17 +305,26 @@ def _graphs(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFram
             graphs.append(by_graph[key])
         if s["config"]:
             flops = s.get("flops") if counted[key] else None
-            by_graph[key]["results"].append(_row(s, flops, samples.get((s["graph_id"], s["config"]), {}),
-                                                 checks.get((s["graph_id"], s["config"]), []), meta))
+            row = _row(s, flops, samples.get((s["graph_id"], s["config"]), {}),
+                       checks.get((s["graph_id"], s["config"]), []), meta)
+            if s["config"] in ootb_of:
+                twins.append((key, s["config"], s["graph_id"], row))
+                continue
+            rows[(key, s["config"])] = row
+            by_graph[key]["results"].append(row)
+    available = _available(oracle)
+    for key, name, graph_id, tuned in twins:
+        if (key, ootb_of[name]) in rows:
+            _attach_oracle(rows[(key, ootb_of[name])], tuned, available.get((graph_id, name)))
     return graphs
 
 
 def to_dnnbench(meta: dict[str, Any], summary: pl.DataFrame, iterations: pl.DataFrame,
-                validation: pl.DataFrame) -> dict[str, Any]:
+                validation: pl.DataFrame, oracle: pl.DataFrame | None = None) -> dict[str, Any]:
     """The schema-v2 result object of a run directory's frames and run.json, rounded as upstream."""
     from hipdnn_trace import __version__
 
-    graphs = _graphs(meta, summary, iterations, validation)
+    graphs = _graphs(meta, summary, iterations, validation, oracle)
     rows = [r for g in graphs for r in g["results"]]
     count = lambda v: sum(r["verdict"] == v for r in rows)
     complete = meta.get("status") == "complete"

@@ -1,7 +1,7 @@
 """run.json as a typed record: what a run writes about how its numbers were made.
 
 ``RunRecord`` and its blocks (timing, validation, isolation, gpus, reference cache and device, inputs,
-estimate, profile) are dataclasses; ``to_json()`` gives run.json's keys exactly as they have always been
+estimate, profile, oracle) are dataclasses; ``to_json()`` gives run.json's keys exactly as they have always been
 written, and ``from_json()`` reads any run.json back (an older one lacks keys, a newer one has more): a
 key the file lacks stays absent and a key this version does not know is kept, so reading and writing
 again changes nothing. Only results/ writes run.json (``rundir.RunWriter`` and ``profile_fold``);
@@ -165,6 +165,19 @@ class Estimate(Block):
 
 
 @dataclass
+class Oracle(Block):
+    """run --oracle: which configuration is whose tuned twin, and how each backend tunes
+    (bench/oracle.py, docs/oracle.md)."""
+
+    pairs: list[dict[str, str]] = field(default_factory=list)   # [{"ootb": NAME#ootb, "tuned": NAME#tuned}]
+    tuning: dict[str, str | None] = field(default_factory=dict)   # backend -> "autotune" | "backend"
+
+    def pair_names(self) -> list[tuple[str, str]]:
+        """(ootb config, tuned config) of each pair."""
+        return [(str(p["ootb"]), str(p["tuned"])) for p in self.pairs if isinstance(p, Mapping)]
+
+
+@dataclass
 class Profile(Block):
     """A profiler's block: its name, the commands an external one ran, and its own details."""
 
@@ -186,11 +199,11 @@ class RunRecord(Block):
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({
         "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "error", "speed_of_light",
-        "saved_tensors"})
+        "saved_tensors", "oracle"})
     NESTED: ClassVar[dict[str, type[Block]]] = {
         "timing": Timing, "validation": Validation, "isolation": Isolation, "gpus": Gpus,
         "reference_cache": ReferenceCache, "reference_device": ReferenceDevice, "inputs": Inputs,
-        "estimate": Estimate, "profile": Profile}
+        "estimate": Estimate, "profile": Profile, "oracle": Oracle}
 
     run_id: str = ""
     created: str | None = None
@@ -221,6 +234,7 @@ class RunRecord(Block):
     elapsed_s: float | None = None
     error: str | None = None
     saved_tensors: dict[str, str] | None = None   # --save-tensors: graph -> its bundle, or why it is missing
+    oracle: Oracle | None = None             # --oracle: the ootb/tuned pairs
 
     @classmethod
     def start(cls, **values: Any) -> RunRecord:

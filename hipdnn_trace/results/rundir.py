@@ -1,7 +1,7 @@
 """The run directory: every file a run writes, and reading it back.
 
 ``<out>/<run_id>/`` holds run.json, summary.{csv,json}, validation.csv,
-mismatches.csv, iterations.parquet (and the big frames in every format asked for),
+mismatches.csv, oracle.csv (run --oracle), iterations.parquet (and the big frames in every format asked for),
 kernels/counters when a profiler ran, breakdown.csv and trace.pftrace.
 
 The commit order (docs/reliability.md "The commit order"), after each graph, every file
@@ -45,6 +45,7 @@ from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import rows as R, schemas
 from hipdnn_trace.results.breakdown import breakdown_rows
+from hipdnn_trace.results.oracle import oracle_rows, pairs_of
 from hipdnn_trace.results.run_record import RunRecord, as_record
 from hipdnn_trace.results.runlock import LOCK_NAME, lock_run_dir, unlock_run_dir
 from hipdnn_trace.results.speed_of_light import run_block as sol_block
@@ -279,7 +280,11 @@ class RunWriter:
         rid = self.run_id
         t0 = now_ns()
         self.frames["iterations"].append(R.iterations_frame(rid, g))
-        self.frames["summary"].append(schemas.frame(R.summary_rows(rid, g, self.peaks), schemas.SUMMARY))
+        summary = R.summary_rows(rid, g, self.peaks)
+        self.frames["summary"].append(schemas.frame(summary, schemas.SUMMARY))
+        pairs = pairs_of(self.record)
+        if pairs:   # run --oracle: each graph's ootb plan against its tuned twin
+            self.frames["oracle"].append(schemas.frame(oracle_rows(rid, g, summary, pairs), schemas.ORACLE))
         self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
         self.frames["mismatches"].append(schemas.frame(R.mismatch_rows(rid, g), schemas.MISMATCHES))
         for c in g.configs:
@@ -332,6 +337,8 @@ class RunWriter:
         by a resume)."""
         _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")
         _write_frame(self.folder / "mismatches.csv", self.frame("mismatches"), "csv")
+        if pairs_of(self.record):
+            _write_frame(self.folder / "oracle.csv", self.frame("oracle"), "csv")
         for name in BIG_FRAMES:
             df = self.frame(name)
             if name != "iterations" and not df.height:
@@ -346,7 +353,8 @@ class RunWriter:
         if self.dnnbench:
             from hipdnn_trace.results.dnnbench import CSV_NAME, FILE_NAME, to_csv, to_dnnbench
 
-            result = to_dnnbench(self.meta, summary, self.frame("iterations"), self.frame("validation"))
+            result = to_dnnbench(self.meta, summary, self.frame("iterations"), self.frame("validation"),
+                                 self.frame("oracle"))
             write_text_atomic(self.folder / FILE_NAME, json.dumps(result, indent=1, allow_nan=False) + "\n")
             write_text_atomic(self.folder / CSV_NAME, to_csv(result))
         _write_frame(self.folder / "summary.csv", summary, "csv")   # last: the commit point
@@ -500,6 +508,7 @@ class Run:
     kernels: pl.DataFrame
     counters: pl.DataFrame
     breakdown: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.BREAKDOWN))
+    oracle: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.ORACLE))
 
     @property
     def run_id(self) -> str:
@@ -529,6 +538,7 @@ REQUIRED_COLUMNS = {
     "kernels": ("name",),
     "counters": ("counter", "value"),
     "breakdown": ("graph", "config", "wall_ms"),
+    "oracle": ("graph", "ootb_ms", "tuned_ms", "regret"),
 }
 
 

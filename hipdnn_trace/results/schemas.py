@@ -172,6 +172,24 @@ BREAKDOWN: Schema = {
     "wall_ms": pl.Float64(),        # the suite handing the graph over until its files are written
 }
 
+#: run --oracle: a graph's out-of-the-box plan against its tuned plan (results/oracle.py, docs/frames.md)
+ORACLE: Schema = {
+    **KEY,                          # config: the out-of-the-box configuration (NAME#ootb)
+    "source": pl.String(),
+    "backend": pl.String(),
+    "ootb_engine": pl.String(),
+    "tuned_config": pl.String(),
+    "tuned_engine": pl.String(),
+    "tuning": pl.String(),          # how the tuned plan was had: autotune candidates, knob, switches
+    "tuning_available": pl.Boolean(),   # false: nothing to tune here, the tuned run re-measured the ootb plan
+    "ootb_ms": pl.Float64(),        # summary median of each
+    "tuned_ms": pl.Float64(),
+    "regret": pl.Float64(),         # ootb_ms / tuned_ms; null unless both ran and neither failed validation
+    "ootb_validation": pl.String(),
+    "tuned_validation": pl.String(),
+    "flag": pl.String(),            # "" | faster-but-wrong | tuned-wrong | ootb-wrong | both-wrong | not-compared
+}
+
 FRAMES: dict[str, Schema] = {
     "iterations": ITERATIONS,
     "summary": SUMMARY,
@@ -180,6 +198,7 @@ FRAMES: dict[str, Schema] = {
     "validation": VALIDATION,
     "mismatches": MISMATCHES,
     "breakdown": BREAKDOWN,
+    "oracle": ORACLE,
 }
 
 

@@ -31,6 +31,7 @@ from hipdnn_trace.bench.suite import SuiteCallbacks, SuiteOutcome, exit_code_for
 from hipdnn_trace.console import Progress, Reporter, escape
 from hipdnn_trace.device.clock_lock import ClockLock, reference_clock
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.results.oracle import summary_lines as oracle_lines
 from hipdnn_trace.results.run_record import Profile
 from hipdnn_trace.results.rundir import RunWriter, clear_stranded
 from hipdnn_trace.results.runlock import releasing
@@ -202,6 +203,9 @@ class _Suite:
             return self._interrupted(interrupted)
         try:
             self.reporter.final(outcome.runs if outcome else [], str(self.writer.folder), time.monotonic() - started)
+            if self.plan.request.oracle:   # -q: the geomean line alone
+                for line in oracle_lines(self.writer.frame("oracle"))[:1 if self.plan.request.quiet else None]:
+                    self.reporter.print(line)
         except BrokenPipeError:   # every graph finished; only the table had no reader
             _silence_stdout()
         statuses = self.writer.frame("summary").get_column("status").to_list()

@@ -25,6 +25,7 @@ from hipdnn_trace.bench.estimate import GraphEstimate
 from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S
 from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.bench.oracle import oracle_configs
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.split import groups, needs_split
@@ -146,6 +147,8 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
     configs = build_configs(backend=request.backend, engine=request.engine, autotune=request.autotune,
                             a=request.a, b=request.b, a_path=request.a_path, a_id=request.a_id,
                             b_path=request.b_path, b_id=request.b_id)
+    if request.oracle:   # NAME#ootb and NAME#tuned; refuses an A/B, an engine list, a backend with no tuned plan
+        configs = oracle_configs(configs)
     sources, skipped = _sources(request, configs)
     if request.engine == ENGINE_LIST:
         return EngineListing(request, sources)
@@ -167,7 +170,8 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
                                              keep_throttled=request.keep_throttled),
                            options=timing.options, seed=request.seed, validate=request.validate,
                            golden=request.golden, atol=request.atol, rtol=request.rtol,
-                           save_tensors=request.save_tensors, ab=len(configs) == 2, hooks=hooks,
+                           save_tensors=request.save_tensors, ab=len(configs) == 2 and not request.oracle,
+                           hooks=hooks,
                            samplers=timing.samplers, allow_unknown=request.allow_unknown_fields,
                            kernel_clock=timing.kernel_clock, require_kernel_clock=request.timing == "kernel",
                            max_reference_s=request.max_reference_seconds,
@@ -187,8 +191,8 @@ def split_groups(request: RunRequest, configs: Sequence[Config], options: RunOpt
     if not needs_split(configs, options):
         return None
     if request.isolate is False:
-        raise UserError("these configurations need separate processes (process-wide plugin paths); "
-                        "drop --no-isolate")
+        raise UserError("these configurations need separate processes (process-wide plugin paths, or "
+                        "--oracle's process-wide tuning); drop --no-isolate")
     return [[c.name for c in g] for g in groups(configs, options)]
 
 

@@ -10,11 +10,13 @@ from hipdnn_trace import backends
 from hipdnn_trace.bench import gpus as gpu_pool
 from hipdnn_trace.bench.counter_rng import GENERATOR
 from hipdnn_trace.bench.estimate import GraphEstimate
+from hipdnn_trace.bench.oracle import oracle_meta
 from hipdnn_trace.results.run_record import (
     Estimate,
     Gpus,
     Inputs,
     Isolation,
+    Oracle,
     ReferenceCache,
     ReferenceDevice,
     RunRecord,
@@ -67,7 +69,8 @@ def initial_record(plan: RunPlan) -> RunRecord:
         reference_cache=None if cache is None else ReferenceCache(folder=str(cache.folder), max_bytes=cache.max_bytes),
         reference_device=ReferenceDevice(asked=request.reference_device, used=plan.reference_device),
         inputs=Inputs(generator=GENERATOR),
-        speed_of_light={"asked": request.peaks})   # RunWriter resolves the peaks and records them
+        speed_of_light={"asked": request.peaks},   # RunWriter resolves the peaks and records them
+        oracle=Oracle(**oracle_meta(plan.configs)) if request.oracle else None)
     for name in {c.backend for c in plan.configs}:
         try:
             record.versions.update(backends.get(name).versions())

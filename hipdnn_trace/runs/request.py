@@ -33,6 +33,7 @@ class RunRequest:
     backend: str = "reference"
     engine: str | None = None
     autotune: bool = False
+    oracle: bool = False                # each graph on its out-of-the-box and its tuned plan (bench/oracle.py)
     a: str | None = None
     b: str | None = None
     a_path: str | None = None

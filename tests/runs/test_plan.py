@@ -77,6 +77,9 @@ def test_api_and_cli_build_the_same_request_and_plan(tmp_path: Path) -> None:
     (["--timing", "kernel"], "--timing kernel: the CPU reference has no GPU kernels"),
     (["--golden", "no-such-golden"], "--golden no-such-golden: not a folder"),
     (["--backend", "no-such-backend"], "no-such-backend"),
+    (["--oracle"], "--oracle: backend reference has no tuned plan"),
+    (["--oracle", "--a", "reference", "--b", "reference"], "--oracle compares one backend's"),
+    (["--oracle", "--engine", "list"], "--oracle times one plan and its tuned twin; --engine list"),
 ])
 def test_every_refusal_comes_before_a_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  argv: list[str], message: str) -> None:
@@ -150,3 +153,27 @@ def test_where_the_validating_reference_ran_reaches_run_json(tmp_path: Path, mon
     run = hipdnn_trace.run(GRAPH, out=tmp_path, run_id="placed", backend="faulty", iters=2, warmup=0,
                            trace=False, reference_device="cpu")
     assert run.meta["reference_device"] == {"asked": "cpu", "used": "cpu", "graphs": {"gelu_fp32": ["cpu"]}}
+
+
+def test_an_oracle_plan_pairs_one_configuration_and_records_the_pairs_typed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--oracle: NAME#ootb and NAME#tuned decided in the plan (not an A/B), the pairs in run.json's
+    typed ``oracle`` block. STAND-IN backend (oracle_backends.py: no GPU here)."""
+    from hipdnn_trace import backends
+    from hipdnn_trace.results.run_record import Oracle, RunRecord
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "harness"))
+    monkeypatch.setitem(backends.REGISTRY, "twospeed", "oracle_backends:TwoSpeedBackend")
+    plan = planning.plan_run(_cli_request([GRAPH, "--backend", "twospeed", "--oracle", "--out", str(tmp_path)]))
+    assert isinstance(plan, planning.RunPlan)
+    assert [(c.name, c.tuned, c.autotune) for c in plan.configs] == [
+        ("twospeed#ootb", False, False), ("twospeed#tuned", True, True)]
+    assert plan.settings.ab is False   # both plans are checked against the reference, not each other
+    assert isinstance(plan.record.oracle, Oracle)
+    meta = plan.record.to_json()
+    assert meta["oracle"] == {"pairs": [{"ootb": "twospeed#ootb", "tuned": "twospeed#tuned"}],
+                              "tuning": {"twospeed": "autotune"}}
+    assert RunRecord.from_json(meta).oracle.pair_names() == [("twospeed#ootb", "twospeed#tuned")]
+    plain = planning.plan_run(_cli_request([GRAPH, "--backend", "twospeed", "--out", str(tmp_path)]))
+    assert isinstance(plain, planning.RunPlan) and "oracle" not in plain.record.to_json()
+    assert list(tmp_path.iterdir()) == []   # planning made no run folder

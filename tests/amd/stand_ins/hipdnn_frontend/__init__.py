@@ -11,7 +11,8 @@ movement; it says nothing about hipDNN's numerics or GPU timing.
 
 ``build(generation)`` returns a fresh module object:
 
-* ``newest``: hard select, read-back, ranked ids, engine info, HipEvent class only,
+* ``newest``: hard select (with ``KnobSetting`` lists), read-back, ranked ids, engine info, knobs per
+  engine (``get_knobs_for_engine``), HipEvent class only,
   HipStallGate with close()/timed_out()/context manager;
 * ``middle``: from_json and soft preference only; HipEvent class and hip_event_*
   functions; no stall gate, no engine info;
@@ -65,6 +66,7 @@ class World:
     plugin_paths: list[str] | None = None
     plugin_mode: Any = None
     log: str | None = None
+    knobs: tuple[str, ...] = ("global.benchmarking",)   # what get_knobs_for_engine lists for every engine
 
     def record(self, *call: Any) -> None:
         self.calls.append(call)
@@ -371,6 +373,9 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
     if newest:
         def create_execution_plan_ext(self: Graph, engine_id: int, knob_settings: Any = None) -> Error:
             world.record("Graph.create_execution_plan_ext", engine_id)
+            if knob_settings:
+                world.record("Graph.create_execution_plan_ext.knobs",
+                             [[k.knob_id, k.value] for k in knob_settings])
             if not self._op_graph:
                 return Error(False, "operation graph not built")
             if engine_id not in world.applicable:
@@ -390,6 +395,16 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
                 raise RuntimeError("Failed to get ranked engine ids: no operation graph")
             return list(world.applicable)
 
+        def get_knobs_for_engine(self: Graph, engine_id: int) -> list[Any]:
+            world.record("Graph.get_knobs_for_engine", engine_id)
+            return [types.SimpleNamespace(knob_id=k) for k in world.knobs]
+
+        class KnobSetting:
+            def __init__(self, knob_id: str, value: Any) -> None:
+                self.knob_id, self.value = knob_id, value
+
+        m.KnobSetting = KnobSetting
+        Graph.get_knobs_for_engine = get_knobs_for_engine
         Graph.create_execution_plan_ext = create_execution_plan_ext
         Graph.get_execution_plan_engine_id = get_execution_plan_engine_id
         Graph.get_ranked_engine_ids = get_ranked_engine_ids
