@@ -1,7 +1,7 @@
 """The run directory: every file a run writes, and reading it back.
 
 ``<out>/<run_id>/`` holds run.json, summary.{csv,json}, validation.csv,
-mismatches.csv, iterations.parquet (and the big frames in every format asked for),
+mismatches.csv, ab.csv (interleaved A/B verdicts), iterations.parquet (and the big frames in every format asked for),
 kernels/counters when a profiler ran, and trace.pftrace. After each graph every
 table is rewritten atomically (temp file + rename) and then the trace appended, so a
 run killed at any point leaves complete, valid files for every finished graph (the
@@ -224,6 +224,7 @@ class RunWriter:
         self.frames["summary"].append(schemas.frame(R.summary_rows(rid, g, self.peaks), schemas.SUMMARY))
         self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
         self.frames["mismatches"].append(schemas.frame(R.mismatch_rows(rid, g), schemas.MISMATCHES))
+        self.frames["ab"].append(schemas.frame(R.ab_rows(rid, g), schemas.AB))
         for c in g.configs:
             for name in ("kernels", "counters"):
                 df = getattr(c, name)
@@ -260,6 +261,9 @@ class RunWriter:
     def write_tables(self) -> None:
         _write_frame(self.folder / "validation.csv", self.frame("validation"), "csv")
         _write_frame(self.folder / "mismatches.csv", self.frame("mismatches"), "csv")
+        ab = self.frame("ab")
+        if ab.height:   # interleaved A/B runs only
+            _write_frame(self.folder / "ab.csv", ab, "csv")
         for name in BIG_FRAMES:
             df = self.frame(name)
             if name != "iterations" and not df.height:
@@ -412,6 +416,7 @@ class Run:
     kernels: pl.DataFrame
     counters: pl.DataFrame
     breakdown: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.BREAKDOWN))
+    ab: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.AB))
 
     @property
     def run_id(self) -> str:
@@ -441,6 +446,7 @@ REQUIRED_COLUMNS = {
     "kernels": ("name",),
     "counters": ("counter", "value"),
     "breakdown": ("graph", "config", "wall_ms"),
+    "ab": ("graph", "config", "config_b", "ratio", "verdict"),
 }
 
 
