@@ -18,8 +18,7 @@ from hipdnn_trace.backends.reference import ReferenceBackend, ReferenceSession
 from hipdnn_trace.bench.ab import Arm, merge_block
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.loop import Phase, Samples
-from hipdnn_trace.bench.paired import (FASTER, SAME, SLOWER, UNDECIDED, ABPlan, interval, signed_rank_cdf,
-                                       verdict)
+from hipdnn_trace.bench.paired import FASTER, SAME, SLOWER, UNDECIDED, ABPlan, interval, signed_rank_cdf, verdict
 from hipdnn_trace.bench.records import ConfigRun
 from hipdnn_trace.cli import main
 from hipdnn_trace.compare.report_model import interleaved_section
