@@ -162,3 +162,22 @@ def test_merge_numbers_iterations_on_and_pads_columns() -> None:
     assert s.extra["block"] == [0, 0, 0, 3, 3, 3]
     assert s.extra["sm_clock_mhz"] == [None, None, None, 1.0, 1.0, 1.0]
     assert [list(b) for b in arm.blocks] == [[1.0, 2.0], [1.0, 2.0]]
+
+
+def test_the_estimate_prices_the_blocks_up_to_the_first_look() -> None:
+    from hipdnn_trace.backends.reference import cost
+    from hipdnn_trace.bench import estimate
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.graph.build import GraphBuilder
+
+    b = GraphBuilder("mm", io="half")
+    b.matmul(b.tensor("a", [1, 64, 64]), b.tensor("b", [1, 64, 64]), out="c")
+    rates = cost.Rates(gemm=1e10, passes=1e9, transcendental=1e8, call_s=1e-6, small_gemm=1e9)
+    pair = [Config("a", "reference"), Config("b", "reference")]
+    loop = LoopSettings(warmup=2, iters=20)
+    plan = ABPlan(block_iters=10, block_ms=0.0, min_rounds=8, max_rounds=32)
+    sequential = estimate.estimate_graph(b.build(), pair, RunSettings(loop=loop, ab=True), rates)
+    interleaved = estimate.estimate_graph(b.build(), pair, RunSettings(loop=loop, ab=True, ab_plan=plan), rates)
+    assert sequential.rows == 2 * (2 + 20)
+    assert interleaved.rows == 2 * 16 * (2 + 10)   # 8 rounds: 16 blocks per configuration, each warmup + 10
