@@ -181,3 +181,19 @@ def test_the_estimate_prices_the_blocks_up_to_the_first_look() -> None:
     interleaved = estimate.estimate_graph(b.build(), pair, RunSettings(loop=loop, ab=True, ab_plan=plan), rates)
     assert sequential.rows == 2 * (2 + 20)
     assert interleaved.rows == 2 * 16 * (2 + 10)   # 8 rounds: 16 blocks per configuration, each warmup + 10
+
+
+def test_the_trace_gives_each_stretch_of_blocks_its_own_configuration_slice(tmp_path: Path) -> None:
+    from hipdnn_trace.trace import read_trace
+
+    flags = [f for f in FAST if f != "--no-trace"]
+    _run(tmp_path, "traced", "--a", "reference", "--b", "reference", *flags)
+    slices = read_trace(tmp_path / "runs" / "traced" / "trace.pftrace").slices
+    configs = slices.filter(pl.col("name").is_in(["reference#A", "reference#B"])).sort("ts_ns")
+    # init A, init B, then 8 rounds alternating in stretches (A BB AA BB ... ), then fetch A, fetch B
+    assert configs.height > 8
+    assert configs["depth"].n_unique() == 1   # siblings under the graph slice: none overlaps another
+    ends = (configs["ts_ns"] + configs["dur_ns"]).to_list()
+    assert all(end <= start for end, start in zip(ends, configs["ts_ns"].to_list()[1:]))
+    depth = configs["depth"][0]
+    assert set(slices.filter(pl.col("name") == "execute")["depth"]) == {depth + 1}
