@@ -197,3 +197,26 @@ def test_the_trace_gives_each_stretch_of_blocks_its_own_configuration_slice(tmp_
     assert all(end <= start for end, start in zip(ends, configs["ts_ns"].to_list()[1:]))
     depth = configs["depth"][0]
     assert set(slices.filter(pl.col("name") == "execute")["depth"]) == {depth + 1}
+
+
+def test_on_a_gpu_timer_each_block_is_timed_by_the_kernel_clock_fake_cupti_and_events() -> None:
+    """No GPU here: staged events and CUPTI are the stand-ins of test_timing_sources.py. Every block
+    goes through run_loop, so each gets its kernel clock window and its side blocks, numbered."""
+    from test_timing_sources import FakeKernelClock, FakeSession, FakeStagedTimer
+
+    from hipdnn_trace.bench import ab
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.markers import Markers
+
+    clocks = [FakeKernelClock(per_window=0.001), FakeKernelClock(per_window=0.002)]
+    arms = [Arm(ConfigRun(config=Config(name, "cudnn")), name, session=FakeSession(FakeStagedTimer()), clock=clock)
+            for name, clock in zip("ab", clocks)]
+    plan = ABPlan(block_iters=4, block_ms=0.0, min_rounds=8, max_rounds=16)
+    result = ab.interleave(arms, plan, LoopSettings(warmup=1, iters=4), Markers())
+    assert (result.verdict, result.rounds, result.ratio) == (SLOWER, 8, pytest.approx(2.0))
+    assert [c.begun for c in clocks] == [c.finished for c in clocks] == [16, 16]   # one window per block
+    s = arms[1].samples
+    assert set(s.phase) == {"warmup", "timed", "latency", "span"}
+    first = 1 + 4 + 2 * 20   # B's first block: warmup, timed, then the latency and span side blocks
+    assert s.extra["block"][:first] == [1] * first and s.extra["block"][first] == 2
+    assert s.timing["kernel_ms"] == "cupti-activity"
