@@ -107,6 +107,20 @@ def _passes(settings: RunSettings, pass_s: float) -> tuple[int, int]:
     return loop.warmup, timed
 
 
+def _ab_passes(settings: RunSettings, pass_s: float) -> tuple[int, int, int]:
+    """(warmup, timed, blocks) one configuration of an interleaved A/B runs up to its first look
+    (``bench/ab.py``): a noisy machine may take up to four times as many rounds to decide."""
+    from hipdnn_trace.bench.ab import min_rounds
+
+    plan = settings.ab_plan
+    assert plan is not None
+    blocks = 2 * min_rounds(plan, settings.loop)
+    per_block = plan.block_iters
+    if plan.block_ms > 0 and pass_s > 0:
+        per_block = max(per_block, math.ceil(plan.block_ms / 1e3 / pass_s))
+    return blocks * settings.loop.warmup, blocks * per_block, blocks
+
+
 def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSettings, rates: cost.Rates,
                    *, source: str = "") -> GraphEstimate:
     """The stages of one graph on ``configs`` under ``settings``."""
@@ -119,8 +133,9 @@ def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSetting
     for c in configs:
         on_cpu = c.backend == "reference"
         pass_s = reference_pass_s(graph, rates) if on_cpu else device_pass_s(graph)
-        warmup, timed = _passes(settings, pass_s)
-        side = 0 if on_cpu else 2 * SIDE_ITERATIONS
+        interleaved = settings.ab and settings.ab_plan is not None and len(configs) == 2 and not settings.hooks
+        warmup, timed, blocks = _ab_passes(settings, pass_s) if interleaved else (*_passes(settings, pass_s), 1)
+        side = 0 if on_cpu else 2 * SIDE_ITERATIONS * blocks
         stages["init"] = stages.get("init", 0.0) + (0.0 if on_cpu else GPU_INIT_S)
         stages["warmup"] = stages.get("warmup", 0.0) + warmup * pass_s
         stages["timed"] = stages.get("timed", 0.0) + (timed + side) * pass_s

@@ -6,8 +6,9 @@ backend error becomes a status and a one-line message, and the suite goes on.
 
 from __future__ import annotations
 
+import contextlib
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,12 +19,14 @@ from hipdnn_trace import backends
 from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
-from hipdnn_trace.bench import engines as engine_choice
+from hipdnn_trace.bench import ab, engines as engine_choice
+from hipdnn_trace.bench.ab import Arm
 from hipdnn_trace.bench.attention_inputs import undefined_elements
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, same_place, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
+from hipdnn_trace.bench.paired import ABPlan
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.stages import with_stages
@@ -68,6 +71,7 @@ class RunSettings:
     samplers: Sequence[Sampler] = ()
     hooks: Sequence[Hooks] = ()
     ab: bool = False                       # the two configs are an A/B pair
+    ab_plan: ABPlan | None = None          # with ab: time them interleaved in ABBA blocks (None: one after the other)
     keep_outputs: bool = False             # an isolated child sends outputs back (split A/B)
     allow_unknown: bool = False            # unknown graph fields: warnings (notes) instead of errors
     kernel_clock: KernelClock | None = None   # kernel_ms from CUPTI kernel records (--timing kernel/auto)
@@ -288,86 +292,163 @@ def _expand_configs(graph: Graph, configs: Sequence[Config],
     return out
 
 
-def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int, np.ndarray],
-             settings: RunSettings, markers: Markers, load_ms: float, on_iteration: Callable[[int], None] | None,
-             keep_float64: bool = False) -> ConfigRun:
-    run = ConfigRun(config=cfg, engine=engine.label() if engine else "")
+def _open(graph: Graph, arm: Arm, engine: Engine | None, inputs: dict[int, np.ndarray], settings: RunSettings,
+          markers: Markers, load_ms: float) -> None:
+    """Autotune (when asked), build the plan (timed as init) and bind the inputs: ``arm.session``."""
+    run, cfg = arm.run, arm.run.config
     backend = backends.get(cfg.backend)
     options = cfg.run_options(settings.options)
-    t_start = now_ns()
-    session = None
-    phase = "init"
+    arm.started_ns = now_ns()
+    if cfg.autotune:
+        arm.phase = "autotune"
+        chosen, tried = engine_choice.autotune(backend, graph, options, inputs, markers)
+        run.info["autotune"] = [
+            {"engine": e.label(), "median_ms": ms, "note": note} for e, ms, note in tried
+        ]
+        if chosen is not None:
+            engine = chosen
+            run.engine = f"{chosen.label()} (autotuned)"
+        arm.started_ns = now_ns()   # autotuning is not part of this config's init
+    arm.phase = "init"
+    markers.push("init")
+    t0 = now_ns()
+    arm.session = session = backend.prepare(graph, engine, options)
+    t1 = now_ns()
+    markers.pop()
+    run.init_ms = load_ms + (t1 - t0) / 1e6
+    run.phases.append(Phase("init", t0, t1))
+    if session.engine is not None:
+        # what actually runs: a soft preference may have fallen back to another engine
+        actual = session.engine.label()
+        requested = run.engine.removesuffix(" (autotuned)")
+        if requested and actual != requested:
+            run.info["requested_engine"] = requested
+            run.engine = actual
+        elif not run.engine:
+            run.engine = actual
+    arm.phase = "bind"
+    t0 = now_ns()
+    session.bind(inputs)
+    run.phases.append(Phase("bind", t0, now_ns()))
+    arm.phase = "execute"
+    arm.clock = _kernel_clock(settings, session, run)
+
+
+def _time(graph: Graph, arm: Arm, settings: RunSettings, markers: Markers,
+          on_iteration: Callable[[int], None] | None) -> None:
+    """The configuration's own warmup and timed loop, with the profilers' hooks around it."""
+    run = arm.run
+    for hook in settings.hooks:
+        hook.before_loop(graph, run)
+    samples, phases = run_loop(arm.session, settings.loop, markers, samplers=list(settings.samplers),
+                               on_iteration=on_iteration, kernel_clock=arm.clock)
+    run.info["timing"] = {**run.info.get("timing", {}), **samples.timing}
+    run.samples = samples          # hooks (CUPTI) add per-iteration columns to these
+    run.phases.extend(phases)
+    for hook in settings.hooks:
+        hook.after_loop(graph, run)
+    run.stop_reason = stop_reason(samples, settings.loop)
+
+
+def _finish(graph: Graph, arm: Arm, inputs: dict[int, np.ndarray], load_ms: float, keep_float64: bool) -> None:
+    """Fetch the outputs (on the device where the inputs are) and the session's own facts."""
+    run, session = arm.run, arm.session
+    arm.phase = "fetch"
+    t0 = now_ns()
+    wanted = [t.uid for t in graph.output_tensors]
+    device_fetch = getattr(session, "fetch_device", None)
+    on_device = device_fetch is not None and any(is_device_tensor(v) for v in inputs.values())
+    run.outputs = device_fetch(wanted) if on_device else session.fetch(wanted)
+    own = getattr(session, "float64_outputs", None)
+    if own is not None and keep_float64:
+        run.float64, run.stored = own([t.uid for t in graph.output_tensors])
+    run.phases.append(Phase("fetch", t0, now_ns()))
+    run.info.update(session.info())
+    run.e2e_ms = load_ms + (now_ns() - arm.started_ns) / 1e6
+
+
+@contextlib.contextmanager
+def _failures(arm: Arm) -> Iterator[None]:
+    """A configuration's failure becomes its status and a one-line message, never a crash."""
+    run = arm.run
     try:
-        with markers.range(graph_range_name(graph.graph_id, cfg.name)):
-            if cfg.autotune:
-                phase = "autotune"
-                chosen, tried = engine_choice.autotune(backend, graph, options, inputs, markers)
-                run.info["autotune"] = [
-                    {"engine": e.label(), "median_ms": ms, "note": note} for e, ms, note in tried
-                ]
-                if chosen is not None:
-                    engine = chosen
-                    run.engine = f"{chosen.label()} (autotuned)"
-                t_start = now_ns()   # autotuning is not part of this config's init
-                phase = "init"
-            markers.push("init")
-            t0 = now_ns()
-            session = backend.prepare(graph, engine, options)
-            t1 = now_ns()
-            markers.pop()
-            run.init_ms = load_ms + (t1 - t0) / 1e6
-            run.phases.append(Phase("init", t0, t1))
-            if session.engine is not None:
-                # what actually runs: a soft preference may have fallen back to another engine
-                actual = session.engine.label()
-                requested = run.engine.removesuffix(" (autotuned)")
-                if requested and actual != requested:
-                    run.info["requested_engine"] = requested
-                    run.engine = actual
-                elif not run.engine:
-                    run.engine = actual
-            phase = "bind"
-            t0 = now_ns()
-            session.bind(inputs)
-            run.phases.append(Phase("bind", t0, now_ns()))
-            phase = "execute"
-            for hook in settings.hooks:
-                hook.before_loop(graph, run)
-            clock = _kernel_clock(settings, session, run)
-            samples, phases = run_loop(session, settings.loop, markers, samplers=list(settings.samplers),
-                                       on_iteration=on_iteration, kernel_clock=clock)
-            run.info["timing"] = {**run.info.get("timing", {}), **samples.timing}
-            run.samples = samples          # hooks (CUPTI) add per-iteration columns to these
-            run.phases.extend(phases)
-            for hook in settings.hooks:
-                hook.after_loop(graph, run)
-            run.stop_reason = stop_reason(samples, settings.loop)
-            phase = "fetch"
-            t0 = now_ns()
-            wanted = [t.uid for t in graph.output_tensors]
-            device_fetch = getattr(session, "fetch_device", None)
-            on_device = device_fetch is not None and any(is_device_tensor(v) for v in inputs.values())
-            run.outputs = device_fetch(wanted) if on_device else session.fetch(wanted)
-            own = getattr(session, "float64_outputs", None)
-            if own is not None and keep_float64:
-                run.float64, run.stored = own([t.uid for t in graph.output_tensors])
-            run.phases.append(Phase("fetch", t0, now_ns()))
-            run.info.update(session.info())
-        run.e2e_ms = load_ms + (now_ns() - t_start) / 1e6
+        yield
     except UnsupportedError as exc:
         run.status, run.error = UNSUPPORTED, str(exc)
     except UserError as exc:
-        run.status, run.error = ERROR, f"{phase}: {exc}"
+        run.status, run.error = ERROR, f"{arm.phase}: {exc}"
     except Exception as exc:   # backend failures are results, not crashes
-        run.status, run.error = ERROR, f"{phase}: {describe(exc)}"
+        run.status, run.error = ERROR, f"{arm.phase}: {describe(exc)}"
         run.info["traceback"] = traceback.format_exc(limit=8)
+
+
+def _close(arm: Arm) -> None:
+    if arm.session is not None:
+        try:
+            arm.session.close()
+        except Exception as exc:   # a failed close must not hide the result
+            arm.run.info["close_error"] = describe(exc)
+        arm.session = None
+
+
+def _arm(graph: Graph, cfg: Config, engine: Engine | None) -> Arm:
+    return Arm(ConfigRun(config=cfg, engine=engine.label() if engine else ""),
+               graph_range_name(graph.graph_id, cfg.name))
+
+
+def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int, np.ndarray],
+             settings: RunSettings, markers: Markers, load_ms: float, on_iteration: Callable[[int], None] | None,
+             keep_float64: bool = False) -> ConfigRun:
+    arm = _arm(graph, cfg, engine)
+    try:
+        with _failures(arm), markers.range(arm.range_name):
+            _open(graph, arm, engine, inputs, settings, markers, load_ms)
+            _time(graph, arm, settings, markers, on_iteration)
+            _finish(graph, arm, inputs, load_ms, keep_float64)
     finally:
-        if session is not None:
-            try:
-                session.close()
-            except Exception as exc:   # a failed close must not hide the result
-                run.info["close_error"] = describe(exc)
-    return run
+        _close(arm)
+    return arm.run
+
+
+def _measure_ab(graph: Graph, pair: Sequence[tuple[Config, Engine | None]], inputs: dict[int, np.ndarray],
+                settings: RunSettings, markers: Markers, load_ms: float,
+                on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> list[ConfigRun]:
+    """Both configurations prepared and bound once, timed in ABBA blocks until the verdict is
+    decided (bench/ab.py), then fetched; ``run.ab`` holds the verdict."""
+    assert settings.ab_plan is not None
+    arms = [_arm(graph, cfg, engine) for cfg, engine in pair]
+    try:
+        for arm, (_, engine) in zip(arms, pair):
+            with _failures(arm), markers.range(arm.range_name):
+                _open(graph, arm, engine, inputs, settings, markers, load_ms)
+        if all(arm.session is not None and arm.run.status == OK for arm in arms):
+            _interleave(arms, settings, markers, on_iteration, run)
+        for arm in arms:
+            if arm.session is not None and arm.run.status == OK:
+                with _failures(arm), markers.range(arm.range_name):
+                    _finish(graph, arm, inputs, load_ms, own and arm.run.config.backend == "reference")
+    finally:
+        for arm in arms:
+            _close(arm)
+    return [arm.run for arm in arms]
+
+
+def _interleave(arms: list[Arm], settings: RunSettings, markers: Markers,
+                on_iteration: Callable[[int], None] | None, run: GraphRun) -> None:
+    assert settings.ab_plan is not None
+    try:
+        run.ab = ab.interleave(arms, settings.ab_plan, settings.loop, markers,
+                               samplers=settings.samplers, on_iteration=on_iteration)
+    except ab.BlockFailure as failure:
+        with _failures(arms[failure.index]):
+            raise failure.cause from None
+        run.notes.append(f"interleaved A/B stopped: {arms[failure.index].run.config.name} failed in a block")
+    for arm in arms:
+        arm.run.samples = arm.samples
+        arm.run.info["timing"] = {**arm.run.info.get("timing", {}), **arm.samples.timing}
+        plan = settings.ab_plan
+        arm.run.stop_reason = (f"interleaved A/B: {len(arm.blocks)} blocks of >= {plan.block_iters} iterations "
+                               f"and {plan.block_ms:g} ms; {run.ab.stop if run.ab else 'stopped by a failure'}")
 
 
 def _kernel_clock(settings: RunSettings, session: Any, run: ConfigRun) -> KernelClock | None:
@@ -447,6 +528,33 @@ def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:
     _mark(run, settings)
 
 
+def _interleaving(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]],
+                  settings: RunSettings, run: GraphRun) -> bool:
+    """Whether this graph's A/B runs interleaved: two runnable configurations and no profiler hooks
+    (a profiler brackets one configuration's whole loop); the reason goes to the notes otherwise."""
+    if not settings.ab or settings.ab_plan is None or len(expanded) != 2:
+        return False
+    if any(problem is not None for _, _, problem in expanded):
+        return False
+    if settings.hooks:
+        run.notes.append("A/B timed one configuration after the other: a profiler brackets each whole loop")
+        return False
+    return True
+
+
+def _measure_each(graph: Graph, expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]],
+                  inputs: dict[int, np.ndarray], settings: RunSettings, markers: Markers,
+                  on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> None:
+    """Every configuration measured in turn (a problem becomes its row)."""
+    for cfg, engine, problem in expanded:
+        if problem is not None:
+            status, message = problem
+            run.configs.append(ConfigRun(config=cfg, status=status, error=message))
+            continue
+        run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
+                                    keep_float64=own and cfg.backend == "reference"))
+
+
 def run_graph(
     source: GraphSource,
     configs: Sequence[Config],
@@ -496,13 +604,11 @@ def run_graph(
         expected["golden"] = golden_out
     if device is not None:
         release_device_memory()   # the reference's temporaries: cuDNN allocates outside torch's cache
-    for cfg, engine, problem in expanded:
-        if problem is not None:
-            status, message = problem
-            run.configs.append(ConfigRun(config=cfg, status=status, error=message))
-            continue
-        run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
-                                    keep_float64=own and cfg.backend == "reference"))
+    if _interleaving(expanded, settings, run):
+        run.configs.extend(_measure_ab(graph, [(cfg, engine) for cfg, engine, _ in expanded], inputs, settings,
+                                       markers, run.load_ms or 0.0, on_iteration, own, run))
+    else:
+        _measure_each(graph, expanded, inputs, settings, markers, on_iteration, own, run)
     if own and not _take_own_reference(graph, run, settings, expected):
         stage("reference")
         _evaluate_reference(graph, inputs, settings, run, expected)   # the backend failed: evaluate here

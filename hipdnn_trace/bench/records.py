@@ -14,6 +14,7 @@ import numpy as np
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.loop import Phase, Samples
+from hipdnn_trace.bench.paired import ABResult
 from hipdnn_trace.graph.model import Graph
 
 # summary status values
@@ -92,6 +93,7 @@ class GraphRun:
     started_ns: int | None = None     # when the suite handed the graph to its runner (breakdown's wall)
     ready_ns: int | None = None       # --gpus: when its worker had the record (then it waits for the writer)
     queue_ms: float = 0.0             # --gpus: how long the record waited for the run's one writer
+    ab: ABResult | None = None        # the interleaved A/B's ratio, interval and verdict (bench/ab.py)
 
     def graph_flops(self) -> float:
         """FLOPs of one execution: from the inputs when counted, else from the graph alone."""

@@ -1,4 +1,5 @@
-"""``hipdnn-trace compare RUN_A RUN_B``: significance-tested A/B of two runs."""
+"""``hipdnn-trace compare RUN_A [RUN_B]``: significance-tested A/B of two runs, or the interleaved A/B
+verdicts one run decided as it ran (its ab.csv)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ exit codes: 0 no regression, 2 an output newly fails validation, 3 a row is SLOW
 1 bad input, runs timed differently (see --allow-mismatch) or under different clock
 policies (see --allow-clock-mismatch), or too few graphs in both
 runs for an overall claim (see --min-coverage). docs/compare.md.
+With RUN_A alone: the verdicts of the interleaved A/B that `run --a X --b Y` decided
+(ab.csv: FASTER / SLOWER / SAME / UNDECIDED per graph; exit 3 when a row is SLOWER);
+with two runs, each run's interleaved verdicts follow the table.
 """
 
 
@@ -36,6 +40,7 @@ examples:
   hipdnn-trace compare runs/base runs/new --json ab.json --top 10
   hipdnn-trace compare runs/plugin_a runs/plugin_b --by engine   # pair rows by engine too
   hipdnn-trace compare runs/locked runs/boost --cycles      # time x clock: runs at different clocks
+  hipdnn-trace compare runs/ab                              # run --a X --b Y: its interleaved verdicts
 """
 
 
@@ -48,7 +53,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_a", metavar="RUN_A", help="baseline run directory (or a file in it)")
-    parser.add_argument("run_b", metavar="RUN_B", help="run to judge against the baseline")
+    parser.add_argument("run_b", metavar="RUN_B", nargs="?",
+                        help="run to judge against the baseline (left out: RUN_A's interleaved A/B verdicts)")
     add_comparison_options(parser)
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="what to print on stdout (default table)")
@@ -111,7 +117,46 @@ def _write(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 
 
+def _one_run(args: argparse.Namespace) -> int:
+    """RUN_A alone: the interleaved A/B verdicts it decided as it ran."""
+    from hipdnn_trace.compare import ab_view
+    from hipdnn_trace.compare.loading import load_input, run_label
+
+    run = load_input(args.run_a)
+    df = ab_view.ab_frame(run)
+    if not df.height:
+        raise UserError(f"{args.run_a}: no interleaved A/B verdicts (ab.csv: a run --a X --b Y writes them); "
+                        "name RUN_B to compare two runs")
+    text = {"table": lambda: ab_view.console(df, run_label(run)), "csv": df.write_csv,
+            "json": lambda: ab_view.to_json(df)}[args.format]()
+    if args.csv:
+        _write(args.csv, df.write_csv())
+    if args.json:
+        _write(args.json, ab_view.to_json(df))
+    sys.stdout.write("\n".join(escape(line) for line in text.split("\n")) if args.format == "table" else text)
+    return ab_view.exit_code(df)
+
+
+def _interleaved_sections(sources: list[str]) -> str:
+    """Each run's own interleaved A/B verdicts, after the two-run table (dnn-benchmarking files and
+    lone iterations files have none)."""
+    from hipdnn_trace.compare import ab_view, dnnbench_input
+    from hipdnn_trace.compare.loading import load_input, run_label
+
+    parts = []
+    for source in sources:
+        if dnnbench_input.is_dnnbench(source):
+            continue
+        run = load_input(source)
+        df = ab_view.ab_frame(run)
+        if df.height:
+            parts.append("\n" + ab_view.console(df, run_label(run)))
+    return "".join(parts)
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.run_b is None:
+        return _one_run(args)
     comparison = compare_runs(args.run_a, args.run_b, **comparison_options(args))
     if args.csv:
         _write(args.csv, render.to_csv(comparison))
@@ -123,6 +168,7 @@ def main(args: argparse.Namespace) -> int:
         "json": lambda: render.to_json(comparison),
     }[args.format]()
     if args.format == "table":   # names are data: no control characters on the terminal (csv/json as they are)
+        text += _interleaved_sections([args.run_a, args.run_b])
         text = "\n".join(escape(line) for line in text.split("\n"))
     sys.stdout.write(text)
     return comparison.exit_code

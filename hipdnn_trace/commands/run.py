@@ -35,6 +35,7 @@ examples:
   hipdnn-trace run g.json --backend cudnn --engine list            # list the plans, run nothing
   hipdnn-trace run graphs/perf/ --backend torch --oracle          # ootb vs tuned plan: regret per graph
   hipdnn-trace run g.json --a cudnn:0 --b torch                    # A/B on the same inputs
+  hipdnn-trace run graphs/conv --a reference --b reference --ab-band 0.03   # interleaved A/A: SAME?
   hipdnn-trace run g.json --backend hipdnn --APath /opt/a/plugins --BPath /opt/b/plugins
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
@@ -80,7 +81,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--config", type=Path, metavar="RECIPE.toml",
                    help="a TOML recipe of these flags (keys: long names with _, graphs = [...]); "
                         "defaults < recipe < flags given here; relative paths from the recipe's folder")
-    for add_group in (_what_runs, _timing, _reliability, _profiling, _validation, _output):
+    for add_group in (_what_runs, _timing, _ab, _reliability, _profiling, _validation, _output):
         add_group(p)
     p.set_defaults(main=main)
 
@@ -149,6 +150,32 @@ def _timing(p: argparse.ArgumentParser) -> None:
                    "attention (default: torch chooses)")
     t.add_argument("--markers", choices=("auto", "nvtx", "roctx", "none"), default=_D.markers,
                    help="profiler markers around phases (default: what is importable)")
+
+
+def _ab(p: argparse.ArgumentParser) -> None:
+    """Options: the interleaved A/B of --a/--b (bench/ab.py, docs/compare.md)."""
+    ab = p.add_argument_group(
+        "A/B (--a/--b; docs/compare.md)",
+        "A and B run interleaved on the same inputs in blocks, A B B A then B A A B per round, until the "
+        "interval on B/A (paired over rounds) is inside the band (SAME) or beyond it (FASTER/SLOWER), "
+        "or a cap is hit (UNDECIDED); the verdicts go to ab.csv. Example: "
+        "hipdnn-trace run graphs/conv --a reference --b reference --ab-band 0.03")
+    ab.add_argument("--ab-band", type=argtypes.fraction, default=_D.ab_band, metavar="FRACTION",
+                    help=f"equivalence band: B/A within [1/(1+band), 1+band] is SAME (default {_D.ab_band:g})")
+    ab.add_argument("--ab-block", type=argtypes.positive_int, default=_D.ab_block, metavar="N",
+                    help=f"timed iterations per block (default {_D.ab_block})")
+    ab.add_argument("--ab-block-ms", type=argtypes.milliseconds, default=_D.ab_block_ms, metavar="MS",
+                    help=f"and timed iterations until a block took this long (default {_D.ab_block_ms:g}; "
+                         "a block shorter than a scheduler slice is all or nothing of a neighbour's burst)")
+    ab.add_argument("--ab-min-rounds", type=argtypes.positive_int, default=_D.ab_min_rounds, metavar="N",
+                    help=f"rounds (4 blocks each) before a verdict may stop the graph (default "
+                         f"{_D.ab_min_rounds}; at least enough for --iters per configuration)")
+    ab.add_argument("--ab-max-rounds", type=argtypes.positive_int, default=_D.ab_max_rounds, metavar="N",
+                    help=f"cap on rounds: still undecided here is UNDECIDED (default {_D.ab_max_rounds})")
+    ab.add_argument("--ab-max-seconds", type=argtypes.seconds, default=_D.ab_max_seconds, metavar="S",
+                    help=f"cap on a graph's interleaved timing (default {_D.ab_max_seconds:g}; 0: none)")
+    ab.add_argument("--ab-sequential", action="store_true",
+                    help="time A fully, then B (no interleaving, no verdict row)")
 
 
 def _reliability(p: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ td.prose .nw { white-space: nowrap; }  /* a token a browser may break after - or
 th { background: #f4f6f7; position: sticky; top: 0; }
 tr.slower td { background: #fdecea; }
 tr.faster td { background: #e9f7ef; }
-tr.inconclusive td { background: #fff8e1; }
+tr.inconclusive td, tr.undecided td { background: #fff8e1; }
 tr.failed td { background: #fdecea; }
 tr.differs td { background: #fff8e1; }
 figure { margin: 1em 0; }

@@ -196,6 +196,28 @@ def verdict_section(c: Comparison, top: int) -> Section:
     return Section("verdicts", "A/B verdicts", paragraphs, blocks)
 
 
+def interleaved_section(runs: list[Any]) -> Section | None:
+    """The interleaved A/B verdicts each run decided as it ran (its ab frame), or None."""
+    from hipdnn_trace.compare import ab_view
+
+    blocks: list[Table | Image] = []
+    paragraphs = []
+    for tag, run in zip(("A", "B") if len(runs) == 2 else ("",), runs):
+        df = ab_view.ab_frame(run)
+        if not df.height:
+            continue
+        title = f"{tag + ': ' if tag else ''}{run_label(run)}"
+        paragraphs.append(f"{title}: {ab_view.summary_line(df)}.")
+        blocks.append(Table(ab_view.COLUMNS, ab_view.rows(df), title,
+                            df["verdict"].str.to_lowercase().to_list()))
+    if not blocks:
+        return None
+    paragraphs.insert(0, f"{RATIO_LABEL} of configurations timed in alternating blocks (A B B A, B A A B) on the "
+                         "same inputs until the interval was inside the band (SAME) or beyond it "
+                         "(FASTER/SLOWER), else UNDECIDED at the cap (docs/compare.md).")
+    return Section("interleaved", "Interleaved A/B", paragraphs, blocks)
+
+
 # -- per-run summary ----------------------------------------------------------------------
 
 def _tflops(value: float) -> str:
@@ -465,6 +487,9 @@ def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) 
     sections = [headline_section(runs, comparison)]
     if comparison is not None:
         sections.append(verdict_section(comparison, top))
+    interleaved = interleaved_section(runs)
+    if interleaved:
+        sections.append(interleaved)
     sections.append(summary_section(runs))
     paragraphs, tables = oracle_cells(runs)   # run --oracle: ootb vs tuned plan per graph
     if tables:

@@ -1,4 +1,4 @@
-"""GraphRun -> rows of the iterations, summary, validation and mismatches frames."""
+"""GraphRun -> rows of the iterations, summary, validation, mismatches and ab frames."""
 
 from __future__ import annotations
 
@@ -130,3 +130,14 @@ def mismatch_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
                         "expected": e["expected"], "reference": e["reference"],
                         "abs_err": e["abs_err"], "rel_err": e["rel_err"]})
     return out
+
+
+def ab_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
+    """The interleaved A/B's verdict: one row per graph that ran one (none otherwise)."""
+    r = g.ab
+    if r is None:
+        return []
+    return [{**_key(run_id, g, r.config_a), "source": g.source, "config_b": r.config_b, "ratio": r.ratio,
+             "ci_low": r.ci_low, "ci_high": r.ci_high, "confidence": r.confidence, "verdict": r.verdict,
+             "band": r.band, "rounds": r.rounds, "blocks": r.blocks, "block_iters": r.block_iters,
+             "stop": r.stop, "method": r.method}]

@@ -84,6 +84,8 @@ def _json(value: Any) -> Any:
 class Timing(Block):
     """How every number was timed; ``compare`` refuses runs whose timing differs."""
 
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"ab"})
+
     timer: str | None = None            # host | device-events
     cache: str | None = None            # warm | cold
     warmup: int | None = None
@@ -100,6 +102,7 @@ class Timing(Block):
     profiler: str | None = None
     clocks: dict[str, Any] | None = None   # NVML clock sampling's description
     trace_clock: str = CLOCK_NAME
+    ab: dict[str, Any] | None = None    # an interleaved A/B's plan (bench/paired.py ABPlan), when one ran
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The run directory: every file a run writes, and reading it back.
 
 ``<out>/<run_id>/`` holds run.json, summary.{csv,json}, validation.csv,
-mismatches.csv, oracle.csv (run --oracle), iterations.parquet (and the big frames in every format asked for),
-kernels/counters when a profiler ran, breakdown.csv and trace.pftrace.
+mismatches.csv, oracle.csv (run --oracle), ab.csv (interleaved A/B verdicts), iterations.parquet
+(and the big frames in every format asked for), kernels/counters when a profiler ran, breakdown.csv
+and trace.pftrace.
 
 The commit order (docs/reliability.md "The commit order"), after each graph, every file
 rewritten atomically (temp file + rename): validation, mismatches, the big frames, then
@@ -287,6 +288,7 @@ class RunWriter:
             self.frames["oracle"].append(schemas.frame(oracle_rows(rid, g, summary, pairs), schemas.ORACLE))
         self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
         self.frames["mismatches"].append(schemas.frame(R.mismatch_rows(rid, g), schemas.MISMATCHES))
+        self.frames["ab"].append(schemas.frame(R.ab_rows(rid, g), schemas.AB))
         for c in g.configs:
             for name in ("kernels", "counters"):
                 df = getattr(c, name)
@@ -339,6 +341,9 @@ class RunWriter:
         _write_frame(self.folder / "mismatches.csv", self.frame("mismatches"), "csv")
         if pairs_of(self.record):
             _write_frame(self.folder / "oracle.csv", self.frame("oracle"), "csv")
+        ab = self.frame("ab")
+        if ab.height:   # interleaved A/B runs only
+            _write_frame(self.folder / "ab.csv", ab, "csv")
         for name in BIG_FRAMES:
             df = self.frame(name)
             if name != "iterations" and not df.height:
@@ -509,6 +514,7 @@ class Run:
     counters: pl.DataFrame
     breakdown: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.BREAKDOWN))
     oracle: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.ORACLE))
+    ab: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.AB))
 
     @property
     def run_id(self) -> str:
@@ -539,6 +545,7 @@ REQUIRED_COLUMNS = {
     "counters": ("counter", "value"),
     "breakdown": ("graph", "config", "wall_ms"),
     "oracle": ("graph", "ootb_ms", "tuned_ms", "regret"),
+    "ab": ("graph", "config", "config_b", "ratio", "verdict"),
 }
 
 

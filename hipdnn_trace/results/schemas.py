@@ -41,6 +41,7 @@ ITERATIONS: Schema = {
     "clock_flag": pl.Boolean(),     # SM clock below 90% of the run's max
     "throttled": pl.Boolean(),      # SM clock < --throttle-threshold x reference clock (nvbench's rule)
     "cycles": pl.Float64(),         # kernel_ms x sm_clock_mhz x 1e3: GPU cycles, for compare --cycles
+    "block": pl.Int64(),            # interleaved A/B: the block (0, 1, ... in ABBA order over both configs)
 }
 
 SUMMARY: Schema = {
@@ -190,6 +191,24 @@ ORACLE: Schema = {
     "flag": pl.String(),            # "" | faster-but-wrong | tuned-wrong | ootb-wrong | both-wrong | not-compared
 }
 
+#: An interleaved A/B's outcome per graph (bench/ab.py, docs/compare.md): ``config`` is A, ``config_b`` B.
+AB: Schema = {
+    **KEY,
+    "source": pl.String(),
+    "config_b": pl.String(),
+    "ratio": pl.Float64(),          # B/A time (>1: B slower): exp(mean log ratio of the ABBA rounds)
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "confidence": pl.Float64(),     # the interval's level (0.95 over the planned looks, Bonferroni)
+    "verdict": pl.String(),         # FASTER | SLOWER | SAME | UNDECIDED
+    "band": pl.Float64(),           # SAME: the interval inside [1/(1+band), 1+band]
+    "rounds": pl.Int64(),           # ABBA rounds run
+    "blocks": pl.Int64(),           # blocks run (4 per round, both configs)
+    "block_iters": pl.Int64(),      # timed iterations per block
+    "stop": pl.String(),            # why it stopped: decided, or which cap
+    "method": pl.String(),
+}
+
 FRAMES: dict[str, Schema] = {
     "iterations": ITERATIONS,
     "summary": SUMMARY,
@@ -199,6 +218,7 @@ FRAMES: dict[str, Schema] = {
     "mismatches": MISMATCHES,
     "breakdown": BREAKDOWN,
     "oracle": ORACLE,
+    "ab": AB,
 }
 
 

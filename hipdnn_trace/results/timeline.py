@@ -98,6 +98,23 @@ def graphs_in_trace(path: Path) -> tuple[set[str], int | None]:
     return sources, last
 
 
+def _stretches(g: GraphRun) -> dict[int, list[tuple[int, int]]]:
+    """Per configuration (its index), the stretches of time its phases ran with no other configuration's
+    in between: one for a configuration measured alone, one per run of blocks in an interleaved A/B, so
+    the configuration slices on the harness track nest instead of overlapping."""
+    marks = sorted((p.start_ns, p.end_ns, i) for i, c in enumerate(g.configs) for p in c.phases)
+    out: dict[int, list[tuple[int, int]]] = {}
+    last = None
+    for start, end, i in marks:
+        runs = out.setdefault(i, [])
+        if last == i:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], end))
+        else:
+            runs.append((start, end))
+        last = i
+    return out
+
+
 class Timeline:
     """Writes graphs as they finish; one per run directory."""
 
@@ -133,19 +150,19 @@ class Timeline:
         w.slice(self.host, f"graph {g.name}", start, end, args=args)
         for p in g.phases:
             w.slice(self.host, p.name, p.start_ns, p.end_ns)
-        for c in g.configs:
-            self._add_config(g, c)
+        stretches = _stretches(g)
+        for i, c in enumerate(g.configs):
+            self._add_config(g, c, stretches.get(i, []))
         w.flush()
 
-    def _add_config(self, g: GraphRun, c: ConfigRun) -> None:
+    def _add_config(self, g: GraphRun, c: ConfigRun, stretches: list[tuple[int, int]]) -> None:
         w = self.writer
         if not c.phases:
             return
-        start = min(p.start_ns for p in c.phases)
-        end = max(p.end_ns for p in c.phases)
         args = {"config": c.config.name, "backend": c.config.backend, "engine": c.engine,
                 "status": c.status}
-        w.slice(self.host, c.config.name, start, end, args=args)
+        for start, end in stretches:
+            w.slice(self.host, c.config.name, start, end, args=args)
         for p in c.phases:
             w.slice(self.host, p.name, p.start_ns, p.end_ns)
         s = c.samples
@@ -183,6 +200,8 @@ class Timeline:
                 tflops = np.where(kernel_ms > 0, flops / (kernel_ms * 1e-3) / 1e12, 0.0)
             w.counters(tflops_track, starts[timed], tflops)
         for key, vals in extra.items():
+            if key == "block":   # an interleaved A/B's block index: a column, not a measurement
+                continue
             if vals.size == phase.size and np.isfinite(vals[timed]).any():
                 track = w.counter_track(f"{key}", parent=self.process)
                 w.counters(track, starts[timed], vals[timed])
@@ -215,9 +234,13 @@ class Timeline:
                 mine = its.filter(pl.col("config") == row["config"])
                 if not mine.height:
                     continue
-                w.slice(self.host, row["config"], mine["start_ns"].min(), mine["end_ns"].max(),
-                        args={"config": row["config"], "backend": row["backend"] or "",
-                              "engine": row["engine"] or "", "status": row["status"] or ""})
+                # an interleaved A/B's configurations alternate: one slice per block, so they nest
+                parts = mine.partition_by("block", maintain_order=True) \
+                    if mine.get_column("block").is_not_null().any() else [mine]
+                for part in parts:
+                    w.slice(self.host, row["config"], part["start_ns"].min(), part["end_ns"].max(),
+                            args={"config": row["config"], "backend": row["backend"] or "",
+                                  "engine": row["engine"] or "", "status": row["status"] or ""})
                 extra = {key: mine.get_column(key).cast(pl.Float64).fill_null(np.nan).to_numpy()
                          for key in ("sm_clock_mhz", "mem_clock_mhz") if mine.get_column(key).is_not_null().any()}
                 self._iterations(row["graph_id"], row["config"], row["flops"],

@@ -262,12 +262,19 @@ def _progress(plan: RunPlan) -> Progress:
 
 def ab_line(g: GraphRun) -> str | None:
     """B's median time over A's with its CI: the ratio, direction and name ``compare`` and ``report``
-    use (compare/result.py), so one number never reads two ways."""
+    use (compare/result.py), so one number never reads two ways. Interleaved: the paired interval
+    and verdict of ab.csv; one after the other: a bootstrap of the two sample sets."""
     ran = [c for c in g.configs if c.status in (OK, FAILED) and c.samples is not None]
     if len(ran) != 2:
         return None
     from hipdnn_trace.compare.result import RATIO_LABEL, fmt_change
     from hipdnn_trace.compare.stats import median_ratio
+
+    if g.ab is not None:
+        r = g.ab
+        return (f"   A/B {g.name}: {RATIO_LABEL} {r.ratio:.3f} [{r.confidence:.1%} CI {r.ci_low:.3f}, "
+                f"{r.ci_high:.3f}], {r.verdict} (band +-{r.band * 100:g}%, {r.blocks} blocks); "
+                f"A = {ran[0].config.name}, B = {ran[1].config.name}")
 
     a, b = (c.samples.statistic_kernel_ms() for c in ran)
     if not len(a) or not len(b) or min(a.min(), b.min()) <= 0:

@@ -26,6 +26,7 @@ from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.oracle import oracle_configs
+from hipdnn_trace.bench.paired import ABPlan
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.split import groups, needs_split
@@ -149,6 +150,7 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
                             b_path=request.b_path, b_id=request.b_id)
     if request.oracle:   # NAME#ootb and NAME#tuned; refuses an A/B, an engine list, a backend with no tuned plan
         configs = oracle_configs(configs)
+    interleaved = None if request.oracle else ab_plan(request, configs)   # the oracle's pair is not an A/B
     sources, skipped = _sources(request, configs)
     if request.engine == ENGINE_LIST:
         return EngineListing(request, sources)
@@ -172,6 +174,7 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
                            golden=request.golden, atol=request.atol, rtol=request.rtol,
                            save_tensors=request.save_tensors, ab=len(configs) == 2 and not request.oracle,
                            hooks=hooks,
+                           ab_plan=interleaved,
                            samplers=timing.samplers, allow_unknown=request.allow_unknown_fields,
                            kernel_clock=timing.kernel_clock, require_kernel_clock=request.timing == "kernel",
                            max_reference_s=request.max_reference_seconds,
@@ -225,6 +228,17 @@ def _refuse_flags(request: RunRequest) -> None:
     if request.profile_set and not request.profile_child and request.profile not in COUNTER_PROFILERS:
         raise UserError(f"--profile-set {request.profile_set} chooses hardware counters: it needs --profile "
                         f"{'|'.join(COUNTER_PROFILERS)} (got --profile {request.profile})")
+
+
+def ab_plan(request: RunRequest, configs: Sequence[Config]) -> ABPlan | None:
+    """The interleaved A/B's plan (bench/ab.py), or None: one configuration, or --ab-sequential."""
+    if len(configs) != 2 or request.ab_sequential:
+        return None
+    if request.ab_max_rounds < request.ab_min_rounds:
+        raise UserError(f"--ab-max-rounds {request.ab_max_rounds} is below --ab-min-rounds {request.ab_min_rounds}")
+    return ABPlan(band=request.ab_band, block_iters=request.ab_block, block_ms=request.ab_block_ms,
+                  min_rounds=request.ab_min_rounds, max_rounds=request.ab_max_rounds,
+                  max_seconds=request.ab_max_seconds)
 
 
 def reference_only(configs: Sequence[Config]) -> bool:

@@ -46,7 +46,8 @@ def _timing(plan: RunPlan) -> Timing:
                   staged=timing.options.timing == "staged", timing=request.timing,
                   kernel_clock=timing.kernel_clock_note, cuda_graph=request.cuda_graph, clock_control=None,
                   markers=timing.markers.kind, clock_lock=None if request.clocks == "off" else request.clocks,
-                  profiler=plan.profiler, clocks=timing.clocks)
+                  profiler=plan.profiler, clocks=timing.clocks,
+                  ab=None if plan.settings.ab_plan is None else asdict(plan.settings.ab_plan))
 
 
 def initial_record(plan: RunPlan) -> RunRecord:

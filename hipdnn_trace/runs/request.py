@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
+from hipdnn_trace.bench.paired import ABPlan
 from hipdnn_trace.bench.shard import ShardSpec
 
 #: --reference-device as given; "auto" is resolved once, by plan.resolve_reference_device
@@ -57,6 +58,14 @@ class RunRequest:
     keep_throttled: bool = False
     torch_sdpa_backend: str = "default"
     markers: str = "auto"
+    # A/B: interleaved blocks until decided (bench/ab.py)
+    ab_band: float = ABPlan.band
+    ab_block: int = ABPlan.block_iters
+    ab_block_ms: float = ABPlan.block_ms
+    ab_min_rounds: int = ABPlan.min_rounds
+    ab_max_rounds: int = ABPlan.max_rounds
+    ab_max_seconds: float = ABPlan.max_seconds
+    ab_sequential: bool = False
     # reliability and scale-out
     isolate: bool | None = None
     fresh_child: bool = False

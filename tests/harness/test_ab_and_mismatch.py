@@ -69,6 +69,7 @@ def _graph(tmp_path: Path) -> Path:
 
 def test_ab_reference_against_itself_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", str(_graph(tmp_path)), "--a", "reference", "--b", "reference", "-w", "1", "-i", "10",
+                 "--ab-sequential",   # the interleaved line and frame: test_interleaved_ab.py
                  "--out", str(tmp_path / "runs"), "--run-id", "ab"])
     out = capsys.readouterr().out
     assert code == 0
