@@ -333,6 +333,13 @@ def write(result: Ingested, out_dir: Path, *, trace: bool = True) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{out_dir}: cannot create output directory: {exc.strerror or exc}") from None
+    try:
+        return _write_all(result, out_dir, trace=trace)
+    except OSError as exc:   # a full or read-only file system: one line, the partial temp files are gone
+        raise UserError(f"{exc.filename or out_dir}: cannot write ({exc.strerror or exc})") from None
+
+
+def _write_all(result: Ingested, out_dir: Path, *, trace: bool) -> list[Path]:
     written: list[Path] = []
     written += write_frame(result.kernels, out_dir, "kernels")
     written += write_frame(result.counters, out_dir, "counters")

@@ -8,7 +8,7 @@ so merging shards 1..N gives the tables an unsharded run would have written.
 Inputs are read strictly (a missing, empty or garbage summary.csv is refused by
 name), and rows whose graph has no summary row (a shard killed between two
 renames) are dropped with a warning, never merged. A summary holding one (source, graph,
-configuration) twice is refused (``_check_repeated_rows``). The output folder is locked
+configuration) twice is refused (``summary_checks.check_repeated_rows``). The output folder is locked
 (``results/runlock.py``) from before its emptiness is checked until the merge is written.
 Traces are concatenated: each input's valid prefix
 (cut back to its last complete flush), one packet sequence per writer; Perfetto reads such a concatenation as one
@@ -31,6 +31,7 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.rundir import Run, RunWriter, holds_results, load_run, split_finished, written_formats
 from hipdnn_trace.results.runlock import lock_run_dir, releasing
+from hipdnn_trace.results.summary_checks import check_repeated_rows, check_statistics
 
 _POS = "__position"
 
@@ -60,44 +61,11 @@ def _check_methods(runs: Sequence[Run]) -> None:
                             f"only runs made the same way can be merged")
 
 
-#: a run writes these finite or null; NaN or Inf here is a damaged or hand-edited table, and merging it
-#: would hand report and compare a NaN median as if it were measured (median_ci_* are NaN for n = 0)
-FINITE_STATISTICS = ("n", "mean", "std", "min", "p5", "p25", "median", "p75", "p95", "p99", "max")
-
-
 def _check_statistics(runs: Sequence[Run]) -> None:
-    """Refuse an input whose summary holds a NaN or infinite statistic: one line naming the file, the
-    row (its line in summary.csv) and the column."""
+    """Refuse an input whose summary holds a NaN or infinite statistic (``load_run(strict=True)`` checks it
+    too; kept for runs built in memory)."""
     for run in runs:
-        s = run.summary
-        for column in (c for c in FINITE_STATISTICS if c in s.columns and s[c].dtype.is_float()):
-            bad = s.with_row_index("row").filter(~pl.col(column).is_finite()).head(1)
-            if bad.height:
-                row, graph = bad["row"][0], bad["graph"][0] if "graph" in s.columns else None
-                raise UserError(f"{Path(run.path) / 'summary.csv'}: line {row + 2} (graph {graph!r}): column "
-                                f"{column!r} is {bad[column][0]}, not a measured value; rerun that shard "
-                                "instead of merging it")
-
-
-def _check_repeated_rows(run: Run) -> None:
-    """One run records each (file, graph, configuration) once: a summary holding one twice was
-    written by two writers at once (two resumes before the run folder had a lock) or edited, and its
-    other tables and trace are doubled too. Refused, never de-duplicated, even when the two rows are
-    identical: which copy's iterations and trace belong to the row cannot be told apart."""
-    s = run.summary
-    if not s.height:
-        return
-    cols = [c for c in ("source", "graph_id", "config") if c in s.columns]
-    seen = s.with_row_index("row").with_columns(
-        pl.concat_str([pl.col(c).cast(pl.Utf8).fill_null("\x01") for c in cols], separator="\x00").alias("key"))
-    repeated = seen.filter(pl.col("key").is_duplicated())
-    if repeated.height:
-        first = repeated.row(0, named=True)
-        second = repeated.filter(pl.col("key") == first["key"]).row(1, named=True)
-        raise UserError(f"{Path(run.path) / 'summary.csv'}: graph {first.get('graph')!r} ({first.get('source')}) "
-                        f"on config {first.get('config')!r} is recorded twice (lines {first['row'] + 2} and "
-                        f"{second['row'] + 2}); a run records each graph once, so this folder was written twice: "
-                        "rerun that shard instead of merging it")
+        check_statistics(Path(run.path) / "summary.csv", run.summary)
 
 
 def _check_duplicates(runs: Sequence[Run]) -> None:
@@ -105,7 +73,7 @@ def _check_duplicates(runs: Sequence[Run]) -> None:
     row twice in one run."""
     owner: dict[tuple[str, str | None], Path] = {}
     for run in runs:
-        _check_repeated_rows(run)
+        check_repeated_rows(Path(run.path) / "summary.csv", run.summary)
         s = run.summary
         keys = set()
         for graph, graph_id, config, source in s.select("graph", "graph_id", "config", "source").iter_rows():

@@ -44,7 +44,7 @@ from hipdnn_trace.atomic import write_atomic, write_text_atomic
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results import rows as R, schemas
+from hipdnn_trace.results import rows as R, schemas, summary_checks
 from hipdnn_trace.results.breakdown import breakdown_rows
 from hipdnn_trace.results.oracle import oracle_rows, pairs_of
 from hipdnn_trace.results.run_record import RunRecord, as_record
@@ -537,7 +537,7 @@ class Run:
 
 #: columns without which a file is not that table (garbage, or another file renamed)
 REQUIRED_COLUMNS = {
-    "summary": ("graph", "config", "status"),
+    "summary": ("graph", "config", "status", "n", "median"),
     "iterations": ("graph", "config", "iteration", "kernel_ms"),
     "validation": ("graph_id", "config", "passed"),
     "mismatches": ("graph_id", "config", "output"),
@@ -579,8 +579,28 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
         absent = [c for c in REQUIRED_COLUMNS[name] if c not in df.columns]
         if absent:
             raise UserError(f"{path}: not a {name} table (no column {', '.join(absent)})")
-        return schemas.conform(df, schema)
+        conformed = schemas.conform(df, schema)
+        if strict and name == "summary":
+            summary_checks.check_cells_kept_type(path, df, conformed)
+            summary_checks.check_statistics(path, conformed)
+            summary_checks.check_repeated_rows(path, conformed)
+        return conformed
     return schemas.empty(schema)
+
+
+#: run.json blocks readers index into: another JSON type there is a damaged or edited file
+_BLOCK_TYPES: dict[str, type] = {"argv": list, "configs": list, "graphs": list, "versions": dict,
+                                 "machine": dict, "timing": dict, "shard": dict, "validation": dict,
+                                 "isolation": dict, "reference_cache": dict, "reference_device": dict,
+                                 "inputs": dict, "estimate": dict, "clocks": dict, "sessions": dict}
+
+
+def _check_blocks(meta_path: Path, meta: dict) -> None:
+    """One line naming the first run.json block of the wrong JSON type (null is allowed: absent)."""
+    for key, kind in _BLOCK_TYPES.items():
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise UserError(f"{meta_path}: {key!r} is {type(meta[key]).__name__}, not a JSON "
+                            f"{'array' if kind is list else 'object'} (damaged or edited run.json)")
 
 
 def load_run(path: str | Path, *, strict: bool = False) -> Run:
@@ -601,4 +621,5 @@ def load_run(path: str | Path, *, strict: bool = False) -> Run:
         raise UserError(f"{meta_path}: unreadable run.json ({exc.problem})") from None
     if not isinstance(meta, dict):
         raise UserError(f"{meta_path}: unreadable run.json (not a JSON object)")
+    _check_blocks(meta_path, meta)
     return Run(folder, meta, **{name: _read(folder, name, strict=strict) for name in schemas.FRAMES})
