@@ -115,8 +115,21 @@ def _engine_rows(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
             where = f"graphs[{i}].results[{j}]"
             row = _field(path, where, row, (dict,), "an object") or {}
             if row.get("role", "engine") == "engine":   # reference rows are not pass/fail combinations
-                rows.append(_stats_row(path, where, name, row))
-    return rows
+                rows.append(_stats_row(path, where, name, row) | {"where": where})
+    _refuse_repeats(path, rows)
+    return [{k: v for k, v in r.items() if k != "where"} for r in rows]
+
+
+def _refuse_repeats(path: Path, rows: list[dict[str, Any]]) -> None:
+    """One graph on one engine is one result: a second is a damaged or concatenated file, and pairing
+    either copy with run A's row would be a guess."""
+    seen: dict[tuple[Any, Any], str] = {}
+    for r in rows:
+        key = (r["graph"], r["config"])
+        if key in seen:
+            raise UserError(f"{path}: {r['where']}: graph {key[0]!r} on engine {key[1]!r} is already at "
+                            f"{seen[key]}; a results file holds each graph and engine once")
+        seen[key] = r["where"]
 
 
 def dnnbench_label(path: Path) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
 
 #: the data-type classes a peak is given for, widest first
@@ -90,7 +91,9 @@ def load(path: Path | None = None) -> dict[str, Peaks]:
     path = path or TABLE
     origin = "table" if path == TABLE else str(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_gate.read_text(path, read_gate.PEAKS))
+    except read_gate.ReadRefused as exc:
+        raise UserError(f"{path}: cannot read the peaks file ({exc.problem})") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read the peaks file ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

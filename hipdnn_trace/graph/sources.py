@@ -168,8 +168,10 @@ class _Walker:
                 yield path, is_dir
 
     def files(self, root: Path) -> list[Path]:
-        """The regular files under ``root`` (links to files followed), sorted."""
-        return sorted(p for p, is_dir in self.walk(root) if not is_dir and p.is_file())
+        """Everything under ``root`` that is not a folder, sorted: a FIFO, a device or a dangling link
+        with a graph's name is kept, so loading it gives its error row instead of a suite one graph
+        short without a word."""
+        return sorted(p for p, is_dir in self.walk(root) if not is_dir)
 
     def glob(self, pattern: str) -> list[str]:
         """``glob.glob(pattern, recursive=True)``, with ``**`` walked by :meth:`walk` (no loops)."""

@@ -53,13 +53,28 @@ class Ctx:
         return float(self.scalars[uid])
 
     def mma(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        """Operands of a conv/matmul in one type: theirs on a GPU, float32 on the CPU."""
+        """Operands of a conv/matmul in one type: theirs on a GPU, float32 on the CPU. Integer and
+        boolean operands are multiplied in float32, hipDNN's compute type for them: torch's integer
+        products wrap around where hipDNN saturates, and it has no boolean matmul on the CPU."""
         types = {t.dtype for t in tensors}
+        if any(not t.is_floating_point() for t in tensors):
+            return [t.float() for t in tensors]
         if self.cpu and types & {torch.float16, torch.bfloat16}:
             return [t.float() for t in tensors]
         if len(types) > 1:
             return [t.float() for t in tensors]
         return list(tensors)
+
+
+def stored(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in the output's type: an integer output truncated and saturated to its range (hipDNN's
+    conversion; torch's own wraps around), a boolean one true where ``t`` is not zero."""
+    if dtype == torch.bool:
+        return t != 0
+    if not dtype.is_floating_point and t.is_floating_point():
+        info = torch.iinfo(dtype)
+        return t.trunc().clamp(info.min, info.max).to(dtype)
+    return t.to(dtype)
 
 
 def f32(t: torch.Tensor) -> torch.Tensor:

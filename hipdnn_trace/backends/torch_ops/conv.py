@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values, stored
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.model import Graph, Node
 
@@ -54,7 +54,7 @@ def conv_fwd(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.T
         y = _conv_fn(inp.dim())(inp, w, None, stride, pre, dil, groups)
     else:
         y = _conv_fn(inp.dim())(F.pad(inp, _pad_spec(pre, post)), w, None, stride, 0, dil, groups)
-    return {"y": y.to(ctx.out_dtype(node, "y"))}
+    return {"y": stored(y, ctx.out_dtype(node, "y"))}
 
 
 def conv_dgrad(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
@@ -72,7 +72,7 @@ def conv_dgrad(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch
         full = input_grad(padded, w, dy, stride, 0, dil, groups)
         index = [slice(None), slice(None)] + [slice(a, a + d) for a, d in zip(pre, groups_dims[2:])]
         dx = full[tuple(index)]
-    return {"dx": dx.to(ctx.out_dtype(node, "dx"))}
+    return {"dx": stored(dx, ctx.out_dtype(node, "dx"))}
 
 
 def conv_wgrad(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
@@ -87,7 +87,7 @@ def conv_wgrad(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch
         dw = weight_grad(F.pad(inp, _pad_spec(pre, post)), list(w_dims), dy, stride, 0, dil, groups)
     if flip:
         dw = dw.flip(list(range(2, dw.dim())))
-    return {"dw": dw.to(ctx.out_dtype(node, "dw"))}
+    return {"dw": stored(dw, ctx.out_dtype(node, "dw"))}
 
 
 def check(node: Node, graph: Graph) -> str | None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values
+from hipdnn_trace.backends.torch_ops._common import Ctx, OpFn, Values, stored
 from hipdnn_trace.graph.model import Graph, Node
 
 # --------------------------------------------------------------------------- matmul
@@ -47,7 +47,7 @@ def matmul(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Ten
     out = ctx.out_dtype(node, "c")
     if out == torch.float32 and a.dtype in (torch.float16, torch.bfloat16):
         return {"c": _matmul_float_out(a, b)}
-    return {"c": torch.matmul(a, b).to(out)}
+    return {"c": stored(torch.matmul(a, b), out)}
 
 
 OPS: dict[str, OpFn] = {"MatmulAttributes": matmul}

@@ -100,6 +100,8 @@ class Table:
         columns = (self._column(start, False), self._column(end, False))
         for r, (s, e) in enumerate(zip(starts, ends)):
             for value, col in zip((s, e), columns):
+                if value is None and col is not None and (self.rows[r][col] or "").strip():   # "nan", "inf"
+                    raise ProfileFormatError(f"{self.where(r, col)}: not a timestamp: {self.rows[r][col]!r}")
                 if value is not None and col is not None and not 0 <= value <= MAX_TIMESTAMP:
                     raise ProfileFormatError(f"{self.where(r, col)}: timestamp outside 0..{MAX_TIMESTAMP}: "
                                              f"{self.rows[r][col]!r}")
