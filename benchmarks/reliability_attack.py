@@ -236,7 +236,8 @@ def malformed_cases() -> list[Case]:
         want = "ok" if name in ("300k unused tensors", "name 1 MB") else "error"
         slow = 150.0 if name == "300k unused tensors" else None   # 60 MB of JSON: linear, about a minute here
         cases.append(Case("graphs", f"inspect: {name}", expect(["inspect", "g.json"], want, prep, timeout=slow)))
-        cases.append(Case("graphs", f"run: {name}", expect(["run", "g.json", "--out", "runs", *QUICK], want, prep)))
+        cases.append(Case("graphs", f"run: {name}", expect(["run", "g.json", "--out", "runs", *QUICK], want, prep,
+                                                           timeout=slow)))
     return cases
 
 
