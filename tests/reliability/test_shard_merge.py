@@ -175,7 +175,7 @@ def test_more_shards_than_graphs_leaves_empty_slices_that_succeed(faulty, tmp_pa
 
 @pytest.mark.parametrize("damage, problem", [
     (lambda f: f.write_bytes(b"\x00\x9f garbage \xff\n1,2\n"), "cannot read ("),
-    (lambda f: f.write_text("name,value\nx,1\n"), "not a summary table (no column graph, config, status)"),
+    (lambda f: f.write_text("name,value\nx,1\n"), "not a summary table (no column graph, config, status, n, median)"),
     (lambda f: f.write_bytes(b""), "empty file (0 bytes)"),
     (lambda f: f.unlink(), "missing; not a finished run directory"),
 ])
