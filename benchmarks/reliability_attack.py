@@ -45,7 +45,7 @@ CATEGORIES = {
     "paths": "hostile paths and archives",
     "kills": "kills + resume",
     "outputs": "output folders",
-    "inputs": "compare / report / merge / ingest / recipe / slurm / calibrate / reference cache inputs",
+    "inputs": "compare / report / merge / ingest / recipe / slurm / calibrate / reference cache (/ repro) inputs",
 }
 OUTCOMES = ("clean", "traceback", "hang", "silent accept", "lost/mixed", "refused")
 SUITE = ["pointwise/bias_add_broadcast_nhwc_fp32.json", "matmul/matmul_2d_fp32.json",
@@ -850,6 +850,20 @@ def calibrate_cases() -> list[Case]:
             for n, a in bad.items()]
 
 
+def repro_cases() -> list[Case]:
+    """``repro`` (a newer command) fed what every reader must refuse, when this tree has it."""
+    probe = subprocess.run([sys.executable, "-m", "hipdnn_trace", "--help"], env=env(), capture_output=True,
+                           text=True, cwd=REPO)
+    if " repro " not in probe.stdout:
+        return []
+    damaged = {"/dev/zero": lambda d: None, "FIFO": lambda d: os.mkfifo(d / "x"),
+               "a missing path": lambda d: None, "binary file": lambda d: (d / "x").write_bytes(os.urandom(4096)),
+               "run folder with run.json -> /dev/zero": _damaged_copy(WORLD.run_b, _replace("run.json", "/dev/zero"))}
+    target = {"/dev/zero": "/dev/zero", "a missing path": "missing", "run folder with run.json -> /dev/zero": "B"}
+    return [Case("inputs", f"repro: {n}", expect(["repro", target.get(n, "x")], "error", prep))
+            for n, prep in damaged.items()]
+
+
 def _cache_damage(f: Callable[[Path, Path], None]) -> Callable[[Path], None]:
     def prep(d: Path) -> None:
         shutil.copytree(WORLD.cache, d / "cache", symlinks=True)
@@ -957,7 +971,7 @@ def all_cases(seed: int) -> list[Case]:
     rng = random.Random(seed)
     return [*malformed_cases(), *agreement_cases(), *path_cases(), *kill_cases(rng), *output_cases(),
             *run_input_cases(), *dnb_cases(), *ingest_cases(), *recipe_cases(), *slurm_cases(),
-            *calibrate_cases(), *cache_cases()]
+            *calibrate_cases(), *cache_cases(), *repro_cases()]
 
 
 def run_case(case: Case, root: Path, index: int) -> Case:

@@ -537,7 +537,7 @@ class Run:
 
 #: columns without which a file is not that table (garbage, or another file renamed)
 REQUIRED_COLUMNS = {
-    "summary": ("graph", "config", "status", "n", "median"),
+    "summary": ("graph", "config", "status"),
     "iterations": ("graph", "config", "iteration", "kernel_ms"),
     "validation": ("graph_id", "config", "passed"),
     "mismatches": ("graph_id", "config", "output"),
@@ -576,11 +576,13 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
             raise UserError(f"{path}: cannot read ({' '.join(str(exc).split())[:200]})") from None
         if fmt == "json" and not df.width:   # an empty frame as JSON is [] and has no columns
             return schemas.empty(schema)
-        absent = [c for c in REQUIRED_COLUMNS[name] if c not in df.columns]
+        strict_summary = strict and name == "summary"   # compare, report and merge read its statistics
+        absent = [c for c in REQUIRED_COLUMNS[name] + (("n", "median") if strict_summary else ())
+                  if c not in df.columns]
         if absent:
             raise UserError(f"{path}: not a {name} table (no column {', '.join(absent)})")
         conformed = schemas.conform(df, schema)
-        if strict and name == "summary":
+        if strict_summary:
             summary_checks.check_cells_kept_type(path, df, conformed)
             summary_checks.check_statistics(path, conformed)
             summary_checks.check_repeated_rows(path, conformed)
