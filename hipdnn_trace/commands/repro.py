@@ -35,6 +35,10 @@ exit codes: 0 every bundle written, 1 error (no such run, no failed rows, GRAPH 
 
 #: statuses a bundle is made for
 REPRODUCED = ("failed", "error")
+#: a graph file name run.sh may name as it is
+SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+#: what a title keeps: it becomes a shell comment and a Python docstring line
+SAFE_TITLE = re.compile(r"[^A-Za-z0-9 _.,:;()+=@/-]")
 
 
 def add_parser(sub: Any) -> None:
@@ -112,6 +116,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"hipdnn-trace repro: {row.get('graph')}: {exc}", file=sys.stderr)
             refused += 1
             continue
+        except OSError as exc:   # a read-only or full --out: one line, the other bundles still tried
+            print(f"hipdnn-trace repro: {target}: cannot write the bundle ({exc.strerror or exc})", file=sys.stderr)
+            refused += 1
+            continue
         print(f"{target}: {row.get('status')} row of {row.get('graph')} ({row.get('config')}); {written}")
     return 1 if refused else 0
 
@@ -125,11 +133,14 @@ def write_bundle(meta: Mapping[str, Any], row: Mapping[str, Any], target: Path,
 
     argv = [str(a) for a in meta.get("argv") or []]
     found = graph_bytes(meta, row, allow_unknown="--allow-unknown-fields" in argv)
-    file_name = Path(found.origin.split(":")[-1]).name or "graph.json"
+    file_name = Path(found.origin.split(":")[-1]).name
+    if not SAFE_FILE.fullmatch(file_name):   # run.sh names it: nothing the shell would read as code
+        file_name = "graph.json"
     exit_code = exit_code_for([str(row.get("status"))])
     flags = rerun_flags(meta, engine=row.get("engine") or None)
     variables = dict((meta.get("environment") or {}).get("variables") or {})
-    title = f"{row.get('graph')} ({row.get('config')}): {str(row.get('status')).upper()} in run {meta.get('run_id')}"
+    title = SAFE_TITLE.sub("_", f"{row.get('graph')} ({row.get('config')}): {str(row.get('status')).upper()} "
+                                f"in run {meta.get('run_id')}")   # it heads run.sh and the programs
     target.mkdir(parents=True)
     (target / file_name).write_bytes(found.data)
     script = target / "run.sh"

@@ -12,6 +12,7 @@ are made absolute, so the bundle's ``run.sh`` runs from its own folder.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +23,8 @@ DROPPED = frozenset({"out", "run_id", "resume", "shard", "gpus", "profile", "pro
                      "save_tensors", "seed", "validate", "rtol", "atol", "progress"})
 #: run options whose value is a path (resolved against the run's folder of origin)
 PATHS = frozenset({"config", "golden", "a_path", "b_path", "reference_cache"})
+#: a variable name the shell can export
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: --reference-cache values that are not paths
 NOT_PATHS = frozenset({"auto", "none"})
 
@@ -107,7 +110,8 @@ def verdict_flags(meta: Mapping[str, Any]) -> list[str]:
 def run_sh(*, graph_file: str, flags: Sequence[str], variables: Mapping[str, str], title: str,
            exit_code: int) -> str:
     """``run.sh``: the recorded environment, then ``hipdnn-trace run`` of the bundle's graph."""
-    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
+    exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in variables.items()
+                      if SHELL_NAME.fullmatch(name))
     command = " ".join(shlex.quote(a) for a in flags)
     return (f"#!/bin/sh\n# {title}\n# Reruns it with the run's configuration, seed and validation flags; exits as the\n"
             f"# run did for this row ({exit_code}). REPRO_GRAPH=shrunk/<file> ./run.sh reruns the shrunk graph;\n"

@@ -47,9 +47,10 @@ def test_a_row_failed_with_zero_tolerances_becomes_a_bundle_whose_run_sh_exits_2
                           text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     rerun = load_run(next((bundle / "runs").iterdir())).summary.to_dicts()
-    original = load_run(tmp_path / "runs" / "r").summary.to_dicts()
-    assert [(r["graph_id"], r["status"]) for r in rerun] == [
-        (r["graph_id"], r["status"]) for r in original if r["graph"] == "gelu_fp16"] == [(rerun[0]["graph_id"], "failed")]
+    original = [(r["graph_id"], r["status"]) for r in load_run(tmp_path / "runs" / "r").summary.to_dicts()
+                if r["graph"] == "gelu_fp16"]
+    assert [status for _, status in original] == ["failed"]
+    assert [(r["graph_id"], r["status"]) for r in rerun] == original   # the same graph, the same verdict
     record = json.loads((bundle / "repro.json").read_text())
     assert record["exit_code"] == 2 and record["verified"] is True and record["seed"] == 0
     assert "FAILED" in (bundle / "README.md").read_text()
@@ -95,6 +96,13 @@ def test_an_existing_bundle_folder_is_refused(tmp_path: Path, capsys: pytest.Cap
     _run(tmp_path, "r", GELU)
     (tmp_path / "b" / "gelu_fp16").mkdir(parents=True)
     _one_line_error(capsys, ["repro", str(tmp_path / "runs" / "r"), "--out", str(tmp_path / "b")], "already exists")
+
+
+def test_an_out_that_cannot_be_written_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path, "r", GELU)
+    (tmp_path / "afile").write_text("")
+    _one_line_error(capsys, ["repro", str(tmp_path / "runs" / "r"), "--out", str(tmp_path / "afile")],
+                    "cannot write the bundle")
 
 
 def test_run_json_records_the_environment_and_run_sh_exports_it(tmp_path: Path,
@@ -153,3 +161,22 @@ def test_shrink_writes_a_smaller_graph_that_still_fails_and_says_what_it_tried(t
     assert "## Shrinking" in (bundle / "README.md").read_text()
     assert main(["run", str(bundle / "shrunk" / "gelu_fp16.json"), "--rtol", "0", "--atol", "0", "-w", "0",
                  "-i", "1", "--no-trace", "-q", "--out", str(tmp_path / "again")]) == 2
+
+
+def test_a_hostile_graph_name_becomes_no_code(tmp_path: Path) -> None:
+    """The name a graph file gives itself heads run.sh and the programs: newlines, quotes and command
+    substitutions in it must stay text."""
+    data = json.loads(GELU.read_text())
+    data["name"] = 'x\n"""\nimport os; os.system("touch pwned")\n$(touch pwned) `touch pwned`'
+    graph = tmp_path / "evil.json"
+    graph.write_text(json.dumps(data))
+    assert _run(tmp_path, "r", graph) == 2
+    assert main(["repro", str(tmp_path / "runs" / "r"), "--out", str(tmp_path / "b")]) == 0
+    (bundle,) = (tmp_path / "b").iterdir()
+    script = (bundle / "run.sh").read_text()
+    assert "$(touch" not in script and "`" not in script
+    assert all(line.startswith(("#", "cd ", "export ", "exec ")) for line in script.splitlines())
+    done = subprocess.run([str(bundle / "run.sh"), "-q", "--no-trace"], env=_shell_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert not list(tmp_path.rglob("pwned"))

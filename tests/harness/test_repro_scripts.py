@@ -54,7 +54,8 @@ def test_torch_program_runs_on_the_cpu_and_computes_what_the_torch_backend_does(
     assert done.returncode == 0 and done.stdout.strip().endswith("executed"), done.stderr
     program = _module(path)
     gen = torch.Generator().manual_seed(0)
-    inputs = [program.make(dims, strides, dtype, torch.device("cpu"), gen) for _, dims, strides, dtype in program.INPUTS]
+    cpu = torch.device("cpu")
+    inputs = [program.make(dims, strides, dtype, cpu, gen) for _, dims, strides, dtype in program.INPUTS]
     ours = program.Repro()(*inputs)
     theirs = _runner(graph, torch.device("cpu"), {})(*inputs)
     assert len(ours) == len(theirs) == len(graph.output_tensors)
