@@ -26,7 +26,7 @@ EXAMPLES = """\
 examples:
   hipdnn-trace repro runs/20260101-120000-ab12cd --out bundles/        # every failed/errored row
   hipdnn-trace repro runs/ID gelu_fp16 --out bundles/                   # one graph (name, file or graph_id)
-  hipdnn-trace repro runs/ID conv_fwd_nchw_fp16 --out b/ --shrink       # also the smallest failing shape
+  hipdnn-trace repro runs/ID conv_fwd_1x1_nhwc_fp16 --out b/ --shrink   # also the smallest failing shape
   bundles/gelu_fp16/run.sh; echo $?                                     # the run's verdict again: 2 = FAIL
 
 exit codes: 0 every bundle written, 1 error (no such run, no failed rows, GRAPH not in the run,

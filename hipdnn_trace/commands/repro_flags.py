@@ -94,7 +94,17 @@ def rerun_flags(meta: Mapping[str, Any], *, engine: str | None = None) -> list[s
             flags.append(value)
     if pinned:
         flags += ["--engine", str(engine)]
-    return flags + verdict_flags(meta)
+    return flags + isolation_flags(meta, flags) + verdict_flags(meta)
+
+
+def isolation_flags(meta: Mapping[str, Any], flags: Sequence[str]) -> list[str]:
+    """A suite isolated its graphs (its default on a GPU) where one graph alone would not be: a crash
+    or a hang was an error row (exit 1), so the rerun isolates too, with the run's timeout."""
+    isolation = meta.get("isolation") or {}
+    if not isolation.get("enabled") or any(f in flags for f in ("--isolate", "--no-isolate", "--graph-timeout")):
+        return []
+    timeout = isolation.get("graph_timeout_s")
+    return ["--isolate"] + (["--graph-timeout", repr(float(timeout))] if timeout else [])
 
 
 def verdict_flags(meta: Mapping[str, Any]) -> list[str]:

@@ -137,6 +137,9 @@ def test_rerun_flags_keep_the_configuration_and_drop_where_it_wrote() -> None:
     assert rerun_flags(meta, engine="eng9") == [
         "-w", "5", "--backend", "cudnn", "--golden", "/work/here/gold", "--no-isolate", "--engine", "eng9",
         "--seed", "7", "--validate", "reference", "--rtol", "0.001"]
+    isolated = {**meta, "isolation": {"enabled": True, "graph_timeout_s": 600}}
+    assert rerun_flags({**isolated, "argv": meta["argv"][:4]})[:3] == ["--isolate", "--graph-timeout", "600.0"]
+    assert "--isolate" not in rerun_flags(isolated)   # --no-isolate given: as given
 
 
 @pytest.mark.parametrize("dims, strides, want", [
