@@ -183,3 +183,32 @@ def test_a_hostile_graph_name_becomes_no_code(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     assert not list(tmp_path.rglob("pwned"))
+
+
+def test_a_relative_graph_path_is_found_from_the_folder_the_run_started_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "suite").mkdir()
+    shutil.copyfile(GELU, tmp_path / "suite" / "gelu_fp16.json")
+    monkeypatch.chdir(tmp_path)
+    assert _run(tmp_path, "r", Path("suite/gelu_fp16.json")) == 2
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["repro", str(tmp_path / "runs" / "r"), "--out", "b"]) == 0
+    record = json.loads((elsewhere / "b" / "gelu_fp16" / "repro.json").read_text())
+    assert record["source"] == "suite/gelu_fp16.json"
+    assert record["read_from"] == str(tmp_path / "suite" / "gelu_fp16.json") and record["verified"]
+
+
+def test_a_graph_from_a_tarball_is_read_from_its_archive(tmp_path: Path) -> None:
+    import tarfile
+
+    archive = tmp_path / "suite.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(GELU, arcname="pointwise/gelu_fp16.json")
+    assert _run(tmp_path, "r", archive) == 2
+    assert main(["repro", str(tmp_path / "runs" / "r"), "--out", str(tmp_path / "b")]) == 0
+    bundle = tmp_path / "b" / "gelu_fp16"
+    assert (bundle / "gelu_fp16.json").read_bytes() == GELU.read_bytes()
+    read_from = json.loads((bundle / "repro.json").read_text())["read_from"]
+    assert read_from.endswith("suite.tar.gz:pointwise/gelu_fp16.json")
