@@ -143,3 +143,100 @@ def test_hipdnn_program_runs_against_the_stand_in_bindings(tmp_path: Path) -> No
     assert calls[:8] == ["Handle", "Graph", "Graph.from_json", "Graph.validate", "Graph.build_operation_graph",
                          "Graph.create_execution_plans", "Graph.check_support", "Graph.build_plans"]
     assert calls.count("DeviceBuffer") == 4 and calls[-2:] == ["Graph.execute", "hip_device_synchronize"]
+
+
+class _StandInTensor:
+    """STAND-IN cudnn tensor: remembers its declared or set geometry; other setters chain."""
+
+    def __init__(self, **kw: object) -> None:
+        self.kw = dict(kw)
+
+    def set_dim(self, dims: list[int]) -> _StandInTensor:
+        self.kw["dim"] = dims
+        return self
+
+    def set_stride(self, strides: list[int]) -> _StandInTensor:
+        self.kw["stride"] = strides
+        return self
+
+    def __getattr__(self, name: str) -> object:
+        return lambda *a, **k: self
+
+
+class _StandInGraph:
+    """STAND-IN cudnn.pygraph: records every op call and the execute's variant pack."""
+
+    def __init__(self, log: list[tuple[str, dict]]) -> None:
+        self.log = log
+
+    def tensor(self, **kw: object) -> _StandInTensor:
+        return _StandInTensor(**kw)
+
+    def get_execution_plan_count(self) -> int:
+        return 2
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return f"plan{index}"
+
+    def get_workspace_size_plan_at_index(self, index: int) -> int:
+        return 16
+
+    def execute(self, pack: dict, workspace: object, handle: object = None) -> None:
+        self.log.append(("execute", pack))
+
+    def __getattr__(self, method: str) -> object:
+        def call(*a: object, **kw: object) -> list[_StandInTensor]:
+            self.log.append((method, kw))
+            return [_StandInTensor() for _ in range(5)]
+        return call
+
+
+class _Members:
+    """STAND-IN enum family: any member is its own name."""
+
+    def __getattr__(self, name: str) -> str:
+        return name
+
+
+#: build steps of the program, not ops of the plan
+BUILD_STEPS = ("validate", "build_operation_graph", "create_execution_plans", "deselect_numeric_notes",
+               "check_support", "build_plan_at_index")
+
+
+@pytest.mark.parametrize("name", ["norm/layernorm_fp16.json", "fused/matmul_bias_gelu_bf16.json",
+                                  "conv/conv_fwd_1x1_nhwc_fp32.json"])
+def test_cudnn_program_runs_its_plan_against_a_stand_in_frontend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 name: str) -> None:
+    """STAND-IN cudnn module, CPU tensors for "cuda" (no GPU here): the program makes the plan's op calls in
+    order with its tensors and attributes, and hands execute one buffer of the declared geometry each."""
+    from types import SimpleNamespace
+
+    from hipdnn_trace.backends.cudnn_graph import plan
+
+    graph = load_file(GRAPHS / name)
+    translation = plan(graph)
+    path, _ = _write(tmp_path, "cudnn", graph)
+    log: list[tuple[str, dict]] = []
+    stand_in = SimpleNamespace(pygraph=lambda **kw: _StandInGraph(log), create_handle=lambda: "handle",
+                               backend_version=lambda: 0)
+    for family in ("data_type", "heur_mode", "numerical_note",
+                   *(v.family for op in translation.ops for v in op.attrs.values() if hasattr(v, "family"))):
+        setattr(stand_in, family, _Members())
+    monkeypatch.setitem(sys.modules, "cudnn", stand_in)
+    real_empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: real_empty(*a, **{**k, "device": "cpu"}))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    program = _module(path)
+    monkeypatch.setattr(program, "empty", lambda dims, strides, dtype: torch.empty_strided(dims, strides, dtype=dtype))
+    assert program.main() == 0
+    ops = [(m, kw) for m, kw in log if m != "execute" and m not in BUILD_STEPS]
+    assert [m for m, _ in ops] == [op.method for op in translation.ops]
+    for (_, kw), op in zip(ops, translation.ops):
+        assert set(kw) >= {k for k, v in op.tensors.items() if v is not None} | set(op.attrs) | {"name"}
+    (pack,) = [kw for m, kw in log if m == "execute"]
+    assert len(pack) == len(translation.inputs) + sum(1 for o in translation.outputs if not o.virtual)
+    for tensor, buffer in pack.items():
+        assert list(buffer.shape) == list(tensor.kw["dim"])
+        if not tensor.kw.get("is_pass_by_value"):
+            assert list(buffer.stride()) == list(tensor.kw["stride"])
