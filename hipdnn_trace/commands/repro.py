@@ -181,12 +181,13 @@ def _library_script(meta: Mapping[str, Any], row: Mapping[str, Any], graph: Any,
 
 def _shrink(found: Any, row: Mapping[str, Any], flags: list[str], target: Path, file_name: str,
             args: argparse.Namespace) -> dict[str, Any]:
-    from hipdnn_trace.commands.repro_shrink import shrink, verdict_of
+    from hipdnn_trace.commands.repro_shrink import shrink, signature, verdict_of
 
     if found.graph is None:
         return {"file": None, "stopped": "the graph does not load: nothing to shrink", "steps": []}
     isolate = ["--isolate"] if row.get("status") == "error" and row.get("backend") != "reference" else []
-    result = shrink(found.data, str(row.get("status")), verdict_of([*flags, *isolate], row.get("config")),
+    verdict = verdict_of([*flags, *isolate], row.get("config"))
+    result = shrink(found.data, signature(row.get("status"), row.get("error")), verdict,
                     max_steps=args.shrink_steps, max_seconds=args.shrink_seconds)
     if not result.kept:
         return {"file": None, "stopped": result.stopped, "steps": result.steps}

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import io
 import json
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +87,16 @@ def candidates(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield f"{t.get('name', t.get('uid'))} dim {axis}: {d} -> {d // 2}", new
 
 
+def signature(status: Any, error: Any) -> str:
+    """What must stay the same for a smaller graph to keep the failure: a FAIL stays a FAIL (its counts
+    change with the shape); an error stays the same error: its stage and exception, e.g. ``error
+    (execute: NotImplementedError)``, not any error (a smaller graph refused at build is another bug)."""
+    if status != "error" or not error:
+        return str(status)
+    head = ": ".join(str(error).split(": ")[:2])
+    return f"error ({re.sub(r'[0-9]+', 'N', head)[:80]})"
+
+
 def verdict_of(flags: Sequence[str], config: str | None) -> Callable[[bytes], str]:
     """A function: graph bytes -> the status ``run`` gives them with ``flags`` (in this process)."""
     from hipdnn_trace.cli import main as cli_main
@@ -102,7 +113,7 @@ def verdict_of(flags: Sequence[str], config: str | None) -> Callable[[bytes], st
             except UserError:
                 return "no run"
             rows = [r for r in summary.to_dicts() if config is None or r.get("config") == config]
-            return str(rows[0]["status"]) if rows else "no row"
+            return signature(rows[0].get("status"), rows[0].get("error")) if rows else "no row"
 
     return verdict
 

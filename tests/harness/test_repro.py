@@ -212,3 +212,30 @@ def test_a_graph_from_a_tarball_is_read_from_its_archive(tmp_path: Path) -> None
     assert (bundle / "gelu_fp16.json").read_bytes() == GELU.read_bytes()
     read_from = json.loads((bundle / "repro.json").read_text())["read_from"]
     assert read_from.endswith("suite.tar.gz:pointwise/gelu_fp16.json")
+
+
+def test_shrink_search_keeps_the_failure_and_respects_the_shape_rules() -> None:
+    """The search alone, with a verdict that fails while a matmul's K is at least 24: it halves
+    M, N and K where the matmul's shape rule allows, and stops at the smallest K that still fails."""
+    from hipdnn_trace.commands.repro_shrink import shrink
+
+    data = (ROOT / "graphs" / "matmul" / "matmul_2d_fp32.json").read_bytes()   # a [64, 96] x b [96, 128]
+
+    def verdict(text: bytes) -> str:
+        dims = {t["name"]: t["dims"] for t in json.loads(text)["tensors"]}
+        return "failed" if dims["a"][1] >= 24 else "passed"
+
+    result = shrink(data, "failed", verdict, max_steps=100, max_seconds=60)
+    dims = {t["name"]: t["dims"] for t in json.loads(result.data)["tensors"]}
+    assert dims == {"a": [1, 24], "b": [24, 1], "c": [1, 1]}
+    results = [s["result"] for s in result.steps]
+    assert "dropped: passed" in results and any(r.startswith("refused by the shape rules") for r in results)
+    assert shrink(data, "failed", lambda text: "passed", max_steps=3, max_seconds=60).stopped.startswith("budget")
+
+
+def test_an_error_shrinks_only_to_the_same_error() -> None:
+    from hipdnn_trace.commands.repro_shrink import signature
+
+    assert signature("error", 'execute: NotImplementedError: "x" for 64') == "error (execute: NotImplementedError)"
+    assert signature("error", "build: cuDNN: no plan") != signature("error", "execute: cudaErrorIllegalAddress")
+    assert signature("failed", "y: 10/64 elements") == signature("failed", "y: 1/8 elements") == "failed"
