@@ -18,7 +18,6 @@ from typing import Any
 
 from hipdnn_trace import __version__
 from hipdnn_trace.device.clock import CLOCK_NAME
-from hipdnn_trace.results.environment import recorded_environment
 
 CORE_PACKAGES = ("numpy", "polars", "perfetto", "protobuf", "ml_dtypes")
 
@@ -77,7 +76,6 @@ def run_metadata(
         "versions": {"hipdnn_trace": __version__, "python": sys.version.split()[0],
                      **package_versions(CORE_PACKAGES)},
         "machine": machine(),
-        "environment": recorded_environment(),   # what repro bundles export again
         "gpu": None,
         "timing": {**timing, "trace_clock": CLOCK_NAME},
         "seed": seed,
