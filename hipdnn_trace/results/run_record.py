@@ -186,8 +186,8 @@ class RunRecord(Block):
     """run.json. Blocks that only some runs have are OPTIONAL (left out until set)."""
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({
-        "environment", "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "error", "speed_of_light",
-        "saved_tensors"})
+        "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "error", "speed_of_light",
+        "saved_tensors", "environment"})
     NESTED: ClassVar[dict[str, type[Block]]] = {
         "timing": Timing, "validation": Validation, "isolation": Isolation, "gpus": Gpus,
         "reference_cache": ReferenceCache, "reference_device": ReferenceDevice, "inputs": Inputs,
