@@ -1,6 +1,6 @@
 """``hipdnn-trace run --profile rocprofv3`` end to end with a stand-in rocprofv3.
 
-No ROCm here. ``stand_ins/rocprofv3_stand_in.py`` goes on PATH as ``rocprofv3``: it really
+No ROCm here. ``tests/support/stand_ins/rocprofv3_stand_in.py`` goes on PATH as ``rocprofv3``: it really
 runs the harness child (CPU reference backend) with the stand-in Python ``roctx`` module,
 and writes rocprofv3-format CSVs from the marker calls it saw, inventing one kernel per
 timed iteration and per init phase. The test checks the whole chain around it: command

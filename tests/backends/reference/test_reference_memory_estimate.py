@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 from peak_rss import CHILD_HELPERS, can_reset_peak
-
-REPO = Path(__file__).resolve().parents[2]
+from repo_paths import REPO
 
 GRAPHS = {
     "conv_one_large_image": 'b.conv_fwd(t("x", [1, 256, 64, 64]), t("w", [256, 256, 3, 3]), pad=1, out="y")',

@@ -6,7 +6,7 @@ Damage (hypothesis): the file removed, emptied, cut at any byte, bytes flipped o
 by arbitrary bytes; for run.json also any JSON value, or one of its keys deleted or given a value of
 another type; for CSV tables also a column dropped, a cell replaced by hostile text, rows
 duplicated. Each example damages a fresh copy of a real run folder (the reference backend, two
-small graphs and a file that never loads). Deterministic like tests/reliability/test_fuzz_loader.py
+small graphs and a file that never loads). Deterministic like tests/graph/test_fuzz_loader.py
 (derandomize, no example database); HIPDNN_TRACE_FUZZ_SCALE=10 searches longer.
 """
 

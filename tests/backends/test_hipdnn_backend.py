@@ -1,6 +1,6 @@
 """The hipdnn backend against stand-in hipdnn_frontend modules that record every call.
 
-No AMD GPU exists here: ``stand_ins/hipdnn_frontend`` mimics the bindings' API (several
+No AMD GPU exists here: ``tests/support/stand_ins/hipdnn_frontend`` mimics the bindings' API (several
 generations) and executes graphs with the float64 reference on host memory. The tests
 check what the backend asks of hipDNN and in which order, and that data reaches the
 right addresses; hipDNN's numerics and GPU timing cannot be tested here.

@@ -1,5 +1,5 @@
 """Small hipDNN graphs and paths shared by the AMD-path tests (the common builders live in
-tests/graph_dicts.py)."""
+graph_dicts.py beside this file)."""
 
 from __future__ import annotations
 

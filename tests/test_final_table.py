@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from repo_paths import GRAPHS
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.console import si_rate, table
-
-GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [

@@ -25,7 +25,7 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.results.oracle import geomean_regret
 from hipdnn_trace.results.rundir import load_run
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "support"   # oracle_backends.py
 
 
 @pytest.fixture

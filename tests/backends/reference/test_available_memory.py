@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from hipdnn_trace.backends.reference.memory import available_memory_bytes
 
 GiB = 1 << 30
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from finite_differences import numeric_grad
+from repo_paths import GRAPHS
 
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.backends.reference.ops import (
@@ -21,7 +22,6 @@ from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph.load import load_file, parse_graph
 
-GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 RNG = np.random.default_rng(11)
 
 

@@ -129,13 +129,13 @@ def test_cudnn_program_runs_on_a_gpu(tmp_path: Path) -> None:
 
 
 def test_hipdnn_program_runs_against_the_stand_in_bindings(tmp_path: Path) -> None:
-    """STAND-IN hipdnn_frontend (tests/amd/stand_ins: no AMD GPU here): the program's call sequence,
+    """STAND-IN hipdnn_frontend (tests/support/stand_ins: no AMD GPU here): the program's call sequence,
     buffers and variant pack are accepted and the graph 'executes' (on the stand-in's float64 host)."""
     import os
 
     path, _ = _write(tmp_path, "hipdnn", load_file(GRAPHS / "conv" / "conv_fwd_1x1_nhwc_fp16.json"))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "amd" / "stand_ins"), str(ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "support" / "stand_ins"), str(ROOT)])
     env["STAND_IN_HIPDNN_LOG"] = str(tmp_path / "calls.jsonl")
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0 and done.stdout.strip().endswith("executed"), done.stderr

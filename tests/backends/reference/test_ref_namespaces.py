@@ -8,10 +8,9 @@ GPU itself is checked by the ``cuda`` test at the end (skips here without one).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from repo_paths import GRAPHS
 
 from hipdnn_trace.backends.reference import executor, xp as shim
 from hipdnn_trace.backends.reference.memory import memory_refusal
@@ -25,7 +24,6 @@ except ImportError:  # pragma: no cover - depends on the environment
     xs = None
 needs_strict = pytest.mark.skipif(xs is None, reason="array-api-strict is not installed (pip install -e '.[dev]')")
 
-GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 #: graphs of every op the reference computes (all run on the device), small enough for a unit test
 FAMILY_GRAPHS = [
     "attention/sdpa_gqa_causal_bf16.json",

@@ -11,10 +11,10 @@ node reads may stay alive.
 from __future__ import annotations
 
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import GRAPHS
 
 from hipdnn_trace.backends.reference import executor, ops as ref, xp as shim
 from hipdnn_trace.bench.inputs import make_inputs
@@ -23,7 +23,6 @@ from hipdnn_trace.graph.load import execution_order, load_bytes
 torch = pytest.importorskip("torch")
 from array_api_compat import torch as torch_xp  # noqa: E402 - only with torch
 
-GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 #: every family, with virtual intermediates (fused, MoE on dequantized weights) and integer outputs
 RESIDENT_GRAPHS = [
     "fused/matmul_bias_gelu_bf16.json",

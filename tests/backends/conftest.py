@@ -1,6 +1,6 @@
-"""AMD-path test setup: stand-ins for what cannot exist here (an AMD GPU and its libraries).
+"""Backend test setup: the hipDNN stand-ins for what cannot exist here (an AMD GPU and its libraries).
 
-Every stand-in lives in ``stand_ins/`` and says so in its docstring; tests that use one
+Every stand-in lives in ``tests/support/stand_ins/`` and says so in its docstring; tests that use one
 carry ``stand_in`` in their name.
 """
 
@@ -9,17 +9,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from amd_helpers import STAND_INS
 
 from hipdnn_trace.backends import hipdnn as hipdnn_backend
 from hipdnn_trace.backends.hipdnn_api import reset_frontend
-
-HERE = Path(__file__).resolve().parent
-STAND_INS = HERE / "stand_ins"
-REPO = HERE.parents[1]
 
 
 def _load_stand_in_package() -> ModuleType:

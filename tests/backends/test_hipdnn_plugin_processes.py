@@ -1,5 +1,5 @@
 """Plugin-path A/B through the real command line, in child processes that import the
-stand-in hipdnn_frontend (stand_ins/ on PYTHONPATH) and log every binding call.
+stand-in hipdnn_frontend (tests/support/stand_ins/ on PYTHONPATH) and log every binding call.
 
 hipDNN's plugin paths are process-wide (set before the first handle; plugins stay
 loaded), so one process serves one plugin set: A/A on one build works in one process,
