@@ -286,8 +286,15 @@ def test_amd_permission_denied_is_unlocked_with_mocked_amdsmi(monkeypatch, tmp_p
 
 # ----------------------------------------------------------------- real GPU
 
+#: Locking a real GPU's clocks changes a machine's state for everyone on it: this test runs only where the
+#: owner of the GPU asks for it (never on shared or lent GPUs, whose clocks must not be changed).
+OWN_GPU_CLOCKS = "HIPDNN_TRACE_TEST_REAL_CLOCK_LOCK"
+
+
 @pytest.mark.gpu
 @pytest.mark.cuda
+@pytest.mark.skipif(os.environ.get(OWN_GPU_CLOCKS) != "1",
+                    reason=f"changes the GPU's clocks: only on a GPU you own, with {OWN_GPU_CLOCKS}=1")
 def test_lock_max_on_a_real_nvidia_gpu_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Locks where permitted (root), else says why; either way nothing stays locked."""
     pynvml = pytest.importorskip("pynvml")
