@@ -12,6 +12,7 @@ import pytest
 from hipdnn_trace.cli import main
 from hipdnn_trace.device import peaks as P
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.graph import ops
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.results.speed_of_light import node_class, peak_for, speed_of_light
 
@@ -77,6 +78,18 @@ def test_inspect_without_peaks_on_a_machine_without_a_gpu_has_none(capsys: pytes
 def test_a_half_matmul_accumulating_in_float_counts_at_the_fp16_peak() -> None:
     g = _graph(GEMM)
     assert g.compute_data_type == "float" and node_class(g.nodes[0], g) == "fp16"
+
+
+def test_float_side_inputs_do_not_set_the_rate_the_operands_do() -> None:
+    """An attention backward reads float softmax statistics beside bf16 Q, K, V, O and dO: it runs at the
+    bf16 rate. Counted at fp32 (the widest input) its bound was 6.6x what an H200 measured."""
+    g = _graph(ROOT / "graphs" / "perf" / "attention" / "llama3_8b_prefill_s4096_backward_bf16.json")
+    node = next(n for n in g.nodes if ops.node_flops(n, g))
+    kinds = {g.by_uid[u].data_type for u in node.input_uids() if u in g.by_uid and not g.by_uid[u].virtual}
+    assert "float" in kinds and "bfloat16" in kinds   # the case this rule is about
+    assert node_class(node, g) == "bf16"
+    sol = speed_of_light(g, P.load()["h200"])
+    assert sol is not None and sol.classes == {"bf16": "bf16"}
 
 
 def test_a_memory_bound_graph_is_bounded_by_bytes_over_bandwidth() -> None:
