@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hipdnn_trace.bench.device_data import to_host
+from hipdnn_trace.bench.graph_run import DEVICE_DATA_TYPES
+
 torch = pytest.importorskip("torch")
 
 # E402 below: these modules are imported only once importorskip("torch") has let the module run
@@ -86,6 +89,9 @@ def test_make_inputs_on_a_device_equals_the_host(name: str) -> None:
         back = host_array(d, t)
         assert back.dtype == a.dtype and back.shape == a.shape
         assert back.tobytes() == a.tobytes(), t.name
+        if t.data_type in DEVICE_DATA_TYPES:   # the validator's and the cache's host copy: the same bits
+            copy = to_host(d)
+            assert copy.shape == a.shape and copy.tobytes() == a.tobytes(), t.name
     assert ops.graph_flops(graph, device) == ops.graph_flops(graph, host)
     on_host, on_dev = undefined_elements(graph, host), undefined_elements(graph, device)
     assert on_host.keys() == on_dev.keys() and all(np.array_equal(on_host[u], on_dev[u]) for u in on_host)
