@@ -407,3 +407,25 @@ def test_two_real_gpus_equal_one(tmp_path):
         assert code in (0, 2)
     assert_same_results(tmp_path / "one", tmp_path / "all", trace=False)
     assert len({e["gpu"] for e in load_run(tmp_path / "all").meta["gpus"]["graphs"].values()}) >= 2
+
+
+def test_records_waiting_for_the_writer_are_handed_over_as_one_batch() -> None:
+    """Graphs finished while the suite thread was busy reach ``after_graphs`` together (one commit, one
+    rewrite of the tables), in the order they finished, numbered on from the graphs already recorded."""
+    from hipdnn_trace.bench.gpus import _Collected
+    from hipdnn_trace.bench.records import GraphRun
+
+    pool = GpuPool(workers=[])
+    batches: list[list[tuple[int, str]]] = []
+    singles: list[int] = []
+    callbacks = SuiteCallbacks(after_graph=lambda i, g: singles.append(i),
+                               after_graphs=lambda items: batches.append([(i, g.name) for i, g in items]))
+    sources = [type("S", (), {"name": f"g{i}.json"})() for i in range(3)]
+    worker = GpuWorker(0, runner=None)   # type: ignore[arg-type]
+    state = _Collected(working=1, finished={0: GraphRun("g0.json", "g0")})
+    messages = [("start", worker, (1, 1)), ("done", worker, (1, GraphRun("g1.json", "g1"))),
+                ("start", worker, (2, 2)), ("done", worker, (2, GraphRun("g2.json", "g2"))), ("idle", worker, None)]
+    pool._take(messages, state, sources, [1.0, 1.0, 1.0], callbacks)
+    assert batches == [[(2, "g1"), (3, "g2")]] and singles == []
+    assert sorted(state.finished) == [0, 1, 2] and state.working == 0 and state.started == 2
+    assert set(pool.handouts) == {"g1.json", "g2.json"}
