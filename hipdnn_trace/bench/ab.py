@@ -2,7 +2,7 @@
 
 Timing A fully and then B lets everything that drifts in between (other jobs, clocks, heat,
 the allocator) read as a difference; an A/A on a shared 2-core box gave 8-10 of 36 graphs a
-95% interval excluding 1.0 that way. Here both sessions are prepared and bound once on the same
+95% interval excluding 1.0 that way. Here both sessions are prepared and bound on the same
 inputs, then blocks run in the order A B B A, B A A B, A B B A... Each block is the measurement
 loop (``run_loop``, so its samples carry what every measurement carries): its own ``--warmup``
 iterations, then ``block_iters`` timed ones. After planned
@@ -10,11 +10,11 @@ rounds ``bench.paired`` turns the rounds into an interval on B/A and a verdict, 
 stops when the verdict is decided or at the cap.
 
 Interleaving cannot remove a difference that belongs to the two sessions themselves: their buffers
-sit at different device addresses (allocated one after the other), and on an H200 a memory-bound
-kernel ran 2.8% slower at one placement than the other, the same engine on both sides of an A/A.
+sit at different device addresses (allocated one after the other); on an H200 an A/A of a
+memory-bound cuDNN graph read B/A = 1.028 [1.0277, 1.0291] with the same engine on both sides.
 So every ``ABPlan.fresh_every`` rounds both sessions are closed and prepared and bound again, the
 preparation order following the same ABBA pattern over re-creations (A first, B first, B first,
-A first, ...): the allocator hands each side the other's addresses half the time, and the
+A first, ...): the allocator hands each side the other's addresses about half the time, and the
 placement becomes part of what the rounds sample (noise in the interval, not a bias in its centre).
 """
 

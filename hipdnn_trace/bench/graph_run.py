@@ -441,8 +441,8 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
 def _measure_ab(graph: Graph, pair: Sequence[tuple[Config, Engine | None]], inputs: dict[int, np.ndarray],
                 settings: RunSettings, markers: Markers, load_ms: float,
                 on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> list[ConfigRun]:
-    """Both configurations prepared and bound once, timed in ABBA blocks until the verdict is
-    decided (bench/ab.py), then fetched; ``run.ab`` holds the verdict."""
+    """Both configurations prepared and bound (again between rounds, ``--ab-fresh-sessions``), timed in
+    ABBA blocks until the verdict is decided (bench/ab.py), then fetched; ``run.ab`` holds the verdict."""
     assert settings.ab_plan is not None
     arms = [_arm(graph, cfg, engine) for cfg, engine in pair]
     try:

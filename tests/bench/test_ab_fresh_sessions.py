@@ -15,8 +15,9 @@ import pytest
 from test_timing_sources import FakeKernelClock, FakeSession, FakeStagedTimer
 
 from hipdnn_trace import backends
+from hipdnn_trace.backends.base import Engine
 from hipdnn_trace.backends.reference import ReferenceBackend, ReferenceSession
-from hipdnn_trace.bench import ab
+from hipdnn_trace.bench import ab, engines as engine_choice
 from hipdnn_trace.bench.ab import Arm
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.loop import LoopSettings
@@ -119,20 +120,28 @@ class PlacedSession(ReferenceSession):
 
 
 class PlacedBackend(ReferenceBackend):
+    """Two engines to autotune over; every prepare's engine is remembered."""
+
     name = "placed"
 
     def __init__(self) -> None:
-        self.slots = Slots()
+        self.slots, self.prepared = Slots(), []
+
+    def engines(self, graph, options):  # type: ignore[override]
+        return [Engine(0, "eng0"), Engine(1, "eng1")]
 
     def prepare(self, graph, engine, options):  # type: ignore[override]
         super().prepare(graph, engine, options)
+        self.prepared.append(engine)
         return PlacedSession(graph, self.slots)
 
 
 @pytest.fixture
-def placed(monkeypatch: pytest.MonkeyPatch) -> None:
+def placed(monkeypatch: pytest.MonkeyPatch) -> PlacedBackend:
+    backend = PlacedBackend()
     monkeypatch.setitem(backends.REGISTRY, "placed", "tests:PlacedBackend")
-    monkeypatch.setitem(backends._instances, "placed", PlacedBackend())
+    monkeypatch.setitem(backends._instances, "placed", backend)
+    return backend
 
 
 FAST = ["-w", "1", "-i", "10", "--ab-block", "5", "--ab-block-ms", "0.5", "--ab-min-rounds", "8",
@@ -147,13 +156,13 @@ def _run(tmp_path: Path, run_id: str, *flags: str) -> dict:
     return load_run(tmp_path / "runs" / run_id).ab.row(0, named=True)
 
 
-def test_stand_in_backend_aa_is_slower_when_sessions_are_prepared_once(tmp_path: Path, placed: None) -> None:
+def test_stand_in_backend_aa_is_slower_when_sessions_are_prepared_once(tmp_path: Path, placed: PlacedBackend) -> None:
     row = _run(tmp_path, "once", "--ab-fresh-sessions", "0")
     assert (row["verdict"], row["recreated"]) == (SLOWER, 0)
 
 
 def test_stand_in_backend_aa_with_fresh_sessions_is_never_faster_or_slower(
-        tmp_path: Path, placed: None, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, placed: PlacedBackend, capsys: pytest.CaptureFixture[str]) -> None:
     row = _run(tmp_path, "fresh")
     assert row["verdict"] in (SAME, UNDECIDED)
     assert row["ci_low"] <= 1.0 <= row["ci_high"]
@@ -161,3 +170,18 @@ def test_stand_in_backend_aa_with_fresh_sessions_is_never_faster_or_slower(
     meta = json.loads((tmp_path / "runs" / "fresh" / "run.json").read_text())
     assert meta["timing"]["ab"]["fresh_every"] == 1
     assert "sessions re-created 7 times" in capsys.readouterr().out
+
+
+def test_stand_in_backend_re_creation_reuses_the_autotuned_engine(tmp_path: Path, placed: PlacedBackend,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def autotune(backend, graph, options, inputs, markers):  # type: ignore[no-untyped-def]
+        calls.append(backend.name)
+        return Engine(1, "eng1"), [(Engine(1, "eng1"), 0.1, "")]
+
+    monkeypatch.setattr(engine_choice, "autotune", autotune)
+    row = _run(tmp_path, "tuned", "--autotune")
+    assert calls == ["placed", "placed"]   # once per configuration, never again on re-creation
+    assert row["recreated"] == 7
+    assert len(placed.prepared) == 2 * 8 and all(e == Engine(1, "eng1") for e in placed.prepared)
