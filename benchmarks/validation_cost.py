@@ -15,7 +15,7 @@ shape and type; tolerances as ``bench/graph_run.py`` derives them: ``tolerance_f
 
 Timings are the best of ``--repeat`` runs, methods interleaved so load from other processes hits
 all alike. ``--chunks``/``--threads`` sweep compare_tensor's settings; ``--oracle`` adds the
-comparison as it was before (tests/validate/chunked_compare_oracle.py).
+comparison as it was before (tests/support/chunked_compare_oracle.py).
 
     python benchmarks/validation_cost.py [--source synthetic|reference] [--repeat 7] [--oracle]
 """
@@ -113,7 +113,7 @@ def main() -> None:
                                                                    reference=expected, dtype=dtype,
                                                                    chunk_elements=c, threads=t)
     if args.oracle:
-        sys.path.insert(0, str(REPO / "tests" / "validate"))
+        sys.path.insert(0, str(REPO / "tests" / "support"))
         from chunked_compare_oracle import compare_chunked
 
         functions["before (chunked_compare_oracle)"] = lambda: compare_chunked(

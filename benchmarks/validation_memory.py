@@ -8,7 +8,7 @@ output's type, then, in a fresh child process per method, measures what one vali
 RSS once both arrays exist (VmHWM after resetting it through /proc/self/clear_refs):
 
 * ``whole``: the comparison as it was before chunking (kept as the tests' oracle in
-  tests/validate/unchunked_compare.py) with the whole-array RMS of ``scaled_atol``;
+  tests/support/unchunked_compare.py) with the whole-array RMS of ``scaled_atol``;
 * ``chunked``: today's ``compare_tensor`` (its defaults: ``HOST_CHUNK_ELEMENTS`` per thread) and ``scaled_atol``;
 * ``one chunk``: today's code with the chunk as large as the output (what chunking buys).
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))   # run from a checkout
 CHILD = r"""
 import gc, sys, time
 import numpy as np
-sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests/validate"]
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests/support"]
 from hipdnn_trace.backends.reference.ops import round_to
 from hipdnn_trace.validate import compare, tolerances
 

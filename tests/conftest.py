@@ -1,4 +1,7 @@
-"""Shared test setup: hardware markers skip cleanly where the hardware is absent.
+"""Shared test setup: helpers importable, hardware markers skip cleanly where the hardware is absent.
+
+``tests/support`` (helper modules, stand-ins and test backends; tests/README.md) goes on ``sys.path``
+here, so every test imports its helpers by module name wherever the test lives.
 
 ``gpu``/``cuda`` tests need an NVIDIA GPU, ``rocm`` tests an AMD GPU. Detection
 never imports a heavy framework when a cheap check answers: no /dev/nvidia* or
@@ -10,6 +13,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 #: Upstream data beside the repo (read in place, never copied): skip when absent.
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+#: Helper modules, stand-ins and test backends, imported by module name from any test folder.
+SUPPORT = REPO / "tests" / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 
 
 @functools.cache
@@ -55,3 +63,17 @@ def shared_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip("upstream fixtures (../shared/fixtures) not present")
     return SHARED_FIXTURES
+
+
+@pytest.fixture
+def faulty(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Register the faulty backend (support/faulty_backend.py, a stand-in for a crashing vendor library)
+    in this process; returns its name. Isolated children receive the registry entries of the backends they
+    run from the parent; CLI subprocesses find it through ``HIPDNN_TRACE_EXTRA_BACKENDS``
+    (reliability_helpers.cli_env)."""
+    from reliability_helpers import FAULTY_SPEC
+
+    from hipdnn_trace import backends
+
+    monkeypatch.setitem(backends.REGISTRY, "faulty", FAULTY_SPEC)
+    return "faulty"

@@ -2,12 +2,20 @@
 
 Timing A fully and then B lets everything that drifts in between (other jobs, clocks, heat,
 the allocator) read as a difference; an A/A on a shared 2-core box gave 8-10 of 36 graphs a
-95% interval excluding 1.0 that way. Here both sessions are prepared and bound once on the same
+95% interval excluding 1.0 that way. Here both sessions are prepared and bound on the same
 inputs, then blocks run in the order A B B A, B A A B, A B B A... Each block is the measurement
 loop (``run_loop``, so its samples carry what every measurement carries): its own ``--warmup``
 iterations, then ``block_iters`` timed ones. After planned
 rounds ``bench.paired`` turns the rounds into an interval on B/A and a verdict, and the graph
 stops when the verdict is decided or at the cap.
+
+Interleaving cannot remove a difference that belongs to the two sessions themselves: their buffers
+sit at different device addresses (allocated one after the other); on an H200 an A/A of a
+memory-bound cuDNN graph read B/A = 1.028 [1.0277, 1.0291] with the same engine on both sides.
+So every ``ABPlan.fresh_every`` rounds both sessions are closed and prepared and bound again, the
+preparation order following the same ABBA pattern over re-creations (A first, B first, B first,
+A first, ...): the allocator hands each side the other's addresses about half the time, and the
+placement becomes part of what the rounds sample (noise in the interval, not a bias in its centre).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,6 +37,12 @@ from hipdnn_trace.markers import Markers
 #: cancels, and so does whatever the end of a round costs the block after it (on the 2-core box
 #: A's blocks at the start of A-first rounds ran 10% slower: A B B A A B B A repeats A there)
 ORDERS = ((0, 1, 1, 0), (1, 0, 0, 1))
+
+#: which arm is prepared first at the k-th preparation of the pair (k = 0: the first opening), by
+#: k % 4: A B, B A, B A, A B. With a re-creation every round a plain alternation would always
+#: prepare A first in the rounds where A's block leads (ORDERS); this pattern meets each block order
+#: with each preparation order once every four rounds, and a drift in placement cancels as in ABBA.
+PREPARATION_ORDERS = ((0, 1), (1, 0), (1, 0), (0, 1))
 
 
 @dataclass
@@ -44,6 +58,16 @@ class Arm:
     samples: Samples = field(default_factory=Samples)
     blocks: list[np.ndarray] = field(default_factory=list)   # each block's timed kernel_ms (the statistic's)
     counters: dict[str, int] = field(default_factory=dict)   # rows so far per phase (iteration numbers)
+    engine: Any = None                # what its session was prepared with: a re-creation reuses it (no autotune)
+
+
+class Sessions(Protocol):
+    """How ``interleave`` re-creates an arm's session (bench/graph_run.py: the backend's prepare and
+    bind on the same inputs and engine)."""
+
+    def close(self, arm: Arm) -> None: ...
+
+    def open(self, arm: Arm) -> None: ...
 
 
 class BlockFailure(Exception):
@@ -62,9 +86,11 @@ def min_rounds(plan: ABPlan, loop: LoopSettings) -> int:
 
 def interleave(arms: Sequence[Arm], plan: ABPlan, loop: LoopSettings, markers: Markers, *,
                samplers: Sequence[Sampler] = (), on_iteration: Callable[[int], None] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> ABResult:
+               clock: Callable[[], float] = time.monotonic, sessions: Sessions | None = None) -> ABResult:
     """Run ABBA rounds until the verdict is decided at a look or a cap is hit; each arm's samples
-    and phases are filled as it goes. A block that raises ends the A/B with :class:`BlockFailure`."""
+    and phases are filled as it goes. With ``sessions``, both sessions are re-created before every
+    ``plan.fresh_every``-th round (never inside one: rounds stay the paired units). A block or a
+    re-creation that raises ends the A/B with :class:`BlockFailure`."""
     first = min_rounds(plan, loop)
     looks, confidence = set(plan.looks(first)), plan.confidence(first)
     started = clock()
@@ -72,7 +98,11 @@ def interleave(arms: Sequence[Arm], plan: ABPlan, loop: LoopSettings, markers: M
     skipped = 0
     stop, rounds = f"cap of {plan.max_rounds} rounds", 0
     ratio = low = high = math.nan
+    recreated = 0
     for r in range(plan.max_rounds):
+        if sessions is not None and plan.fresh_every and r and r % plan.fresh_every == 0:
+            recreated += 1
+            recreate(arms, sessions, recreated)
         for pos, which in enumerate(ORDERS[r % 2]):
             try:
                 _block(arms[which], 4 * r + pos, plan, loop, markers, samplers, on_iteration)
@@ -100,7 +130,23 @@ def interleave(arms: Sequence[Arm], plan: ABPlan, loop: LoopSettings, markers: M
     return ABResult(config_a=arms[0].run.config.name, config_b=arms[1].run.config.name, ratio=ratio,
                     ci_low=low, ci_high=high, verdict=final, rounds=rounds, blocks=4 * rounds,
                     block_iters=plan.block_iters, band=plan.band, confidence=confidence, stop=stop,
-                    log_ratios=log_ratios)
+                    recreated=recreated, log_ratios=log_ratios)
+
+
+def recreate(arms: Sequence[Arm], sessions: Sessions, count: int) -> None:
+    """Close both sessions, then prepare and bind them again in the ``count``-th preparation order
+    (PREPARATION_ORDERS), so the allocator's addresses change sides. Both are reopened even when
+    one fails (the other keeps a session to fetch from); the first failure is raised after."""
+    for arm in arms:
+        sessions.close(arm)
+    failure: BlockFailure | None = None
+    for which in PREPARATION_ORDERS[count % len(PREPARATION_ORDERS)]:
+        try:
+            sessions.open(arms[which])
+        except Exception as exc:   # the arm's record says what
+            failure = failure or BlockFailure(which, exc)
+    if failure is not None:
+        raise failure
 
 
 def _round(arms: Sequence[Arm]) -> float | None:

@@ -108,6 +108,15 @@ class Handout:
 
 
 @dataclass
+class _Collected:
+    """What the suite thread has collected so far: finished graphs by position, counts."""
+
+    working: int
+    started: int = 0
+    finished: dict[int, GraphRun] = field(default_factory=dict)
+
+
+@dataclass
 class GpuPool:
     """The workers of a --gpus run; close it (the run command does, in its ``finally``)."""
 
@@ -132,37 +141,55 @@ class GpuPool:
                                       args=(worker, todo, results, sources, configs, settings, markers))
             self._threads.append(thread)
             thread.start()
-        finished: dict[int, GraphRun] = {}
-        started = 0
-        working = len(self.workers)
+        state = _Collected(working=len(self.workers))
         try:
-            while working:
+            while state.working:
                 try:
-                    kind, worker, value = results.get(timeout=POLL_S)
+                    messages = [results.get(timeout=POLL_S)]
                 except queue.Empty:
                     continue
-                if kind == "start":
-                    rank, position = value
-                    started += 1
-                    self.handouts[sources[position].name] = Handout(worker.gpu, rank, float(estimates[position]))
-                    if callbacks.before_graph:
-                        callbacks.before_graph(started, sources[position])
-                elif kind == "done":
-                    position, g = value
-                    if g.ready_ns is not None:   # its worker went on to the next graph meanwhile
-                        g.queue_ms = max(0, now_ns() - g.ready_ns) / 1e6
-                    if callbacks.after_graph:
-                        callbacks.after_graph(len(finished) + 1, g)
-                    g.drop_arrays()
-                    finished[position] = g
-                elif kind == "raise":
-                    raise value
-                else:   # "idle": the queue is empty for this worker
-                    working -= 1
+                while True:   # what else is waiting: recorded as one batch by the one writer
+                    try:
+                        messages.append(results.get_nowait())
+                    except queue.Empty:
+                        break
+                self._take(messages, state, sources, estimates, callbacks)
         except BaseException:
             self.stop()
             raise
-        return SuiteOutcome(runs=[finished[i] for i in sorted(finished)])
+        return SuiteOutcome(runs=[state.finished[i] for i in sorted(state.finished)])
+
+    def _take(self, messages: list[tuple[str, GpuWorker, Any]], state: _Collected, sources: Sequence[GraphSource],
+              estimates: Sequence[float], callbacks: SuiteCallbacks) -> None:
+        """Handle the workers' messages in order; the graphs they finished go to the callbacks together."""
+        batch: list[tuple[int, GraphRun]] = []
+        for kind, worker, value in messages:
+            if kind == "start":
+                rank, position = value
+                state.started += 1
+                self.handouts[sources[position].name] = Handout(worker.gpu, rank, float(estimates[position]))
+                if callbacks.before_graph:
+                    callbacks.before_graph(state.started, sources[position])
+            elif kind == "done":
+                position, g = value
+                if g.ready_ns is not None:   # its worker went on to the next graph meanwhile
+                    g.queue_ms = max(0, now_ns() - g.ready_ns) / 1e6
+                batch.append((position, g))
+            elif kind == "raise":
+                raise value
+            else:   # "idle": the queue is empty for this worker
+                state.working -= 1
+        if not batch:
+            return
+        numbered = [(len(state.finished) + i + 1, g) for i, (_, g) in enumerate(batch)]
+        if callbacks.after_graphs:
+            callbacks.after_graphs(numbered)
+        elif callbacks.after_graph:
+            for index, g in numbered:
+                callbacks.after_graph(index, g)
+        for position, g in batch:
+            g.drop_arrays()
+            state.finished[position] = g
 
     def _work(self, worker: GpuWorker, todo: queue.Queue, results: queue.Queue, sources: Sequence[GraphSource],
               configs: Sequence[Config], settings: RunSettings, markers: Markers) -> None:

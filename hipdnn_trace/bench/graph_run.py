@@ -309,29 +309,57 @@ def _open(graph: Graph, arm: Arm, engine: Engine | None, inputs: dict[int, np.nd
             engine = chosen
             run.engine = f"{chosen.label()} (autotuned)"
         arm.started_ns = now_ns()   # autotuning is not part of this config's init
-    arm.phase = "init"
-    markers.push("init")
-    t0 = now_ns()
-    arm.session = session = backend.prepare(graph, engine, options)
-    t1 = now_ns()
-    markers.pop()
-    run.init_ms = load_ms + (t1 - t0) / 1e6
-    run.phases.append(Phase("init", t0, t1))
-    if session.engine is not None:
+    arm.engine = engine
+    run.init_ms = load_ms + _prepare(graph, arm, inputs, settings, markers)
+    if arm.session.engine is not None:
         # what actually runs: a soft preference may have fallen back to another engine
-        actual = session.engine.label()
+        actual = arm.session.engine.label()
         requested = run.engine.removesuffix(" (autotuned)")
         if requested and actual != requested:
             run.info["requested_engine"] = requested
             run.engine = actual
         elif not run.engine:
             run.engine = actual
-    arm.phase = "bind"
+
+
+def _prepare(graph: Graph, arm: Arm, inputs: dict[int, np.ndarray], settings: RunSettings,
+             markers: Markers) -> float:
+    """Build the plan for ``arm.engine`` (an init phase) and bind the inputs (a bind phase), the
+    kernel clock chosen for the new session; the plan build's milliseconds."""
+    run = arm.run
+    options = run.config.run_options(settings.options)
+    arm.phase = "init"
+    markers.push("init")
     t0 = now_ns()
+    arm.session = session = backends.get(run.config.backend).prepare(graph, arm.engine, options)
+    t1 = now_ns()
+    markers.pop()
+    run.phases.append(Phase("init", t0, t1))
+    arm.phase = "bind"
+    t2 = now_ns()
     session.bind(inputs)
-    run.phases.append(Phase("bind", t0, now_ns()))
+    run.phases.append(Phase("bind", t2, now_ns()))
     arm.phase = "execute"
     arm.clock = _kernel_clock(settings, session, run)
+    return (t1 - t0) / 1e6
+
+
+@dataclass
+class _FreshSessions:
+    """``ab.Sessions`` for an interleaved A/B: close an arm's session, and prepare and bind it again on
+    the same inputs with the engine its first opening chose (an autotune is not repeated)."""
+
+    graph: Graph
+    inputs: dict[int, np.ndarray]
+    settings: RunSettings
+    markers: Markers
+
+    def close(self, arm: Arm) -> None:
+        _close(arm)   # a failed close is recorded in run.info; the next prepare says whether it matters
+
+    def open(self, arm: Arm) -> None:
+        with self.markers.range(arm.range_name):
+            _prepare(self.graph, arm, self.inputs, self.settings, self.markers)
 
 
 def _time(graph: Graph, arm: Arm, settings: RunSettings, markers: Markers,
@@ -413,8 +441,8 @@ def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int,
 def _measure_ab(graph: Graph, pair: Sequence[tuple[Config, Engine | None]], inputs: dict[int, np.ndarray],
                 settings: RunSettings, markers: Markers, load_ms: float,
                 on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> list[ConfigRun]:
-    """Both configurations prepared and bound once, timed in ABBA blocks until the verdict is
-    decided (bench/ab.py), then fetched; ``run.ab`` holds the verdict."""
+    """Both configurations prepared and bound (again between rounds, ``--ab-fresh-sessions``), timed in
+    ABBA blocks until the verdict is decided (bench/ab.py), then fetched; ``run.ab`` holds the verdict."""
     assert settings.ab_plan is not None
     arms = [_arm(graph, cfg, engine) for cfg, engine in pair]
     try:
@@ -422,7 +450,8 @@ def _measure_ab(graph: Graph, pair: Sequence[tuple[Config, Engine | None]], inpu
             with _failures(arm), markers.range(arm.range_name):
                 _open(graph, arm, engine, inputs, settings, markers, load_ms)
         if all(arm.session is not None and arm.run.status == OK for arm in arms):
-            _interleave(arms, settings, markers, on_iteration, run)
+            _interleave(arms, settings, markers, on_iteration, run,
+                        _FreshSessions(graph, inputs, settings, markers))
         for arm in arms:
             if arm.session is not None and arm.run.status == OK:
                 with _failures(arm), markers.range(arm.range_name):
@@ -434,21 +463,24 @@ def _measure_ab(graph: Graph, pair: Sequence[tuple[Config, Engine | None]], inpu
 
 
 def _interleave(arms: list[Arm], settings: RunSettings, markers: Markers,
-                on_iteration: Callable[[int], None] | None, run: GraphRun) -> None:
+                on_iteration: Callable[[int], None] | None, run: GraphRun, sessions: _FreshSessions) -> None:
     assert settings.ab_plan is not None
     try:
-        run.ab = ab.interleave(arms, settings.ab_plan, settings.loop, markers,
-                               samplers=settings.samplers, on_iteration=on_iteration)
+        run.ab = ab.interleave(arms, settings.ab_plan, settings.loop, markers, samplers=settings.samplers,
+                               on_iteration=on_iteration, sessions=sessions)
     except ab.BlockFailure as failure:
         with _failures(arms[failure.index]):
             raise failure.cause from None
-        run.notes.append(f"interleaved A/B stopped: {arms[failure.index].run.config.name} failed in a block")
+        failed = arms[failure.index]
+        where = "a block" if failed.phase == "execute" else f"{failed.phase} of its re-created session"
+        run.notes.append(f"interleaved A/B stopped: {failed.run.config.name} failed in {where}")
     for arm in arms:
         arm.run.samples = arm.samples
         arm.run.info["timing"] = {**arm.run.info.get("timing", {}), **arm.samples.timing}
         plan = settings.ab_plan
         arm.run.stop_reason = (f"interleaved A/B: {len(arm.blocks)} blocks of >= {plan.block_iters} iterations "
-                               f"and {plan.block_ms:g} ms; {run.ab.stop if run.ab else 'stopped by a failure'}")
+                               f"and {plan.block_ms:g} ms; {run.ab.stop if run.ab else 'stopped by a failure'}"
+                               f"{f'; sessions re-created {run.ab.recreated} times' if run.ab else ''}")
 
 
 def _kernel_clock(settings: RunSettings, session: Any, run: ConfigRun) -> KernelClock | None:

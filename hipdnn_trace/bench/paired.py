@@ -38,6 +38,7 @@ class ABPlan:
     max_rounds: int = 32          # cap: UNDECIDED when still open here
     max_seconds: float = 60.0     # cap on a graph's interleaved timing (0: none)
     alpha: float = 0.05           # family-wise error over the looks
+    fresh_every: int = 1          # re-create both sessions every this many rounds (0: keep the first pair)
 
     def looks(self, min_rounds: int | None = None) -> list[int]:
         """Rounds after which the rule looks: the minimum, doubling, and the cap."""
@@ -68,6 +69,7 @@ class ABResult:
     band: float
     confidence: float
     stop: str
+    recreated: int = 0            # times both sessions were closed, prepared and bound again
     method: str = METHOD
     log_ratios: list[float] = field(default_factory=list)
 

@@ -41,6 +41,8 @@ class SuiteCallbacks:
 
     before_graph: Callable[[int, GraphSource], None] | None = None
     after_graph: Callable[[int, GraphRun], None] | None = None
+    #: --gpus: graphs finished while the suite thread was busy, handed over together (one commit)
+    after_graphs: Callable[[list[tuple[int, GraphRun]]], None] | None = None
     on_iteration: Callable[[int], None] | None = None
     on_stage: Callable[[str], None] | None = None
 

@@ -12,5 +12,6 @@ SUMMARIES: dict[str, str] = {
     "compare": "significance-tested A/B of two runs (verdict per graph)",
     "report": "HTML + Markdown report of a run, or of run B against run A",
     "merge": "combine shard runs into one run directory",
+    "repro": "a failed or errored row as a bundle: graph, run.sh, environment, library-only script",
     "slurm": "run a suite over a Slurm job array, then merge",
 }

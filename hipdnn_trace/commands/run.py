@@ -174,6 +174,12 @@ def _ab(p: argparse.ArgumentParser) -> None:
                     help=f"cap on rounds: still undecided here is UNDECIDED (default {_D.ab_max_rounds})")
     ab.add_argument("--ab-max-seconds", type=argtypes.seconds, default=_D.ab_max_seconds, metavar="S",
                     help=f"cap on a graph's interleaved timing (default {_D.ab_max_seconds:g}; 0: none)")
+    ab.add_argument("--ab-fresh-sessions", type=argtypes.non_negative_int, default=_D.ab_fresh_sessions,
+                    metavar="N",
+                    help=f"close, prepare and bind both sessions again every N rounds, A or B first by turns, "
+                         f"so where their buffers land counts as noise, not as a difference (default "
+                         f"{_D.ab_fresh_sessions}: each round its own placement; 0: prepare once; an autotuned "
+                         "engine is reused)")
     ab.add_argument("--ab-sequential", action="store_true",
                     help="time A fully, then B (no interleaving, no verdict row)")
 

@@ -140,4 +140,4 @@ def ab_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:
     return [{**_key(run_id, g, r.config_a), "source": g.source, "config_b": r.config_b, "ratio": r.ratio,
              "ci_low": r.ci_low, "ci_high": r.ci_high, "confidence": r.confidence, "verdict": r.verdict,
              "band": r.band, "rounds": r.rounds, "blocks": r.blocks, "block_iters": r.block_iters,
-             "stop": r.stop, "method": r.method}]
+             "recreated": r.recreated, "stop": r.stop, "method": r.method}]

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from hipdnn_trace import __version__
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import CLOCK_NAME
+from hipdnn_trace.results.environment import recorded_environment
 from hipdnn_trace.results.metadata import CORE_PACKAGES, machine, package_versions
 
 
@@ -202,7 +203,7 @@ class RunRecord(Block):
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({
         "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "error", "speed_of_light",
-        "saved_tensors", "oracle"})
+        "saved_tensors", "oracle", "environment"})
     NESTED: ClassVar[dict[str, type[Block]]] = {
         "timing": Timing, "validation": Validation, "isolation": Isolation, "gpus": Gpus,
         "reference_cache": ReferenceCache, "reference_device": ReferenceDevice, "inputs": Inputs,
@@ -214,6 +215,7 @@ class RunRecord(Block):
     argv: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] | None = None   # cwd and the variables that matter (results/environment.py)
     gpu: dict[str, Any] | None = None
     timing: Timing = field(default_factory=Timing)
     seed: int = 0
@@ -245,7 +247,7 @@ class RunRecord(Block):
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         versions = {"hipdnn_trace": __version__, "python": sys.version.split()[0],
                     **package_versions(CORE_PACKAGES)}
-        return cls(created=now, versions=versions, machine=machine(), **values)
+        return cls(created=now, versions=versions, machine=machine(), environment=recorded_environment(), **values)
 
     def finish(self, status: str, **extra: Any) -> None:
         """How the run ended (status, elapsed_s, error, a merge's warnings ...)."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,14 +272,42 @@ class RunWriter:
 
     def add_graph(self, g: GraphRun, lane: int | None = None) -> None:
         """Record a finished graph; ``lane``: the GPU it ran on in a --gpus run (its trace track)."""
-        with self._writing():
-            self._add_graph(g, lane)
+        self.add_graphs([(g, lane)])
 
-    def _add_graph(self, g: GraphRun, lane: int | None = None) -> None:
-        """Write ``g`` in the commit order (module docstring): every table, a provisional breakdown row,
-        summary.csv (the commit), the trace, the final breakdown row."""
-        rid = self.run_id
+    def add_graphs(self, items: Sequence[tuple[GraphRun, int | None]]) -> None:
+        """Record finished graphs as one commit: a --gpus run's records that waited for the one writer
+        together cost one rewrite of the tables instead of one each (the writer is the pool's only
+        serial stage; each graph's breakdown says the batch's write time)."""
+        with self._writing():
+            self._add_graphs(items)
+
+    def _add_graphs(self, items: Sequence[tuple[GraphRun, int | None]]) -> None:
+        """Write ``items`` in the commit order (module docstring): every table, provisional breakdown rows,
+        summary.csv (the commit), the trace, the final breakdown rows."""
         t0 = now_ns()
+        for g, _ in items:
+            self._append_rows(g)
+        self._write_graph_tables()
+        # before the commit, so a finished graph always has its breakdown row: a kill before the final
+        # ones below leaves these (wall time up to the summary, the trace append not counted)
+        for g, _ in items:
+            self.frames["breakdown"].append(self._breakdown(g, t0))
+        self._write_breakdown()
+        self._write_summary()   # the commit point
+        if self.timeline is not None:   # after the commit: a trace never shows an unfinished graph
+            for g, lane in items:
+                if lane is None:
+                    self.timeline.add_graph(g)
+                else:
+                    self.timeline.add_graph(g, lane)
+        first = len(self.frames["breakdown"]) - len(items)
+        for i, (g, _) in enumerate(items):   # final: the writing included
+            self.frames["breakdown"][first + i] = self._breakdown(g, t0)
+        self._write_breakdown()
+
+    def _append_rows(self, g: GraphRun) -> None:
+        """``g``'s rows in every frame (written by the caller, in the commit order)."""
+        rid = self.run_id
         self.frames["iterations"].append(R.iterations_frame(rid, g))
         summary = R.summary_rows(rid, g, self.peaks)
         self.frames["summary"].append(schemas.frame(summary, schemas.SUMMARY))
@@ -294,19 +322,6 @@ class RunWriter:
                 df = getattr(c, name)
                 if isinstance(df, pl.DataFrame) and df.height:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
-        self._write_graph_tables()
-        # before the commit, so a finished graph always has its breakdown row: a kill before the final
-        # one below leaves this one (its wall time up to the summary, the trace append not counted)
-        self.frames["breakdown"].append(self._breakdown(g, t0))
-        self._write_breakdown()
-        self._write_summary()   # the commit point
-        if self.timeline is not None:   # after the commit: a trace never shows an unfinished graph
-            if lane is None:
-                self.timeline.add_graph(g)
-            else:
-                self.timeline.add_graph(g, lane)
-        self.frames["breakdown"][-1] = self._breakdown(g, t0)   # final: the writing included
-        self._write_breakdown()
 
     def _breakdown(self, g: GraphRun, t0: int) -> pl.DataFrame:
         end = now_ns()

@@ -205,6 +205,7 @@ AB: Schema = {
     "rounds": pl.Int64(),           # ABBA rounds run
     "blocks": pl.Int64(),           # blocks run (4 per round, both configs)
     "block_iters": pl.Int64(),      # timed iterations per block
+    "recreated": pl.Int64(),        # times both sessions were closed, prepared and bound again (placement)
     "stop": pl.String(),            # why it stopped: decided, or which cap
     "method": pl.String(),
 }

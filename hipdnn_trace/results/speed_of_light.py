@@ -2,15 +2,17 @@
 
 ``time >= max(sum over nodes of FLOPs / peak of the node's class, bytes / HBM bandwidth)``, with the FLOPs
 and the minimum bytes of the graph's own model (``graph.ops``, what ``inspect`` shows). A node's class is
-the type its math units are fed: the widest data type among its non-virtual floating (or 8-bit integer)
-inputs, the graph's io type when every input is virtual (a fused chain's inner node), so a half matmul that
-accumulates in float counts at the fp16 tensor-core peak. The peak is the fastest unit's dense figure, so
-the bound holds whichever unit a library picks; a type the GPU has no peak for falls back to the next wider
-type it has (docs/speed-of-light.md).
+the type its math units are fed: the data type of its largest non-virtual floating (or 8-bit integer)
+input (ties: the wider type), the graph's io type when every input is virtual (a fused chain's inner
+node), so a half matmul that accumulates in float counts at the fp16 tensor-core peak, and an attention
+backward whose softmax statistics are float still counts at its bf16/fp16 operands' peak. The peak is
+the fastest unit's dense figure, so the bound holds whichever unit a library picks; a type the GPU has no
+peak for falls back to the next wider type it has (docs/speed-of-light.md).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,18 +50,21 @@ class SpeedOfLight:
 
 
 def node_class(node: Node, graph: Graph) -> str:
-    """The class whose peak a node's FLOPs are counted at (see the module's docstring)."""
-    found = []
+    """The class whose peak a node's FLOPs are counted at (see the module's docstring): the operands'
+    type, not a small side input's (float statistics, biases and scales do not feed the math units'
+    main path; counting an attention backward at the fp32 rate made its bound 6.6x its measured time)."""
+    found: list[tuple[int, str]] = []
     for uid in node.input_uids():
         t = graph.by_uid.get(uid)
         if t is not None and not t.virtual and not t.is_value and t.data_type in DTYPE_CLASS:
-            found.append(DTYPE_CLASS[t.data_type])
+            found.append((math.prod(t.dims), DTYPE_CLASS[t.data_type]))
     if not found:
         for name in (graph.io_data_type, node.compute_data_type, graph.compute_data_type):
             if name in DTYPE_CLASS:
                 return DTYPE_CLASS[name]
         return "fp32"
-    return min(found, key=WIDTH_ORDER.index)
+    largest = max(n for n, _ in found)
+    return min((cls for n, cls in found if n == largest), key=WIDTH_ORDER.index)
 
 
 def flops_by_class(graph: Graph) -> dict[str, float]:

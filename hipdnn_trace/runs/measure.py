@@ -141,34 +141,47 @@ class _Suite:
 
     def after(self, index: int, g: GraphRun) -> None:
         """Record a finished graph (its rows, where it ran, how its sessions ran) and print its line."""
+        self.after_batch([(index, g)])
+
+    def after_batch(self, batch: list[tuple[int, GraphRun]]) -> None:
+        """Record finished graphs as one commit (--gpus: those that waited for the writer together)."""
         record, pool = self.writer.record, self.pool
         with self.guard.protect():
             self.progress.clear()
-            for hook in self.plan.settings.hooks:
-                finish = getattr(hook, "finish_graph", None)
-                if finish is not None:
-                    finish(g)
-                details = getattr(hook, "profile", None)
-                details = details() if callable(details) else None   # an in-process profiler's block so far
-                if details:
-                    record.profile = Profile.of(hook.name, details)
-            record.add_sessions(g)
-            record.add_reference(g)
-            if g.saved_tensors is not None:   # --save-tensors: the bundle, or why it is missing
-                record.saved_tensors = {**(record.saved_tensors or {}), g.name: g.saved_tensors}
-            handout = pool.handouts.get(g.source) if pool is not None else None
-            if handout is not None:
-                record.add_handout(g.source, handout)
-                record.gpus.warm_up_s = {str(gpu): spent for gpu, spent in pool.warm_ups.items()}
+            lanes = []
+            for _, g in batch:
+                self._note(g)
+                handout = pool.handouts.get(g.source) if pool is not None else None
+                lanes.append(None if handout is None else handout.gpu)
+                if handout is not None:
+                    record.add_handout(g.source, handout)
+                    record.gpus.warm_up_s = {str(gpu): spent for gpu, spent in pool.warm_ups.items()}
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
                 with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
                     self.writer.write_record()
-            self.writer.add_graph(g, lane=None if handout is None else handout.gpu)
-            self.reporter.graph(index, len(self.plan.sources), g)
-            if self.plan.settings.ab:
-                line = ab_line(g)
-                if line:
-                    self.reporter.ab(line)
+            self.writer.add_graphs([(g, lane) for (_, g), lane in zip(batch, lanes)])
+            for index, g in batch:
+                self.reporter.graph(index, len(self.plan.sources), g)
+                if self.plan.settings.ab:
+                    line = ab_line(g)
+                    if line:
+                        self.reporter.ab(line)
+
+    def _note(self, g: GraphRun) -> None:
+        """What run.json keeps of a finished graph: the profilers' blocks, sessions, reference, tensors."""
+        record = self.writer.record
+        for hook in self.plan.settings.hooks:
+            finish = getattr(hook, "finish_graph", None)
+            if finish is not None:
+                finish(g)
+            details = getattr(hook, "profile", None)
+            details = details() if callable(details) else None   # an in-process profiler's block so far
+            if details:
+                record.profile = Profile.of(hook.name, details)
+        record.add_sessions(g)
+        record.add_reference(g)
+        if g.saved_tensors is not None:   # --save-tensors: the bundle, or why it is missing
+            record.saved_tensors = {**(record.saved_tensors or {}), g.name: g.saved_tensors}
 
     def _suite(self) -> SuiteOutcome:
         plan, progress = self.plan, self.progress
@@ -178,7 +191,8 @@ class _Suite:
         if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]
             return self.pool.run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers,
-                                       SuiteCallbacks(before_graph=before, after_graph=self.after), order)
+                                       SuiteCallbacks(before_graph=before, after_graph=self.after,
+                                                      after_graphs=self.after_batch), order)
         return run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers, SuiteCallbacks(
             before_graph=before, after_graph=self.after, on_iteration=progress.iteration,
             on_stage=progress.stage), runner=self.runner)

@@ -238,7 +238,7 @@ def ab_plan(request: RunRequest, configs: Sequence[Config]) -> ABPlan | None:
         raise UserError(f"--ab-max-rounds {request.ab_max_rounds} is below --ab-min-rounds {request.ab_min_rounds}")
     return ABPlan(band=request.ab_band, block_iters=request.ab_block, block_ms=request.ab_block_ms,
                   min_rounds=request.ab_min_rounds, max_rounds=request.ab_max_rounds,
-                  max_seconds=request.ab_max_seconds)
+                  max_seconds=request.ab_max_seconds, fresh_every=request.ab_fresh_sessions)
 
 
 def reference_only(configs: Sequence[Config]) -> bool:

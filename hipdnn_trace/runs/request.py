@@ -65,6 +65,7 @@ class RunRequest:
     ab_min_rounds: int = ABPlan.min_rounds
     ab_max_rounds: int = ABPlan.max_rounds
     ab_max_seconds: float = ABPlan.max_seconds
+    ab_fresh_sessions: int = ABPlan.fresh_every
     ab_sequential: bool = False
     # reliability and scale-out
     isolate: bool | None = None

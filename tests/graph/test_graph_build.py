@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import GRAPHS
+from graph_samples import GRAPHS
 
 from hipdnn_trace.backends.reference.executor import check, evaluate
 from hipdnn_trace.bench.inputs import make_inputs

@@ -9,7 +9,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import conv_bias_relu
+from graph_samples import conv_bias_relu
 
 from hipdnn_trace.backends.reference.executor import evaluate
 from hipdnn_trace.bench.inputs import make_inputs

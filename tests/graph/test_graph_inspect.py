@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GRAPHS, as_json, conv_bias_relu, fixture_graph_files
+from graph_samples import GRAPHS, as_json, conv_bias_relu, fixture_graph_files
 
 from hipdnn_trace import backends
 from hipdnn_trace.cli import main

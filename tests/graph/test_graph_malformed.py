@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import as_json, batchnorm_graph, conv_bias_relu, matmul_graph, reduction_graph
+from graph_samples import as_json, batchnorm_graph, conv_bias_relu, matmul_graph, reduction_graph
 
 from hipdnn_trace.cli import main
 

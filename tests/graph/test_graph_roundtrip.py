@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GRAPHS, as_json, batchnorm_graph, conv_bias_relu, fixture_graph_files, matmul_graph
+from graph_samples import GRAPHS, as_json, batchnorm_graph, conv_bias_relu, fixture_graph_files, matmul_graph
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hipdnn_trace.graph.load import load_bytes, load_file, parse_graph

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import as_json, conv_bias_relu, matmul_graph
+from graph_samples import as_json, conv_bias_relu, matmul_graph
 
 from hipdnn_trace.cli import main
 from hipdnn_trace.errors import GraphError, UserError

@@ -142,12 +142,12 @@ def test_the_api_raises_the_plans_exceptions_and_never_runs_the_cli(
 
 def test_where_the_validating_reference_ran_reaches_run_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Evaluation.placement (per node) reaches run.json as reference_device.graphs, per graph; the
-    faulty test backend (tests/reliability, the CPU reference underneath) stands in for a GPU backend."""
+    faulty test backend (tests/support, the CPU reference underneath) stands in for a GPU backend."""
     import sys
 
     from hipdnn_trace import backends
 
-    monkeypatch.syspath_prepend(str(ROOT / "tests" / "reliability"))
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "support"))
     monkeypatch.setitem(backends.REGISTRY, "faulty", "faulty_backend:FaultyBackend")
     monkeypatch.setattr(sys, "argv", ["pytest"])
     run = hipdnn_trace.run(GRAPH, out=tmp_path, run_id="placed", backend="faulty", iters=2, warmup=0,
@@ -162,7 +162,7 @@ def test_an_oracle_plan_pairs_one_configuration_and_records_the_pairs_typed(
     from hipdnn_trace import backends
     from hipdnn_trace.results.run_record import Oracle, RunRecord
 
-    monkeypatch.syspath_prepend(str(ROOT / "tests" / "harness"))
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "support"))
     monkeypatch.setitem(backends.REGISTRY, "twospeed", "oracle_backends:TwoSpeedBackend")
     plan = planning.plan_run(_cli_request([GRAPH, "--backend", "twospeed", "--oracle", "--out", str(tmp_path)]))
     assert isinstance(plan, planning.RunPlan)

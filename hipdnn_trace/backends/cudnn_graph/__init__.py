@@ -25,8 +25,6 @@ Translation rules (docs/nvidia.md has the table):
 
 from __future__ import annotations
 
-from importlib import import_module
-
 from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.geometry import (
     channels_last_permutation,
@@ -45,30 +43,19 @@ from hipdnn_trace.backends.cudnn_graph.plan_types import (
     TensorDecl,
     _dtype,
 )
+from hipdnn_trace.backends.family_tables import layer_tables
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph
-from hipdnn_trace.graph.ops import absent_refusal, family_types
+from hipdnn_trace.graph.ops import absent_refusal
 
 __all__ = ["CONV_TYPES", "DTYPES", "EnumValue", "OpCall", "OPS", "OutputDecl", "Plan", "TensorDecl",
            "channels_last_permutation", "coalesce", "collapse_batch", "lift", "plan", "unit_strides_packed"]
 
 
-def _tables() -> tuple[dict[str, PlanFn], dict[str, Absent]]:
-    """Every family's translation by node type, and the types of families cuDNN's Python frontend
-    cannot express, from the ``cudnn`` entries of ``graph/families.py``."""
-    fns: dict[str, PlanFn] = {}
-    absent: dict[str, Absent] = {}
-    for family in FAMILIES:
-        if isinstance(family.cudnn, Absent):
-            absent.update(dict.fromkeys(family_types(family), family.cudnn))
-        else:
-            fns.update(import_module(family.cudnn).OPS)
-    return fns, absent
-
-
-OPS, _ABSENT = _tables()
+_TABLES = layer_tables("cudnn", "OPS")   # graph/families.py's cudnn entries
+OPS: dict[str, PlanFn] = _TABLES.ops
+_ABSENT = _TABLES.absent
 
 
 def plan(graph: Graph) -> Plan:

@@ -20,21 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import import_module
 from typing import Any
 
 import numpy as np
 
+from hipdnn_trace.backends.family_tables import layer_tables
 from hipdnn_trace.backends.reference import ops as ref, xp as shim
 from hipdnn_trace.backends.reference.nodes._common import Handler
 from hipdnn_trace.backends.reference.ops._arrays import f64, size
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import dtypes, ops
 from hipdnn_trace.graph.dtypes import scalar_value
-from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import absent_refusal, family_types
+from hipdnn_trace.graph.ops import absent_refusal
 
 #: why the reference refuses a node of a family it has (one line), or None
 Check = Callable[[Node, Graph], "str | None"]
@@ -52,24 +51,9 @@ class Evaluation:
     placement: dict[str, str] = field(default_factory=dict)
 
 
-def _tables() -> tuple[dict[str, Handler], dict[str, Check], dict[str, Absent]]:
-    """Every family's handlers and refusal checks by node type, and the types of families the
-    reference does not have, from the ``reference`` entries of ``graph/families.py``."""
-    handlers: dict[str, Handler] = {}
-    checks: dict[str, Check] = {}
-    absent: dict[str, Absent] = {}
-    for family in FAMILIES:
-        if isinstance(family.reference, Absent):
-            absent.update(dict.fromkeys(family_types(family), family.reference))
-            continue
-        module = import_module(family.reference)
-        handlers.update(module.HANDLERS)
-        if hasattr(module, "check"):
-            checks.update(dict.fromkeys(module.HANDLERS, module.check))
-    return handlers, checks, absent
-
-
-HANDLERS, _CHECKS, _ABSENT = _tables()
+_TABLES = layer_tables("reference", "HANDLERS")   # graph/families.py's reference entries
+HANDLERS: dict[str, Handler] = _TABLES.ops
+_CHECKS, _ABSENT = _TABLES.checks, _TABLES.absent
 
 
 def check(graph: Graph) -> str | None:

@@ -128,7 +128,8 @@ def needed_memory_bytes(graph: Graph) -> int:
     every produced tensor twice (exact float64, and stored in its type), and the largest scratch a node
     allocates (conv columns, attention score blocks, element-wise temporaries). A tensor no node reads
     or writes is never allocated and not counted (a graph with 300k unused tensors was refused for
-    13.7 GiB it never used). Checked against measured peaks (tests/reliability/test_reference_memory_estimate.py)."""
+    13.7 GiB it never used). Checked against measured peaks
+    (tests/backends/reference/test_reference_memory_estimate.py)."""
     from hipdnn_trace.graph.dtypes import DTYPES
 
     total = sum(8 * t.numel for t in (*graph.input_tensors, *graph.value_tensors))

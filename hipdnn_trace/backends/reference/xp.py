@@ -94,12 +94,24 @@ def is_torch(xp: Namespace) -> bool:
     return array_api_compat.is_torch_namespace(xp)
 
 
+#: torch floating types numpy lacks -> the ml_dtypes type with the same bits
+_ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+              "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz"}
+
+
 def to_numpy(a: Array) -> np.ndarray:
-    """``a`` as a host numpy array (a view for numpy, a device-to-host copy for a GPU tensor)."""
+    """``a`` as a host numpy array (a view for numpy, a device-to-host copy for a GPU tensor); torch's
+    bfloat16 and fp8 tensors, which numpy cannot take, come back bit for bit as ml_dtypes arrays."""
     if isinstance(a, np.ndarray):
         return a
     if array_api_compat.is_torch_array(a):
-        return a.detach().cpu().numpy()
+        host = a.detach().cpu()
+        ml_name = _ML_DTYPES.get(str(host.dtype).removeprefix("torch."))
+        if ml_name is not None:
+            import ml_dtypes
+
+            return bits(host).numpy().view(getattr(ml_dtypes, ml_name))
+        return host.numpy()
     if array_api_compat.is_array_api_obj(a):
         return np.from_dlpack(a)
     return np.asarray(a)

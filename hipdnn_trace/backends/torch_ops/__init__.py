@@ -19,41 +19,25 @@ float32 first (CPU kernels for them are slow or missing).
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
 
 import torch
 
+from hipdnn_trace.backends.family_tables import layer_tables
 from hipdnn_trace.backends.torch_ops._common import TORCH_DTYPES, Ctx, OpFn, Values, f32
 from hipdnn_trace.backends.torch_ops.pointwise import POINTWISE
 from hipdnn_trace.backends.torch_ops.reduction import REDUCTION_MODES
 from hipdnn_trace.graph.blockscale import DEQUANTIZE, QUANTIZE
-from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.model import Graph, Node
-from hipdnn_trace.graph.ops import absent_refusal, family_types
+from hipdnn_trace.graph.ops import absent_refusal
 
 __all__ = ["OPS", "POINTWISE", "REDUCTION_MODES", "TORCH_DTYPES", "Ctx", "OpFn", "Values", "check", "f32", "torch"]
 
 Check = Callable[[Node, Graph], "str | None"]
 
 
-def _tables() -> tuple[dict[str, OpFn], dict[str, Check], dict[str, Absent]]:
-    """Every family's torch functions and refusal checks by node type, and the types of families
-    torch does not run, from the ``torch`` entries of ``graph/families.py``."""
-    fns: dict[str, OpFn] = {}
-    checks: dict[str, Check] = {}
-    absent: dict[str, Absent] = {}
-    for family in FAMILIES:
-        if isinstance(family.torch, Absent):
-            absent.update(dict.fromkeys(family_types(family), family.torch))
-            continue
-        module = import_module(family.torch)
-        fns.update(module.OPS)
-        if hasattr(module, "check"):
-            checks.update(dict.fromkeys(module.OPS, module.check))
-    return fns, checks, absent
-
-
-OPS, _CHECKS, _ABSENT = _tables()
+_TABLES = layer_tables("torch", "OPS")   # graph/families.py's torch entries
+OPS: dict[str, OpFn] = _TABLES.ops
+_CHECKS, _ABSENT = _TABLES.checks, _TABLES.absent
 
 
 def check(graph: Graph) -> str | None:

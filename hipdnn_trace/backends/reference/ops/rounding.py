@@ -20,7 +20,7 @@ Block-scaled types (mxfp8, mxfp4, ...) have no element-wise host form: Unsupport
 
 On a torch device (``round_in``), the types of :data:`TORCH_EXACT` are rounded there with torch's
 conversions, which give the same bits as ``round_to`` (RNE through float32, the same clamps, the
-same integer rule; tests/reference_ops/test_ref_device_rounding.py checks every one over ties,
+same integer rule; tests/backends/reference/test_ref_device_rounding.py checks every one over ties,
 subnormals, overflow and the limits); NaN elements, whose payload and sign rules differ between
 libraries, are rounded on the host and written back. The other types (fp4, fp6, e8m0, fnuz fp8)
 are rounded on the host and uploaded.
