@@ -480,7 +480,19 @@ def _start(argv: list[str], d: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def _kill_after(p: subprocess.Popen, seconds: float, sig: int) -> tuple[int | None, str]:
+def _appears(path: Path, p: subprocess.Popen, limit: float = 60.0) -> float:
+    """Wait until ``path`` exists (or ``p`` ends, or ``limit``); the monotonic time it appeared."""
+    end = time.monotonic() + limit
+    while not path.exists() and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.01)
+    return time.monotonic()
+
+
+def _kill_after(p: subprocess.Popen, seconds: float, sig: int, after: Path | None = None) -> tuple[int | None, str]:
+    """Signal ``p`` ``seconds`` after ``after`` appears (the run folder's run.json: imports take half of a
+    short run, so the kill points are placed in the part that writes the folder)."""
+    if after is not None:
+        _appears(after, p)
     time.sleep(seconds)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(p.pid, sig) if sig == signal.SIGKILL else os.kill(p.pid, sig)
@@ -505,20 +517,22 @@ def _resume_and_verify(d: Path, folder: Path) -> tuple[str, str]:
 
 
 def kill_case(sig: int, frac: float, *, again: float | None = None, twice: bool = False,
-              isolate: bool = False) -> Callable[[Path], tuple[str, str]]:
+              isolate: bool = False, early: bool = False) -> Callable[[Path], tuple[str, str]]:
     def act(d: Path) -> tuple[str, str]:
         argv = ["run", str(WORLD.suite), "--out", "runs", "--run-id", "r", *KILL_FLAGS,
                 *(["--isolate"] if isolate else [])]
-        rc, err = _kill_after(_start(argv, d), frac * WORLD.run_seconds, sig)
         folder = d / "runs" / "r"
+        rc, err = _kill_after(_start(argv, d), frac * WORLD.run_seconds, sig, None if early else folder / "run.json")
         if rc is None:
             return "hang", err
         if "Traceback (most recent" in err:
             return "traceback", err.strip().splitlines()[-1][:160]
-        if sig == signal.SIGTERM and rc not in (0, 143):
-            return "lost/mixed", f"SIGTERM gave exit {rc}"
+        # -15 (the default action) only before the harness set its handler, which it does before mkdir
+        if sig == signal.SIGTERM and rc not in (0, 143) and not (rc == -signal.SIGTERM and not folder.exists()):
+            return "lost/mixed", f"SIGTERM gave exit {rc} (run folder {'made' if folder.exists() else 'absent'})"
         if again is not None and folder.exists():
-            rc, err = _kill_after(_start(["run", "--resume", "runs/r"], d), again * WORLD.run_seconds, sig)
+            rc, err = _kill_after(_start(["run", "--resume", "runs/r"], d), again * WORLD.run_seconds, sig)   # no wait:
+            # the resume's own imports are part of what a kill may hit
             if rc is None or "Traceback (most recent" in err:
                 return ("hang" if rc is None else "traceback"), err.strip()[-160:]
         if twice and folder.exists():
@@ -548,7 +562,7 @@ def kill_cases(rng: random.Random) -> list[Case]:
     cases.append(Case("kills", f"SIGKILL of an --isolate run at {f:.0%}, --resume",
                       kill_case(signal.SIGKILL, f, isolate=True)))
     cases.append(Case("kills", "SIGKILL before the folder exists, --resume",
-                      kill_case(signal.SIGKILL, 0.02)))
+                      kill_case(signal.SIGKILL, 0.3, early=True)))
     return cases
 
 
@@ -959,7 +973,10 @@ def build_world(root: Path, timeout: float) -> World:
     for name, (p, _) in done.items():
         if p.rc != 0:
             raise SystemExit(f"setup run {name} failed (exit {p.rc}): {p.err[-2000:]}")
-    w.run_seconds = done["a"][1]
+    p = _start(["run", str(w.suite), "--out", "runs", "--run-id", "T", *KILL_FLAGS], root)
+    t0 = _appears(root / "runs" / "T" / "run.json", p)
+    p.communicate(timeout=timeout * 3)
+    w.run_seconds = time.monotonic() - t0   # from the folder's first file to the exit: where kills land
     w.run_a, w.run_b = root / "runs" / "A", root / "runs" / "B"
     w.shards = [root / "shards" / "s1", root / "shards" / "s2"]
     w.cache = root / "cache" if any((root / "cache").rglob("entry.json")) else None
