@@ -41,13 +41,13 @@ def check_statistics(path: Path, summary: pl.DataFrame) -> None:
 
 
 def check_repeated_rows(path: Path, summary: pl.DataFrame) -> None:
-    """One run records each (file, graph, configuration) once: a summary holding one twice was written
+    """One run records each (file, graph, configuration, engine) once: a summary holding one twice was written
     by two writers at once (two resumes before the run folder had a lock) or edited, and its other
     tables and trace are doubled too. Refused, never de-duplicated, even when the two rows are
     identical: which copy's iterations and trace belong to the row cannot be told apart."""
     if not summary.height:
         return
-    cols = [c for c in ("source", "graph_id", "config") if c in summary.columns]
+    cols = [c for c in ("source", "graph_id", "config", "engine") if c in summary.columns]   # engines: rows apart
     seen = summary.with_row_index("row").with_columns(
         pl.concat_str([pl.col(c).cast(pl.Utf8).fill_null("\x01") for c in cols], separator="\x00").alias("key"))
     repeated = seen.filter(pl.col("key").is_duplicated())
