@@ -127,6 +127,7 @@ def _child(script: str, tmp_path: Path) -> subprocess.Popen:
                                                         os.environ.get("PYTHONPATH", "")])}
     code = textwrap.dedent(f"""
         import os, signal, sys, time
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)   # as a terminal gives it (nohup would pass it on ignored)
         from hipdnn_trace.device.clock_lock import ClockLock
         lock = ClockLock("lock-max", "nvidia", 0, run_dir="runs/killed", warn=lambda _: None)
         lock.__enter__()
