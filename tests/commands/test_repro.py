@@ -132,10 +132,10 @@ def test_rerun_flags_keep_the_configuration_and_drop_where_it_wrote() -> None:
     meta = {"argv": ["hipdnn-trace", "run", "suite/", "g.json", "-w5", "--backend", "cudnn", "--engine", "all",
                      "--out", "runs", "--run-id=x", "--shard", "2/4", "--gpus", "all", "--golden", "gold",
                      "--no-isolate", "--profile", "cupti", "--seed", "7", "--rtol", "1e-3"],
-            "environment": {"cwd": "/work/here"}, "seed": 7,
+            "environment": {"cwd": "/srv/sweep"}, "seed": 7,
             "validation": {"against": "reference", "rtol": 0.001, "atol": None}}
     assert rerun_flags(meta, engine="eng9") == [
-        "-w", "5", "--backend", "cudnn", "--golden", "/work/here/gold", "--no-isolate", "--engine", "eng9",
+        "-w", "5", "--backend", "cudnn", "--golden", "/srv/sweep/gold", "--no-isolate", "--engine", "eng9",
         "--seed", "7", "--validate", "reference", "--rtol", "0.001"]
     isolated = {**meta, "isolation": {"enabled": True, "graph_timeout_s": 600}}
     assert rerun_flags({**isolated, "argv": meta["argv"][:4]})[:3] == ["--isolate", "--graph-timeout", "600.0"]
