@@ -91,8 +91,8 @@ class GraphRun:
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
     undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined
     started_ns: int | None = None     # when the suite handed the graph to its runner (breakdown's wall)
-    ready_ns: int | None = None       # --gpus: when its worker had the record (then it waits for the writer)
-    queue_ms: float = 0.0             # --gpus: how long the record waited for the run's one writer
+    ready_ns: int | None = None       # when its record was ready (then it may wait for the writer)
+    queue_ms: float = 0.0             # how long the record waited for the run's one writer (a commit)
     ab: ABResult | None = None        # the interleaved A/B's ratio, interval and verdict (bench/ab.py)
 
     def graph_flops(self) -> float:

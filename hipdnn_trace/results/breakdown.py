@@ -4,10 +4,10 @@ A suite's wall time is mostly not the timed loop: process start, inputs, the flo
 reference, plan builds and writing files can dominate. Each column is the summed duration of
 the host phases bench recorded under one name (``GraphRun.phases`` for the graph's own,
 ``ConfigRun.phases`` for each configuration's), so the numbers are the same intervals the
-trace shows. ``t_queue_ms`` (``--gpus`` only) is the time a graph's record waited for the run's one
-writer while its worker already ran the next graph. ``t_other_ms`` is what no phase covers (config
-expansion, result transfer from an isolated child, console output), so the columns of a graph add
-up to its ``wall_ms``.
+trace shows. ``t_queue_ms`` is the time a graph's record waited for the run's one writer (``--gpus``:
+while its worker ran the next graph; else while the graphs committed with it ran). ``t_other_ms`` is
+what no phase covers (config expansion, result transfer from an isolated child, console output), so
+the columns of a graph add up to its ``wall_ms``.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ BREAKDOWN: Schema = {
     "t_timed_ms": pl.Float64(),
     "t_fetch_ms": pl.Float64(),
     "t_validate_ms": pl.Float64(),
-    "t_queue_ms": pl.Float64(),     # --gpus: its record waiting for the run's one writer (its worker went on)
+    "t_queue_ms": pl.Float64(),     # its record waiting for the run's one writer (--gpus; a batch of fast graphs)
     "t_write_ms": pl.Float64(),     # tables and trace for this graph
     "t_other_ms": pl.Float64(),     # wall minus every column above (all of the graph's configs)
     "wall_ms": pl.Float64(),        # the suite handing the graph over until its files are written

@@ -52,6 +52,8 @@ def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["HIPDNN_TRACE_EXTRA_BACKENDS"] = f"faulty={FAULTY_SPEC}"
+    # a commit per graph, as these tests' kill, lock and resume points expect (runs/measure.py COMMIT_EVERY_S)
+    env["HIPDNN_TRACE_COMMIT_EVERY_S"] = "0"
     env.update(extra)
     return env
 
