@@ -1,5 +1,5 @@
 """``python -m hipdnn_trace``."""
 
-from hipdnn_trace.cli import main
+from hipdnn_trace.cli import run_and_exit
 
-raise SystemExit(main())
+run_and_exit()

@@ -144,3 +144,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def run_and_exit() -> None:
+    """The console entry point: run the command, then exit with its code. Once the command has
+    returned, its files are whole; a SIGTERM or SIGINT that arrives while the interpreter tears down
+    (seconds with torch loaded) ends the process with that code instead of the signal's default
+    death, which read as a run killed mid-write."""
+    import os
+    import signal
+
+    code = main()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: os._exit(code))
+    raise SystemExit(code)

@@ -25,6 +25,7 @@ def test_sigkill_mid_suite_keeps_finished_graphs(tmp_path: Path) -> None:
         [sys.executable, "-m", "hipdnn_trace", "run", str(tmp_path / "g"), "-w", "0", "-i", "200",
          "--out", str(out), "--run-id", "k", "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "HIPDNN_TRACE_COMMIT_EVERY_S": "0"},   # a commit per graph: kills land between them
     )
     summary = out / "k" / "summary.csv"
     deadline = time.monotonic() + 60
