@@ -156,7 +156,8 @@ class _Suite:
             self._note(g)
         g.ready_ns = now_ns()   # from here until its commit, the breakdown's t_queue_ms
         self._pending.append((index, g))
-        if time.monotonic() - self._last_commit >= max(COMMIT_EVERY_S, 2 * self._commit_s):
+        since = time.monotonic() - self._last_commit
+        if COMMIT_EVERY_S <= 0 or since >= max(COMMIT_EVERY_S, 2 * self._commit_s):
             self.commit_pending()
 
     def commit_pending(self) -> None:

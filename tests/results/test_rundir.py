@@ -103,6 +103,12 @@ def whole(graphs, tmp_path) -> Path:
 # --- 1. one run per folder ------------------------------------------------------------------
 
 
+
+@pytest.fixture(autouse=True)
+def _commit_per_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests fail or kill a run at one graph's writes: a commit per graph (runs/measure.py)."""
+    monkeypatch.setattr("hipdnn_trace.runs.measure.COMMIT_EVERY_S", 0.0)
+
 def test_two_racing_runs_with_one_run_id_one_wins_the_other_is_refused(graphs, tmp_path):
     barrier = tmp_path / "barrier"
     barrier.mkdir()
