@@ -19,6 +19,7 @@ server's parent.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ NOMINAL_FLOPS_PER_S = 4e14
 NOMINAL_BYTES_PER_S = 2e12
 #: How often the suite thread looks for results (it must also notice signals).
 POLL_S = 0.2
+#: The interpreter's thread switch interval while a pool runs (Python's default is 5 ms): a worker
+#: thread whose child just answered waits for the GIL while the suite thread writes records, and each
+#: such wait adds up to the interval to that graph's wall; a shorter one keeps the workers' hand-offs
+#: prompt (the other threads mostly wait on pipes).
+SWITCH_INTERVAL_S = 0.0005
 
 
 def parse_gpus(text: str) -> list[int] | None:
@@ -136,13 +142,15 @@ class GpuPool:
         for rank, position in enumerate(order):
             todo.put((rank, position))
         results: queue.Queue[tuple[str, GpuWorker, Any]] = queue.Queue()
-        for worker in self.workers:
-            thread = threading.Thread(target=self._work, name=f"gpu-{worker.gpu}", daemon=True,
-                                      args=(worker, todo, results, sources, configs, settings, markers))
-            self._threads.append(thread)
-            thread.start()
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
         state = _Collected(working=len(self.workers))
         try:
+            for worker in self.workers:
+                thread = threading.Thread(target=self._work, name=f"gpu-{worker.gpu}", daemon=True,
+                                          args=(worker, todo, results, sources, configs, settings, markers))
+                self._threads.append(thread)
+                thread.start()
             while state.working:
                 try:
                     messages = [results.get(timeout=POLL_S)]
@@ -157,6 +165,8 @@ class GpuPool:
         except BaseException:
             self.stop()
             raise
+        finally:
+            sys.setswitchinterval(interval)
         return SuiteOutcome(runs=[state.finished[i] for i in sorted(state.finished)])
 
     def _take(self, messages: list[tuple[str, GpuWorker, Any]], state: _Collected, sources: Sequence[GraphSource],
@@ -209,6 +219,9 @@ class GpuPool:
                 if self._stop.is_set():
                     break   # interrupted: the suite records nothing more
                 results.put(("done", worker, (position, g)))
+                between = getattr(worker.runner, "between_graphs", None)   # a spent child replaced between graphs
+                if between is not None and not todo.empty() and not self._stop.is_set():
+                    between()
         except BaseException as exc:   # handed to the suite thread, which raises it
             results.put(("raise", worker, exc))
         finally:

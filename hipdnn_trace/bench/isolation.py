@@ -353,6 +353,7 @@ class IsolatedRunner:
         self._running: int | None = None   # pid of the child now running, for abort()
         self._warm_with: tuple[list[Config], RunSettings] | None = None   # set by a warm() that worked
         self.warm_ups = 0                  # resident children set up before their first graph
+        self.successor_warm_ups: list[float] = []   # seconds, each successor set up between graphs
 
     def abort(self) -> None:
         """Kill the child now running, if any (from another thread: an interrupted pool of workers)."""
@@ -395,6 +396,15 @@ class IsolatedRunner:
         if self._warm_with is not None and self._needs_child(_config_key(configs)):
             self.warm(*self._warm_with)   # a retired or crashed child's successor starts warm too
         return self._run(payload, source, configs, on_iteration, on_stage)
+
+    def between_graphs(self) -> None:
+        """After a graph, before the next is handed out: a resident child that reached its job limit
+        or died is replaced and set up now, so no graph's wall carries a process start (bench/warm.py)."""
+        if self._warm_with is None or not self._needs_child(_config_key(self._warm_with[0])):
+            return
+        began = time.monotonic()
+        if self.warm(*self._warm_with) is not None:
+            self.successor_warm_ups.append(round(time.monotonic() - began, 3))
 
     def _needs_child(self, key: str) -> bool:
         """Whether the next job with this key starts a new resident child."""

@@ -113,4 +113,7 @@ def run_suite(
             callbacks.after_graph(index, g)
         g.drop_arrays()
         outcome.runs.append(g)
+        between = getattr(run_one, "between_graphs", None)   # an isolated runner replaces a spent child here
+        if between is not None and index < len(sources):
+            between()
     return outcome

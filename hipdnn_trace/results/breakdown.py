@@ -4,10 +4,17 @@ A suite's wall time is mostly not the timed loop: process start, inputs, the flo
 reference, plan builds and writing files can dominate. Each column is the summed duration of
 the host phases bench recorded under one name (``GraphRun.phases`` for the graph's own,
 ``ConfigRun.phases`` for each configuration's), so the numbers are the same intervals the
-trace shows. ``t_queue_ms`` is the time a graph's record waited for the run's one writer (``--gpus``:
-while its worker ran the next graph; else while the graphs committed with it ran). ``t_other_ms`` is
-what no phase covers (config expansion, result transfer from an isolated child, console output), so
-the columns of a graph add up to its ``wall_ms``.
+trace shows.
+
+A graph's ``wall_ms`` is what the graph cost the run: from the suite handing it to its runner until
+its result was ready (``GraphRun.ready_ns``), plus its share of the commit that recorded it
+(``t_write_ms``: a commit of k graphs' rows, table rewrites and trace costs each of them 1/k of its
+time). ``t_queue_ms``, the time its record then waited for the run's one writer (``--gpus``: while its
+worker ran the next graph; else while the graphs committed with it ran), is shown beside the wall and
+is not part of it: that time belongs to the graphs that ran meanwhile, so counting it would count it
+twice. ``t_other_ms`` is what no phase covers (config expansion, result transfer from an isolated
+child, console output), so the stage columns, ``t_write_ms`` and ``t_other_ms`` of a graph add up to
+its ``wall_ms``; summed over a serial run's graphs they give the run's time.
 """
 
 from __future__ import annotations
@@ -40,16 +47,18 @@ def _ms(phases: Iterable[Phase], name: str) -> float:
     return sum(max(0, p.end_ns - p.start_ns) for p in phases if p.name == name) / 1e6
 
 
-def breakdown_rows(run_id: str, g: GraphRun, *, write_ms: float, end_ns: int) -> list[dict[str, Any]]:
+def breakdown_rows(run_id: str, g: GraphRun, *, write_ms: float, commit_ns: int) -> list[dict[str, Any]]:
     """One row per configuration of ``g`` (one row without a config for a graph that never
-    reached one). ``end_ns``: when its files were written; the wall starts at
+    reached one). ``write_ms``: its share of the commit that records it; ``commit_ns``: when that
+    commit began (the end of its own work when ``g.ready_ns`` is unset). The wall starts at
     ``g.started_ns`` (the suite handing it to the runner), else at its earliest phase."""
     graph_cols = {col: _ms(g.phases, name) for col, name in GRAPH_PHASES.items()}
     config_cols = [{col: _ms(c.phases, name) for col, name in CONFIG_PHASES.items()} for c in g.configs]
+    ready = g.ready_ns if g.ready_ns is not None else commit_ns
     starts = [p.start_ns for p in g.phases] + [p.start_ns for c in g.configs for p in c.phases]
-    start = g.started_ns if g.started_ns is not None else min(starts, default=end_ns)
-    wall = max(0, end_ns - start) / 1e6
-    accounted = sum(graph_cols.values()) + g.queue_ms + write_ms + sum(sum(cols.values()) for cols in config_cols)
+    start = g.started_ns if g.started_ns is not None else min(starts, default=ready)
+    wall = max(0, ready - start) / 1e6 + write_ms
+    accounted = sum(graph_cols.values()) + write_ms + sum(sum(cols.values()) for cols in config_cols)
     shared = {**graph_cols, "t_queue_ms": g.queue_ms, "t_write_ms": write_ms,
               "t_other_ms": max(0.0, wall - accounted), "wall_ms": wall}
     key = {"run_id": run_id, "graph": g.name, "graph_id": g.graph_id, "source": g.source}

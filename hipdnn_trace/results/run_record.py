@@ -116,20 +116,21 @@ class Validation(Block):
 
 @dataclass
 class Isolation(Block):
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"split", "warm_up_s"})
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"split", "warm_up_s", "successor_warm_up_s"})
 
     enabled: bool = False
     graph_timeout_s: float | None = None
     child: str | None = None            # resident | fresh per graph
     split: list[list[str]] | None = None   # configurations run in processes of their own
     warm_up_s: dict[str, float] | None = None   # the resident child's set-up before the first graph (bench/warm.py)
+    successor_warm_up_s: list[float] | None = None   # each successor's set-up between graphs (a retired/dead child)
 
 
 @dataclass
 class Gpus(Block):
     """--gpus: the GPUs, how each worker was pinned, and where each graph ran."""
 
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"warm_up_s"})
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"warm_up_s", "successor_warm_up_s"})
 
     devices: list[int] = field(default_factory=list)
     variable: str | None = None
@@ -138,6 +139,7 @@ class Gpus(Block):
     order: str | None = None
     graphs: dict[str, Any] = field(default_factory=dict)
     warm_up_s: dict[str, Any] | None = None   # GPU -> its worker's set-up before its first graph (bench/warm.py)
+    successor_warm_up_s: dict[str, list[float]] | None = None   # GPU -> its successors' set-ups between graphs
 
 
 @dataclass

@@ -277,7 +277,7 @@ class RunWriter:
     def add_graphs(self, items: Sequence[tuple[GraphRun, int | None]]) -> None:
         """Record finished graphs as one commit: a --gpus run's records that waited for the one writer
         together cost one rewrite of the tables instead of one each (the writer is the pool's only
-        serial stage; each graph's breakdown says the batch's write time)."""
+        serial stage; each graph's breakdown has its share of the batch's write time)."""
         with self._writing():
             self._add_graphs(items)
 
@@ -290,8 +290,9 @@ class RunWriter:
         self._write_graph_tables()
         # before the commit, so a finished graph always has its breakdown row: a kill before the final
         # ones below leaves these (wall time up to the summary, the trace append not counted)
+        share = (now_ns() - t0) / 1e6 / len(items)
         for g, _ in items:
-            self.frames["breakdown"].append(self._breakdown(g, t0))
+            self.frames["breakdown"].append(self._breakdown(g, t0, share))
         self._write_breakdown()
         self._write_summary()   # the commit point
         if self.timeline is not None:   # after the commit: a trace never shows an unfinished graph
@@ -300,9 +301,9 @@ class RunWriter:
                     self.timeline.add_graph(g)
                 else:
                     self.timeline.add_graph(g, lane)
-        first = len(self.frames["breakdown"]) - len(items)
+        first, share = len(self.frames["breakdown"]) - len(items), (now_ns() - t0) / 1e6 / len(items)
         for i, (g, _) in enumerate(items):   # final: the writing included
-            self.frames["breakdown"][first + i] = self._breakdown(g, t0)
+            self.frames["breakdown"][first + i] = self._breakdown(g, t0, share)
         self._write_breakdown()
 
     def _append_rows(self, g: GraphRun) -> None:
@@ -323,9 +324,9 @@ class RunWriter:
                 if isinstance(df, pl.DataFrame) and df.height:
                     self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
 
-    def _breakdown(self, g: GraphRun, t0: int) -> pl.DataFrame:
-        end = now_ns()
-        return schemas.frame(breakdown_rows(self.run_id, g, write_ms=(end - t0) / 1e6, end_ns=end), schemas.BREAKDOWN)
+    def _breakdown(self, g: GraphRun, t0: int, share: float) -> pl.DataFrame:
+        """``g``'s rows: ``share`` is its part of the commit begun at ``t0`` (the commit's time so far / its graphs)."""
+        return schemas.frame(breakdown_rows(self.run_id, g, write_ms=share, commit_ns=t0), schemas.BREAKDOWN)
 
     def _write_breakdown(self) -> None:
         df = self.frame("breakdown")

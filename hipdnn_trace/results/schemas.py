@@ -167,10 +167,10 @@ BREAKDOWN: Schema = {
     "t_timed_ms": pl.Float64(),
     "t_fetch_ms": pl.Float64(),
     "t_validate_ms": pl.Float64(),
-    "t_queue_ms": pl.Float64(),     # its record waiting for the run's one writer (--gpus; a batch of fast graphs)
-    "t_write_ms": pl.Float64(),     # tables and trace for this graph
-    "t_other_ms": pl.Float64(),     # wall minus every column above (all of the graph's configs)
-    "wall_ms": pl.Float64(),        # the suite handing the graph over until its files are written
+    "t_queue_ms": pl.Float64(),     # its record waiting for the run's one writer (not in wall_ms: others ran meanwhile)
+    "t_write_ms": pl.Float64(),     # its share of the commit that wrote it (tables and trace; 1/k for k graphs)
+    "t_other_ms": pl.Float64(),     # wall minus every column above but t_queue_ms (all of the graph's configs)
+    "wall_ms": pl.Float64(),        # the suite handing the graph over until its result was ready, + t_write_ms
 }
 
 #: run --oracle: a graph's out-of-the-box plan against its tuned plan (results/oracle.py, docs/frames.md)

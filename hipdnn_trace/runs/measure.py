@@ -90,6 +90,12 @@ def measure(plan: RunPlan) -> int:
         return _Suite(plan, writer, guard, clocks).run()
 
 
+def _successors(pool: gpu_pool.GpuPool) -> dict[str, list[float]] | None:
+    """run.json's ``gpus.successor_warm_up_s``: per GPU, each replaced worker child's set-up between graphs."""
+    spent = {str(w.gpu): list(getattr(w.runner, "successor_warm_ups", [])) for w in pool.workers}
+    return {gpu: s for gpu, s in spent.items() if s} or None
+
+
 def throttle_rule(loop: LoopSettings, clocks: ClockLock, gpu: dict[str, Any] | None) -> LoopSettings:
     """The loop's reference clock once the lock held or not, and run.json's ``clocks.throttle``."""
     mhz, what = reference_clock(clocks.record(), gpu)
@@ -191,6 +197,9 @@ class _Suite:
                 if handout is not None:
                     record.add_handout(g.source, handout)
                     record.gpus.warm_up_s = {str(gpu): spent for gpu, spent in pool.warm_ups.items()}
+                    record.gpus.successor_warm_up_s = _successors(pool)
+            if isinstance(self.runner, IsolatedRunner) and self.runner.successor_warm_ups:
+                record.isolation.successor_warm_up_s = list(self.runner.successor_warm_ups)
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
                 with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
                     self.writer.write_record()

@@ -117,3 +117,44 @@ def faulty(monkeypatch):
     if str(HERE) not in sys.path:
         monkeypatch.syspath_prepend(str(HERE))
     return "faulty"
+
+
+def test_a_spent_child_is_replaced_between_graphs_not_inside_one(tmp_path, monkeypatch, faulty):
+    """With a limit of 3 jobs (the set-up is one), the successors are started and set up between graphs
+    2/3 and 4/5, so no graph carries a process start; none is started after the last graph."""
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.bench.suite import SuiteCallbacks, run_suite
+    from hipdnn_trace.graph.sources import expand
+    from hipdnn_trace.markers import Markers
+
+    monkeypatch.setattr(isolation, "MAX_JOBS_PER_CHILD", 3)
+    write_graphs(tmp_path / "suite", [f"ok__{c}" for c in "abcde"])
+    settings = RunSettings(loop=LoopSettings(warmup=0, iters=2))
+    configs = [Config("faulty", "faulty")]
+    inside: list[bool] = [False]
+    warmed_inside: list[bool] = []
+
+    class Watched:   # the runner, telling whether a set-up happened inside a graph's call (its wall)
+        def __call__(self, *args, **kwargs):
+            inside[0] = True
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                inside[0] = False
+
+        def between_graphs(self):
+            return runner.between_graphs()
+
+    with isolation.IsolatedRunner(60, resident=True) as runner:
+        assert runner.warm(configs, settings) is not None
+        real_warm = runner.warm
+        monkeypatch.setattr(runner, "warm", lambda *a: (warmed_inside.append(inside[0]), real_warm(*a))[1])
+        outcome = run_suite(expand([str(tmp_path / "suite")]), configs, settings, Markers(), SuiteCallbacks(),
+                            runner=Watched())
+    assert [g.configs[0].status for g in outcome.runs] == ["ok"] * 5
+    assert len(runner.successor_warm_ups) == 2, "replaced after graphs 2 and 4, not after the last"
+    assert warmed_inside == [False, False], "each successor was set up between graphs, outside every graph's wall"
+    for g in outcome.runs:
+        assert "process start" not in {p.name for p in g.phases}, g.name
