@@ -12,12 +12,18 @@ default validation), in the order given, and reads each run's ``breakdown.csv`` 
   wall x workers;
 * whether every (graph, config) has the same status and validation verdict as the first run;
 * with a one-worker and an all-GPU run of the same tree: each graph's wall under N workers against
-  one (the contention check: within 10% is the goal) and the wall ratio.
+  one (the contention check: within 10% is the goal) and the wall ratio. A graph's ``wall_ms`` is its
+  own work plus its share of the commit that wrote it (docs/frames.md); "own" leaves the share out.
+  With ``--repeat N`` every setting runs N times, interleaved (round 1 of every setting, then round
+  2, ...), each graph's wall is its median over the rounds, and the baseline's rounds against each
+  other (an A/A) show how far one graph's wall moves by itself.
 
 Trees are folders holding a checkout (``before=/tmp/old``, ``after=.``); each runs with its own
 package first on PYTHONPATH. Results go to ``throughput.json`` in $OUT (or ``--out``) as they finish.
 
     python benchmarks/suite_throughput.py --tree after=.@1,all --tree before=/tmp/base@1 \\
+        -- graphs/perf --backend cudnn -i 100
+    python benchmarks/suite_throughput.py --repeat 3 --baseline 0 --tree after=.@0,0,1 \\
         -- graphs/perf --backend cudnn -i 100
 """
 
@@ -39,9 +45,9 @@ STAGES = ["t_process_ms", "t_load_ms", "t_inputs_ms", "t_reference_ms", "t_init_
 HOST_STAGES = ["t_inputs_ms", "t_reference_ms", "t_validate_ms"]
 
 
-def run_one(tree: Path, label: str, gpus: str, run_args: list[str], out: Path) -> dict[str, Any]:
+def run_one(tree: Path, label: str, gpus: str, run_args: list[str], out: Path, round_: int = 0) -> dict[str, Any]:
     """One ``hipdnn-trace run`` of ``tree``'s code; its wall, stage sums, statuses and per-graph walls."""
-    run_id = f"{label}-gpus{gpus}"
+    run_id = f"{label}-gpus{gpus.replace(',', '+')}" + (f"-r{round_}" if round_ else "")
     argv = [sys.executable, "-m", "hipdnn_trace", "run", *run_args, "--out", str(out), "--run-id", run_id, "-q"]
     if gpus != "1":
         argv += ["--gpus", gpus]
@@ -50,7 +56,7 @@ def run_one(tree: Path, label: str, gpus: str, run_args: list[str], out: Path) -
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     folder = out / run_id
-    row: dict[str, Any] = {"tree": label, "gpus": gpus, "wall_s": wall, "exit": done.returncode,
+    row: dict[str, Any] = {"tree": label, "gpus": gpus, "round": round_, "wall_s": wall, "exit": done.returncode,
                            "tail": (done.stdout + done.stderr)[-800:]}
     if not (folder / "breakdown.csv").exists():
         return row
@@ -68,8 +74,8 @@ def run_one(tree: Path, label: str, gpus: str, run_args: list[str], out: Path) -
         "verdicts": {f"{r['graph']}|{r['config']}": f"{r['status']}/{r.get('validation')}"
                      for r in summary.iter_rows(named=True)},
         "graph_wall_ms": {f"{r['graph']}|{r['config']}": r["wall_ms"] for r in breakdown.iter_rows(named=True)},
-        # what the graph cost its worker: the wall less the wait for the one writer (--gpus only)
-        "graph_own_ms": {f"{r['graph']}|{r['config']}": r["wall_ms"] - (r.get("t_queue_ms") or 0.0)
+        # what the graph cost its worker: the wall less its share of the writer's commit
+        "graph_own_ms": {f"{r['graph']}|{r['config']}": r["wall_ms"] - (r.get("t_write_ms") or 0.0)
                          for r in breakdown.iter_rows(named=True)},
     })
     return row
@@ -80,16 +86,53 @@ def _ratios(one: dict[str, Any], many: dict[str, Any], key: str) -> list[float]:
 
 
 def contention(one: dict[str, Any], many: dict[str, Any]) -> dict[str, Any]:
-    """Each graph's wall under N workers against one: median and worst ratio, share within 10%; the
-    same for what each graph cost its worker (its wall less the wait for the run's one writer)."""
+    """Each graph's wall under N workers against one: median and worst ratio, the share within 10%
+    (not slower by more than 10%, and |ratio - 1| <= 10%); the same for each graph's own work."""
     ratios = _ratios(one, many, "graph_wall_ms")
     if not ratios:
         return {}
     own = _ratios(one, many, "graph_own_ms") or ratios
     return {"wall_ratio": many["wall_s"] / one["wall_s"], "graph_ratio_median": ratios[len(ratios) // 2],
-            "graph_ratio_max": ratios[-1], "within_10pct": sum(r <= 1.10 for r in ratios) / len(ratios),
+            "graph_ratio_max": ratios[-1], "graph_ratio_min": ratios[0],
+            "within_10pct": sum(r <= 1.10 for r in ratios) / len(ratios),
+            "both_ways_10pct": sum(abs(r - 1) <= 0.10 for r in ratios) / len(ratios),
             "own_ratio_median": own[len(own) // 2], "own_ratio_max": own[-1],
-            "own_within_10pct": sum(r <= 1.10 for r in own) / len(own)}
+            "own_within_10pct": sum(r <= 1.10 for r in own) / len(own),
+            "outside_10pct": _slower(one["graph_wall_ms"], many["graph_wall_ms"], 1.10)}
+
+
+def _slower(one: dict[str, float], many: dict[str, float], limit: float) -> dict[str, float]:
+    """graph -> ratio, for the graphs whose wall under ``many`` is over ``limit`` times that under ``one``."""
+    ratios = {k: many[k] / one[k] for k in many if one.get(k, 0) > 0}
+    return {k: round(r, 3) for k, r in ratios.items() if r > limit}
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def combined(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """A setting's rounds as one: the median wall, and each graph's median wall and own work."""
+    out: dict[str, Any] = {"wall_s": _median([r["wall_s"] for r in rounds]), "rounds": len(rounds)}
+    for key in ("graph_wall_ms", "graph_own_ms"):
+        graphs = set.intersection(*(set(r[key]) for r in rounds))
+        out[key] = {g: _median([r[key][g] for r in rounds]) for g in graphs}
+    return out
+
+
+def _print_contention(tree: str, gpus: str, baseline: str, c: dict[str, Any]) -> None:
+    nan = float("nan")
+    print(f"{tree}: --gpus {gpus} against {baseline}: wall x{c.get('wall_ratio', nan):.3f}, "
+          f"per-graph wall median x{c.get('graph_ratio_median', nan):.3f}, "
+          f"min x{c.get('graph_ratio_min', nan):.3f}, max x{c.get('graph_ratio_max', nan):.3f}, "
+          f"not slower by >10%: {100 * c.get('within_10pct', 0):.0f}%, within +-10%: "
+          f"{100 * c.get('both_ways_10pct', 0):.0f}%; own work (no write share): "
+          f"median x{c.get('own_ratio_median', nan):.3f}, "
+          f"not slower by >10%: {100 * c.get('own_within_10pct', 0):.0f}%")
+    for graph, ratio in sorted(c.get("outside_10pct", {}).items(), key=lambda kv: -kv[1])[:10]:
+        print(f"    x{ratio:.3f}  {graph}")
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -115,39 +158,58 @@ def main() -> int:
     parser.add_argument("--tree", action="append", required=True,
                         help="LABEL=FOLDER[@GPUS,...] of a checkout (repeat); @ gives this tree its own --gpus list")
     parser.add_argument("--gpus", action="append", default=None, help="1 or a --gpus value (repeat; default 1)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every setting, interleaved (default 1)")
+    parser.add_argument("--baseline", default="1", help="the one-GPU setting the others are compared with "
+                        "(default 1: no --gpus; 0: one --gpus worker, the same machinery as --gpus all)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "throughput-runs")
     parser.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the arguments of hipdnn-trace run")
     args = parser.parse_args()
     run_args = [a for a in args.run_args if a != "--"]
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
+    settings: list[tuple[str, Path, str]] = []
     for spec in args.tree:
         label, _, folder = spec.partition("=")
         folder, _, only = folder.partition("@")     # LABEL=FOLDER@1,all: this tree's own GPU settings
-        for gpus in (only.split(",") if only else args.gpus or ["1"]):
-            rows.append(run_one(Path(folder).resolve(), label, gpus, run_args, out / "runs"))
+        settings += [(label, Path(folder).resolve(), g) for g in (only.split(",") if only else args.gpus or ["1"])]
+    rows: list[dict[str, Any]] = []
+    for round_ in range(args.repeat):
+        for label, folder, gpus in settings:
+            rows.append(run_one(folder, label, gpus, run_args, out / "runs", round_))
             (out / "throughput.json").write_text(json.dumps(rows, indent=1, default=str))
             print_table(rows[-1:])
     print()
     print_table(rows)
-    by = {(r["tree"], r["gpus"]): r for r in rows if "graph_wall_ms" in r}
-    for (tree, gpus), r in by.items():
-        if gpus != "1" and (tree, "1") in by:
-            c = contention(by[(tree, "1")], r)
-            r["contention"] = c
-            print(f"{tree}: --gpus {gpus} against one GPU: wall x{c.get('wall_ratio', float('nan')):.3f}, "
-                  f"per-graph wall median x{c.get('graph_ratio_median', float('nan')):.3f}, "
-                  f"max x{c.get('graph_ratio_max', float('nan')):.3f}, "
-                  f"within 10%: {100 * c.get('within_10pct', 0):.0f}%; less the writer wait: "
-                  f"median x{c.get('own_ratio_median', float('nan')):.3f}, "
-                  f"within 10%: {100 * c.get('own_within_10pct', 0):.0f}%")
-    trees = [t for t in dict.fromkeys(r["tree"] for r in rows)]
-    if len(trees) > 1 and (trees[0], "1") in by and (trees[-1], "1") in by:
-        print(f"one GPU: {trees[-1]} wall / {trees[0]} wall = "
-              f"{by[(trees[-1], '1')]['wall_s'] / by[(trees[0], '1')]['wall_s']:.3f}")
-    (out / "throughput.json").write_text(json.dumps(rows, indent=1, default=str))
+    report = summarize(rows, args.baseline)
+    (out / "throughput.json").write_text(json.dumps({"runs": rows, "summary": report}, indent=1, default=str))
     return 0
+
+
+def summarize(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
+    """Per (tree, setting) the rounds combined; each setting against the tree's baseline; the baseline's
+    first two rounds against each other (the measure's own spread); one GPU of the last tree vs the first."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if "graph_wall_ms" in r:
+            grouped.setdefault((r["tree"], r["gpus"]), []).append(r)
+    by = {key: combined(rounds) for key, rounds in grouped.items()}
+    report: dict[str, Any] = {}
+    for (tree, gpus), r in by.items():
+        if gpus != baseline and (tree, baseline) in by:
+            c = contention(by[(tree, baseline)], r)
+            report[f"{tree} {gpus} vs {baseline}"] = c
+            _print_contention(tree, gpus, f"{baseline} (median of {r['rounds']} rounds)", c)
+    for (tree, gpus), rounds in grouped.items():
+        if gpus == baseline and len(rounds) >= 2:
+            c = contention(rounds[0], rounds[1])
+            report[f"{tree} {gpus} A/A"] = c
+            _print_contention(tree, gpus, f"{baseline} itself (round 2 against round 1: the spread)", c)
+    trees = list(dict.fromkeys(tree for tree, _ in by))
+    if len(trees) > 1 and (trees[0], baseline) in by and (trees[-1], baseline) in by:
+        ratio = by[(trees[-1], baseline)]["wall_s"] / by[(trees[0], baseline)]["wall_s"]
+        report["one_gpu_ratio"] = ratio
+        print(f"one GPU: {trees[-1]} wall / {trees[0]} wall = {ratio:.3f}")
+    return report
 
 
 if __name__ == "__main__":
