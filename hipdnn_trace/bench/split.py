@@ -31,12 +31,22 @@ def process_key(config: Config, options: RunOptions) -> Hashable:
     return None if value is None else (config.backend, value)
 
 
-def groups(configs: Sequence[Config], options: RunOptions) -> list[list[Config]]:
-    """Configurations grouped by process key, in their order."""
+def keyed_groups(configs: Sequence[Config], options: RunOptions) -> list[tuple[Hashable, list[Config]]]:
+    """(process key, its configurations), in the configurations' order."""
     by_key: dict[Hashable, list[Config]] = {}
     for cfg in configs:
         by_key.setdefault(process_key(cfg, options), []).append(cfg)
-    return list(by_key.values())
+    return list(by_key.items())
+
+
+def groups(configs: Sequence[Config], options: RunOptions) -> list[list[Config]]:
+    """Configurations grouped by process key, in their order."""
+    return [group for _, group in keyed_groups(configs, options)]
+
+
+def _part_settings(settings: RunSettings) -> RunSettings:
+    """A group's settings: no A/B inside it (B is validated against A here), outputs kept for that."""
+    return replace(settings, ab=False, keep_outputs=True)
 
 
 def needs_split(configs: Sequence[Config], options: RunOptions) -> bool:
@@ -44,25 +54,65 @@ def needs_split(configs: Sequence[Config], options: RunOptions) -> bool:
 
 
 class SplitRunner:
-    """Runs each process group of a graph's configurations in its own child, then joins them."""
+    """Runs each process group of a graph's configurations in its own child, then joins them.
+
+    Each group has an isolating runner of its own (the first is the one given; the others are made
+    like it), so with resident children every group keeps its process from graph to graph: one
+    runner alternating between groups would end its child at every switch and pay a process start
+    (a CUDA context, the libraries) per group per graph."""
 
     def __init__(self, isolated: IsolatedRunner) -> None:
         self.isolated = isolated
+        self._runners: dict[Hashable, IsolatedRunner] = {}
+
+    def _runner_for(self, key: Hashable) -> IsolatedRunner:
+        """The group's runner: the given one for the first group, a new one like it for each other."""
+        if key not in self._runners:
+            base = self.isolated
+            self._runners[key] = base if not self._runners else IsolatedRunner(
+                base.timeout_s, tail_bytes=base.tail_bytes, env=base.server.env, resident=base.resident)
+        return self._runners[key]
+
+    def _all(self) -> list[IsolatedRunner]:
+        return list(dict.fromkeys([self.isolated, *self._runners.values()]))
 
     def close(self) -> None:
-        self.isolated.close()
+        for runner in self._all():
+            runner.close()
 
     def abort(self) -> None:
-        """Kill the child now running (an interrupted --gpus pool)."""
-        self.isolated.abort()
+        """Kill the children now running (an interrupted --gpus pool)."""
+        for runner in self._all():
+            runner.abort()
+
+    def warm(self, configs: Sequence[Config], settings: RunSettings) -> dict[str, float] | None:
+        """Set up each group's resident child before the first graph (bench/warm.py): seconds per part,
+        summed over the groups; None when none could be set up."""
+        spent: dict[str, float] = {}
+        worked = False
+        for key, group in keyed_groups(configs, settings.options):
+            parts = self._runner_for(key).warm(group, _part_settings(settings))
+            worked = worked or parts is not None
+            for name, seconds in (parts or {}).items():
+                spent[name] = round(spent.get(name, 0.0) + seconds, 3)
+        return spent if worked else None
+
+    def between_graphs(self) -> None:
+        """Replace any group's spent child now, between graphs (IsolatedRunner.between_graphs)."""
+        for runner in self._all():
+            runner.between_graphs()
+
+    @property
+    def successor_warm_ups(self) -> list[float]:
+        return [s for runner in self._all() for s in runner.successor_warm_ups]
 
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
                  on_stage: Callable[[str], None] | None = None) -> GraphRun:
         parts = [
-            self.isolated(source, group, replace(settings, ab=False, keep_outputs=True), markers,
-                          on_iteration=on_iteration, on_stage=on_stage)
-            for group in groups(configs, settings.options)
+            self._runner_for(key)(source, group, _part_settings(settings), markers,
+                                  on_iteration=on_iteration, on_stage=on_stage)
+            for key, group in keyed_groups(configs, settings.options)
         ]
         run = parts[0]
         for part in parts[1:]:

@@ -198,7 +198,7 @@ class _Suite:
                     record.add_handout(g.source, handout)
                     record.gpus.warm_up_s = {str(gpu): spent for gpu, spent in pool.warm_ups.items()}
                     record.gpus.successor_warm_up_s = _successors(pool)
-            if isinstance(self.runner, IsolatedRunner) and self.runner.successor_warm_ups:
+            if isinstance(self.runner, IsolatedRunner | SplitRunner) and self.runner.successor_warm_ups:
                 record.isolation.successor_warm_up_s = list(self.runner.successor_warm_ups)
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
                 with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
@@ -230,7 +230,7 @@ class _Suite:
     def _suite(self) -> SuiteOutcome:
         plan, progress = self.plan, self.progress
         before = (lambda i, s: progress.graph(i - 1, Path(s.name).stem))
-        if isinstance(self.runner, IsolatedRunner) and plan.sources:   # set up the child before the first graph
+        if isinstance(self.runner, IsolatedRunner | SplitRunner) and plan.sources:   # children set up before graph 1
             self.writer.record.isolation.warm_up_s = self.runner.warm(plan.configs, plan.settings)
         if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]

@@ -149,3 +149,15 @@ def test_real_backend_oracle_pairs_and_validates_both_plans(tmp_path: Path, back
     assert set(oracle["tuned_config"]) == {f"{backend}#tuned"}
     assert oracle["tuned_validation"].is_in(["passed", "failed"]).all()
     assert (oracle["regret"].drop_nulls() > 0).all()
+
+
+def test_each_process_group_keeps_its_resident_child_from_graph_to_graph(
+        tmp_path: Path, stand_ins: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """The ootb plan and its tuned twin each keep one resident child, set up before the first graph:
+    no graph pays a process start (one runner alternating between the groups started two per graph)."""
+    code, folder = _run(tmp_path, [hg.add_relu("a"), hg.matmul(), hg.add_relu("c")], "tunedproc")
+    assert code == 0, capsys.readouterr().out
+    run = load_run(folder)
+    assert run.breakdown.height == 6
+    assert run.breakdown.get_column("t_process_ms").to_list() == [0.0] * 6
+    assert run.meta["isolation"]["warm_up_s"] is not None
