@@ -121,6 +121,15 @@ def _ab_passes(settings: RunSettings, pass_s: float) -> tuple[int, int, int]:
     return blocks * settings.loop.warmup, blocks * per_block, blocks
 
 
+def _recreations(settings: RunSettings, blocks: int) -> int:
+    """Times an interleaved A/B re-creates each session up to its first look (``--ab-fresh-sessions N``:
+    every N rounds; a round is two blocks of each configuration), each one more plan build."""
+    plan = settings.ab_plan
+    if plan is None or plan.fresh_every <= 0:
+        return 0
+    return max(0, math.ceil((blocks // 2) / plan.fresh_every) - 1)
+
+
 def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSettings, rates: cost.Rates,
                    *, source: str = "") -> GraphEstimate:
     """The stages of one graph on ``configs`` under ``settings``."""
@@ -136,7 +145,8 @@ def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSetting
         interleaved = settings.ab and settings.ab_plan is not None and len(configs) == 2 and not settings.hooks
         warmup, timed, blocks = _ab_passes(settings, pass_s) if interleaved else (*_passes(settings, pass_s), 1)
         side = 0 if on_cpu else 2 * SIDE_ITERATIONS * blocks
-        stages["init"] = stages.get("init", 0.0) + (0.0 if on_cpu else GPU_INIT_S)
+        builds = 1 + (_recreations(settings, blocks) if interleaved else 0)
+        stages["init"] = stages.get("init", 0.0) + (0.0 if on_cpu else GPU_INIT_S * builds)
         stages["warmup"] = stages.get("warmup", 0.0) + warmup * pass_s
         stages["timed"] = stages.get("timed", 0.0) + (timed + side) * pass_s
         rows += warmup + timed + side

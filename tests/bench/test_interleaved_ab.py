@@ -220,3 +220,28 @@ def test_on_a_gpu_timer_each_block_is_timed_by_the_kernel_clock_fake_cupti_and_e
     first = 1 + 4 + 2 * 20   # B's first block: warmup, timed, then the latency and span side blocks
     assert s.extra["block"][:first] == [1] * first and s.extra["block"][first] == 2
     assert s.timing["kernel_ms"] == "cupti-activity"
+
+
+def test_the_estimate_prices_a_plan_build_per_recreated_session() -> None:
+    """--ab-fresh-sessions N re-creates both sessions every N rounds: each re-creation is one more plan
+    build per configuration up to the first look (8 rounds: 7 more with N=1, 3 with N=2, none with 0)."""
+    from hipdnn_trace.backends.reference import cost
+    from hipdnn_trace.bench import estimate
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.graph.build import GraphBuilder
+
+    b = GraphBuilder("mm", io="half")
+    b.matmul(b.tensor("a", [1, 64, 64]), b.tensor("b", [1, 64, 64]), out="c")
+    rates = cost.Rates(gemm=1e10, passes=1e9, transcendental=1e8, call_s=1e-6, small_gemm=1e9)
+    pair = [Config("a", "cudnn"), Config("b", "cudnn")]   # priced, never run: no GPU is needed
+    loop = LoopSettings(warmup=2, iters=20)
+
+    def init_s(every: int) -> float:
+        plan = ABPlan(block_iters=10, block_ms=0.0, min_rounds=8, max_rounds=32, fresh_every=every)
+        settings = RunSettings(loop=loop, ab=True, ab_plan=plan)
+        return estimate.estimate_graph(b.build(), pair, settings, rates).stages["init"]
+
+    assert init_s(0) == pytest.approx(2 * estimate.GPU_INIT_S)
+    assert init_s(1) == pytest.approx(2 * 8 * estimate.GPU_INIT_S)
+    assert init_s(2) == pytest.approx(2 * 4 * estimate.GPU_INIT_S)
