@@ -45,8 +45,10 @@ def groups(configs: Sequence[Config], options: RunOptions) -> list[list[Config]]
 
 
 def _part_settings(settings: RunSettings) -> RunSettings:
-    """A group's settings: no A/B inside it (B is validated against A here), outputs kept for that."""
-    return replace(settings, ab=False, keep_outputs=True)
+    """A group's settings: no A/B inside it; for an A/B its outputs come back (B is validated against
+    A here). Without one (--oracle's twins validate against the reference each in its own child) the
+    outputs stay in the child: sending them kept the data on the host and moved every output over a pipe."""
+    return replace(settings, ab=False, keep_outputs=settings.ab)
 
 
 def needs_split(configs: Sequence[Config], options: RunOptions) -> bool:

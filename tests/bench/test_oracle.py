@@ -161,3 +161,14 @@ def test_each_process_group_keeps_its_resident_child_from_graph_to_graph(
     assert run.breakdown.height == 6
     assert run.breakdown.get_column("t_process_ms").to_list() == [0.0] * 6
     assert run.meta["isolation"]["warm_up_s"] is not None
+
+
+def test_split_children_send_outputs_back_only_for_an_ab() -> None:
+    """An A/B across processes validates B against A in the parent, so its children send outputs back;
+    the oracle's twins each validate in their own child, whose outputs (and device data) stay there."""
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.split import _part_settings
+
+    assert _part_settings(RunSettings(ab=True)).keep_outputs is True
+    assert _part_settings(RunSettings(ab=False)).keep_outputs is False
+    assert _part_settings(RunSettings(ab=True)).ab is False
