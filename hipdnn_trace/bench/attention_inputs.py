@@ -92,18 +92,17 @@ def _lengths_on_host(node: Node, graph: Graph, inputs: Mapping[int, Any]) -> dic
     return out
 
 
-def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = None) -> dict[int, Any]:
+def forward_results(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, Any]:
     """For each backward node: its ``o`` and ``stats`` inputs from the float64 forward.
 
     Values are returned rounded to the tensors' types, keyed by uid; ``inputs`` must
-    already hold q, k, v, dO and the metadata. With ``device`` the inputs are torch tensors
-    there: the same reference op runs on float64 copies on the device (LLM shapes would take
-    minutes on the host), its results are rounded on the host with ``round_to`` as every
-    stored value is, and go back to the device.
+    already hold q, k, v, dO and the metadata. When they are torch tensors on a device, the same
+    reference op runs on float64 copies there (LLM shapes would take minutes on the host), and its
+    results are rounded there (``device_arrays.stored``: ``round_to``'s bits) when torch stores their
+    type as a device input, else rounded on the host (host arrays, which ``make_inputs`` uploads).
     """
-    from hipdnn_trace.backends.reference import xp as shim
     from hipdnn_trace.backends.reference.nodes.attention import attention_masking
-    from hipdnn_trace.backends.reference.ops import round_to, sdpa_forward
+    from hipdnn_trace.backends.reference.ops import sdpa_forward
 
     out: dict[int, Any] = {}
     for node in attention_nodes(graph):
@@ -132,14 +131,13 @@ def forward_results(graph: Graph, inputs: Mapping[int, Any], *, device: Any = No
             uid = wanted[port]
             if isinstance(uid, int) and uid in inputs:
                 t = graph.by_uid[uid]
-                stored = round_to(np.asarray(shim.to_numpy(fwd[key]), dtype=np.float64).reshape(t.dims), t.data_type)
-                out[uid] = stored if device is None else device_arrays.upload(stored, t, device)
+                out[uid] = device_arrays.stored(fwd[key], t)
     return out
 
 
 def derived(graph: Graph, inputs: Mapping[int, Any], seed: int, device: Any) -> dict[int, Any]:
     """The inputs computed from others (a backward's ``o`` and ``stats``): :func:`forward_results`."""
-    return forward_results(graph, inputs, device=device) if attention_nodes(graph) else {}
+    return forward_results(graph, inputs) if attention_nodes(graph) else {}
 
 
 def undefined_elements(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:

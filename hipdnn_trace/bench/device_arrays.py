@@ -43,6 +43,26 @@ def upload(host: np.ndarray, tensor: Tensor, device: Any) -> Any:
     return raw.to(device).view(torch_dtype(tensor.data_type)).reshape(tuple(tensor.dims))
 
 
+def stored(values: Any, tensor: Tensor) -> Any:
+    """float64 ``values`` of ``tensor`` rounded to its type where they already are, for inputs computed
+    from others (saved statistics, an attention forward's results).
+
+    A torch tensor is rounded there (``round_in``, ``round_to``'s bits) when the type's rounded storage
+    dtype is its device dtype (:func:`torch_dtype`), and comes back as a device input (logical dims,
+    contiguous); anything else is rounded on the host by ``round_to`` and returned as the host array
+    (the caller uploads it), as before: no device copy of a type torch stores otherwise.
+    """
+    from hipdnn_trace.backends.reference import xp as shim
+    from hipdnn_trace.backends.reference.ops.rounding import round_in, round_to
+
+    dims = tuple(tensor.dims)
+    if not isinstance(values, np.ndarray) and shim.is_torch(shim.namespace(values)):
+        if shim.torch_storage_dtype(tensor.data_type) == torch_dtype(tensor.data_type):
+            return round_in(values.reshape(dims), tensor.data_type).contiguous()
+        values = shim.to_numpy(values)
+    return round_to(np.asarray(values, dtype=np.float64).reshape(dims), tensor.data_type)
+
+
 def host_array(value: Any, tensor: Tensor) -> np.ndarray:
     """Any input value of ``tensor`` (host numpy or device torch) as the host numpy form: logical
     dims in its numpy type, for host consumers (the CPU reference, --save-tensors)."""

@@ -6,9 +6,10 @@ meaning needs a domain (variances, log/sqrt arguments, divisors) get one. Drawn
 values come from the counter-based generator (``counter_rng``, :data:`GENERATOR`):
 element i of a tensor depends only on (seed, graph, uid, i), is made on the host in
 parallel chunks or on a GPU with the same bits, and is already in the tensor's type.
-Inputs with meaning (lengths, page tables, routing, constants, saved statistics,
-pooling indices) are made on the host and uploaded; an attention backward's O and
-stats are computed where the inputs live.
+Inputs with meaning (lengths, page tables, routing, constants, pooling indices) are
+made on the host and uploaded; inputs computed from others (a norm backward's saved
+statistics, an attention backward's O and stats) are computed and rounded where the
+inputs live.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ulps import derived_statistics, ulps_apart
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.device_data import to_host
@@ -32,14 +33,22 @@ def _sources() -> list:
 
 
 def test_device_inputs_have_the_host_bits_on_every_bundled_graph() -> None:
+    """Drawn inputs and metadata bit for bit. A norm backward's saved mean / inv_variance / inv_rms
+    are computed from x in float64 where x is (bench/norm_inputs.py): the GPU's reduction sums in
+    another order than numpy's, which may move the float64 value by a few units and so, near a tie,
+    the stored value by one unit of its type; those are compared within one unit in the last place."""
     for source in _sources():
         graph = load_bytes(source.read(), source.name)
         host = make_inputs(graph, 0)
         device = make_inputs(graph, 0, device="cuda:0")
         assert set(host) == set(device), source.name
+        stats = derived_statistics(graph)
         for uid, value in host.items():
             got = to_host(device[uid])
             assert got.shape == np.asarray(value).shape, (source.name, uid)
+            if uid in stats:   # saved norm statistics: float64 sums on the GPU, in another order
+                assert int(ulps_apart(np.asarray(got), np.asarray(value)).max()) <= 1, (source.name, uid)
+                continue
             assert np.asarray(got).tobytes() == np.ascontiguousarray(value).tobytes(), (source.name, uid)
 
 

@@ -10,8 +10,9 @@ results are kept too: they are the oracle that validation compares against.
 
 ``device="cuda"`` runs the same op code on torch float64 tensors on the GPU for every node (the
 ops are written against the Array API; ``xp.py`` holds what the standard lacks). Inputs move to
-the device once; by default each result comes back to the host as float64 (the exact oracle) and
-is rounded there to its tensor's type with the same numpy code as on the CPU. With
+the device once; by default each result comes back to the host as float64 (the exact oracle) with
+its value rounded to its tensor's type (on the device where that gives the host's bits,
+``rounding.round_in``; else on the host with the same numpy code as on the CPU). With
 ``keep_on_device`` results stay on the device, rounded there with the same bits
 (``rounding.round_in``), and only the graph's outputs are returned, as device tensors.
 """
@@ -28,6 +29,7 @@ from hipdnn_trace.backends.family_tables import layer_tables
 from hipdnn_trace.backends.reference import ops as ref, xp as shim
 from hipdnn_trace.backends.reference.nodes._common import Handler
 from hipdnn_trace.backends.reference.ops._arrays import f64, size
+from hipdnn_trace.backends.reference.ops.rounding import TORCH_EXACT
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import dtypes, ops
 from hipdnn_trace.graph.dtypes import scalar_value
@@ -178,8 +180,11 @@ def _evaluate_host(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation
 
 
 def _evaluate_on(graph: Graph, inputs: Mapping[int, np.ndarray], target: shim.Target) -> Evaluation:
-    """Every node in ``target``'s namespace; every result comes back to the host (exact float64), is
-    rounded there, and goes to the device again (as float64) only when a later node reads it. A
+    """Every node in ``target``'s namespace; every result comes back to the host (exact float64) with
+    its stored value, and is on the device again only while a later node reads it. On a torch target
+    inputs go up in their storage dtypes (a quarter of float64's bytes for bfloat16, each reader
+    converting) and results are rounded there when ``round_in`` gives ``round_to``'s bits (only the
+    stored bytes come back, no host rounding pass); elsewhere as float64, rounded on the host. A
     device copy is dropped after its last reader."""
     order = execution_order(graph)
     host: dict[int, np.ndarray] = {**inputs, **_values(graph)}
@@ -187,24 +192,34 @@ def _evaluate_on(graph: Graph, inputs: Mapping[int, np.ndarray], target: shim.Ta
     on_device: dict[int, Any] = {}
     exact: dict[int, np.ndarray] = {}
     placement: dict[str, str] = {}
+    torch_target = shim.is_torch(target.xp)
     for step, index in enumerate(order):
         node = graph.nodes[index]
-        for uid in _bound(node, host):
+        read = _bound(node, host)
+        for uid in read:
             if uid not in on_device:
-                on_device[uid] = shim.from_numpy(target.xp, host[uid], target.device)
-        _bring_back(graph, _run(node, graph, on_device), exact, host, on_device)
+                on_device[uid] = _upload(graph, uid, host[uid], target) if torch_target \
+                    else shim.from_numpy(target.xp, host[uid], target.device)
+        results = _run(node, graph, {uid: f64(on_device[uid]) for uid in read})
+        _bring_back(graph, results, exact, host, on_device, torch_target)
         placement[node.name] = target.label
         _drop_read(on_device, last_read, step)
     return Evaluation(exact, {u: a for u, a in host.items() if u in exact}, placement)
 
 
 def _bring_back(graph: Graph, results: Mapping[int, Any], exact: dict[int, np.ndarray],
-                host: dict[int, np.ndarray], on_device: dict[int, Any]) -> None:
-    """Device results to the host (exact), rounded there; float64 ones also stay on the device
-    (stored == exact: no upload needed). Nothing else of them outlives this call."""
+                host: dict[int, np.ndarray], on_device: dict[int, Any], torch_target: bool) -> None:
+    """Device results to the host (exact), with their stored values: rounded on a torch device where
+    that is ``round_to``'s bits (and kept there for a later reader), else on the host (float64 ones
+    stay on the device: stored == exact). Nothing else of them outlives this call."""
     for uid, value in results.items():
         tensor = graph.by_uid[uid]
         exact[uid] = np.asarray(shim.to_numpy(value), dtype=np.float64)
+        if torch_target and tensor.data_type in TORCH_EXACT:
+            stored = ref.round_in(value, tensor.data_type)
+            host[uid] = shim.storage_to_numpy(stored, tensor.data_type)
+            on_device[uid] = stored
+            continue
         host[uid] = ref.round_to(exact[uid], tensor.data_type)
         if tensor.data_type == "double":
             on_device[uid] = value

@@ -173,3 +173,41 @@ def test_cuda_resident_evaluation_equals_the_cuda_default_path() -> None:
             assert exact.tobytes() == brought_back.exact[uid].tobytes(), rel
             assert shim.storage_to_numpy(resident.stored[uid], name).tobytes() == \
                 ref.round_to(exact, name).tobytes(), rel
+
+
+#: graphs whose every tensor has a torch-exact rounding (the reference rounds none on the host)
+EXACT_TYPE_GRAPHS = ["blockscale/mxfp8_e4m3_quantize_bf16.json", "blockscale/mxfp8_e4m3_quantize_fp32.json",
+                     "fused/matmul_bias_gelu_bf16.json", "attention/sdpa_backward_gqa_causal_bf16.json"]
+
+
+@pytest.mark.parametrize("rel", EXACT_TYPE_GRAPHS)
+def test_default_path_rounds_on_the_device_and_uploads_storage_types_torch_cpu_standing_in(monkeypatch, rel) -> None:
+    """The default device path (results brought back to the host) on torch's CPU standing in for a
+    GPU: host inputs go up in their own dtypes (``from_numpy``, which makes a host float64 copy, sees
+    only arrays that already are float64, such as a rounding ladder) and results are rounded on the
+    device (the host's ``round_to`` would raise): the stored values are the host's rounding of the
+    same float64 results (fp8_e8m0 block scales included), which are the resident path's bits."""
+    graph = _graph(rel)
+    inputs = make_inputs(graph, 0)
+    resident = executor.evaluate(graph, inputs, xp=torch_xp, keep_on_device=True)
+    converted = []
+    real_from_numpy = shim.from_numpy
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("rounded on the host")
+
+    def spy(xp, a, device=None):
+        converted.append(np.asarray(a).dtype)
+        return real_from_numpy(xp, a, device)
+
+    monkeypatch.setattr(executor.ref, "round_to", refuse)
+    monkeypatch.setattr(shim, "from_numpy", spy)
+    on_device = executor.evaluate(graph, inputs, xp=torch_xp)
+    monkeypatch.undo()
+    assert all(d == np.float64 for d in converted), converted
+    assert resident.exact.keys() <= on_device.exact.keys()
+    for uid, exact in on_device.exact.items():   # the host's rounding of the same float64 values
+        stored = ref.round_to(exact, graph.by_uid[uid].data_type)
+        assert on_device.stored[uid].dtype == stored.dtype and on_device.stored[uid].tobytes() == stored.tobytes(), uid
+    for uid, exact in resident.exact.items():    # the same float64 math as on the device
+        assert on_device.exact[uid].tobytes() == exact.numpy().tobytes(), uid

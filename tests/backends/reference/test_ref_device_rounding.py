@@ -1,12 +1,12 @@
 """Rounding on a torch device gives ``round_to``'s bits for every data type with a host form.
 
 ``round_in`` rounds in torch where torch's conversion is the same rule (float, half, bfloat16, fp8
-e4m3/e5m2, the integers, boolean) and on the host otherwise; either way a validator reading the
-device's stored values sees exactly what the host would store. The values cover every tie between
-neighbours of the small types, the values one float64 / float32 step either side of a tie (double
-rounding through float32), subnormals of every type, overflow and saturation, the integer limits,
-infinities and NaNs with both signs and odd payloads. Runs on torch's CPU (skipped without torch);
-the GPU is checked by the ``cuda`` test at the end.
+e4m3/e5m2, the integers, boolean), from the exponent bits for fp8_e8m0, and on the host otherwise;
+either way a validator reading the device's stored values sees exactly what the host would store.
+The values cover every tie between neighbours of the small types, the values one float64 / float32
+step either side of a tie (double rounding through float32), subnormals of every type, overflow and
+saturation, the integer limits, infinities and NaNs with both signs and odd payloads. Runs on
+torch's CPU (skipped without torch); the GPU is checked by the ``cuda`` test at the end.
 """
 
 from __future__ import annotations
@@ -96,6 +96,41 @@ def test_device_rounding_equals_round_to_bit_for_bit(name: str) -> None:
     assert differ.size == 0, f"{name}: {values[differ[:5]]} -> {host[differ[:5]]}, round_to {want[differ[:5]]}"
 
 
+@np.errstate(invalid="ignore")
+def _e8m0_grid() -> np.ndarray:
+    """Every float32 exponent (subnormals included) with the mantissas either side of e8m0's rounding
+    boundaries (1.0 and 1.5; 2^-127 for subnormals), both signs, as float64."""
+    mantissas = np.array([0, 1, 2, 0x3FFFFF, 0x400000, 0x400001, 0x5FFFFF, 0x600000, 0x600001, 0x7FFFFE, 0x7FFFFF],
+                         dtype=np.uint32)
+    exponents = np.arange(256, dtype=np.uint32)
+    bits = (exponents[:, None] << 23 | mantissas[None, :]).reshape(-1)
+    bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
+    return bits.view(np.float32).astype(np.float64)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e8m0fnu"), reason="this torch has no float8_e8m0fnu")
+def test_e8m0_is_rounded_in_torch_never_on_the_host(monkeypatch) -> None:
+    """fp8_e8m0 (a block scale) is rounded on the device from the exponent bits, with ml_dtypes'
+    rule (not torch's own cast, which maps 0 and negatives to 2^-127): no host round trip, and
+    round_to's bits over every float32 exponent at the rounding boundaries and all the usual cases."""
+    from hipdnn_trace.backends.reference.ops import rounding
+
+    values = np.concatenate([_cases("fp8_e8m0"), _e8m0_grid()])
+    want = round_to(values, "fp8_e8m0")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("rounded on the host")
+
+    monkeypatch.setattr(rounding, "round_to", refuse)
+    monkeypatch.setattr(shim, "to_numpy", refuse)
+    got = round_in(torch.from_numpy(values), "fp8_e8m0")
+    monkeypatch.undo()
+    assert got.dtype == torch.float8_e8m0fnu
+    host = shim.storage_to_numpy(got, "fp8_e8m0")
+    differ = np.flatnonzero(_bits(host) != _bits(want))
+    assert differ.size == 0, f"{values[differ[:5]]} -> {host[differ[:5]]}, round_to {want[differ[:5]]}"
+
+
 @pytest.mark.parametrize("name", [n for n in HOST_TYPES if n in TORCH_EXACT and (is_integer(n) or n == "boolean")])
 def test_nan_into_an_integer_or_boolean_is_the_same_refusal(name: str) -> None:
     values = np.array([1.0, np.nan])
@@ -143,3 +178,6 @@ def test_cuda_rounding_equals_round_to_bit_for_bit() -> None:
         want = round_to(values, name)
         got = shim.storage_to_numpy(round_in(torch.from_numpy(values).cuda(), name), name)
         assert got.tobytes() == want.tobytes(), name
+    grid = _e8m0_grid()
+    got = shim.storage_to_numpy(round_in(torch.from_numpy(grid).cuda(), "fp8_e8m0"), "fp8_e8m0")
+    assert got.tobytes() == round_to(grid, "fp8_e8m0").tobytes()

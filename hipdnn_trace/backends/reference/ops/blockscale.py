@@ -106,20 +106,31 @@ def block_quantize(x: np.ndarray, block_size: int, axis: int, y_dtype: str, scal
     moved = xp.moveaxis(xc, axis, -1)
     length = moved.shape[-1]
     blocks = -(-length // block_size)
-    padded = xp.zeros((*moved.shape[:-1], blocks * block_size), dtype=ct, device=shim.device_of(x))
-    padded[..., :length] = moved
-    grouped = xp.reshape(padded, (*moved.shape[:-1], blocks, block_size))
+    grouped = xp.reshape(_padded(xp, moved, blocks * block_size), (*moved.shape[:-1], blocks, block_size))
     amax = xp.max(xp.abs(grouped), axis=-1)
     lowest, top = type_max(y_dtype)
     scale = round_up_to(xp.astype(amax, xp.float64) / top, scale_dtype)
     s = xp.expand_dims(xp.astype(scale, ct), axis=-1)
     nonzero = s != 0
-    y = xp.where(nonzero, grouped / xp.where(nonzero, s, 1.0), 0.0)
+    if bool(xp.all(nonzero)):   # the usual case (an e8m0 scale is never 0): no where passes over x
+        y = grouped / s
+    else:
+        y = xp.where(nonzero, grouped / xp.where(nonzero, s, 1.0), 0.0)
     y = xp.clip(y, _in_compute(lowest, compute), _in_compute(top, compute))
     if not DTYPES[y_dtype].is_float:
         y = xp.round(y)   # nearbyint: round half to even
     y = xp.reshape(y, (*moved.shape[:-1], blocks * block_size))[..., :length]
     return xp.moveaxis(xp.astype(y, xp.float64), -1, axis), xp.moveaxis(scale, -1, axis)
+
+
+def _padded(xp: Any, moved: Array, width: int) -> Array:
+    """``moved`` with its last axis zero-padded to ``width`` (itself when it already is: no copy)."""
+    length = moved.shape[-1]
+    if length == width:
+        return moved
+    padded = xp.zeros((*moved.shape[:-1], width), dtype=moved.dtype, device=shim.device_of(moved))
+    padded[..., :length] = moved
+    return padded
 
 
 def block_dequantize(x: np.ndarray, scale: np.ndarray, blocks: tuple[int, ...], *, negative: bool = False,

@@ -22,8 +22,9 @@ On a torch device (``round_in``), the types of :data:`TORCH_EXACT` are rounded t
 conversions, which give the same bits as ``round_to`` (RNE through float32, the same clamps, the
 same integer rule; tests/backends/reference/test_ref_device_rounding.py checks every one over ties,
 subnormals, overflow and the limits); NaN elements, whose payload and sign rules differ between
-libraries, are rounded on the host and written back. The other types (fp4, fp6, e8m0, fnuz fp8)
-are rounded on the host and uploaded.
+libraries, are rounded on the host and written back. fp8_e8m0 (a power of two: exponent bits only)
+is computed from the float32 bits with ml_dtypes' rule (``_torch_e8m0``; torch's own cast differs).
+The other types (fp4, fp6, fnuz fp8) are rounded on the host and uploaded.
 """
 
 from __future__ import annotations
@@ -75,9 +76,10 @@ def _to_integer(arr: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
         raise UnsupportedError(str(exc)) from None
 
 
-#: types whose rounding on a torch device gives ``round_to``'s bits (the others round on the host)
-TORCH_EXACT = frozenset({"float", "double", "half", "bfloat16", "fp8_e4m3", "fp8_e5m2", "uint8", "int8", "int32",
-                         "int64", "boolean"})
+#: types whose rounding on a torch device gives ``round_to``'s bits (the others round on the host);
+#: fp8_e8m0 only where torch has ``float8_e8m0fnu`` (else it rounds on the host too)
+TORCH_EXACT = frozenset({"float", "double", "half", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp8_e8m0", "uint8", "int8",
+                         "int32", "int64", "boolean"})
 
 
 def round_in(values: Any, hipdnn_dtype: str) -> Any:
@@ -89,9 +91,18 @@ def round_in(values: Any, hipdnn_dtype: str) -> Any:
         return round_to(values, hipdnn_dtype)
     if not shim.is_torch(xp):
         raise TypeError(f"no stored form of {hipdnn_dtype} in {getattr(xp, '__name__', xp)} (numpy or torch only)")
-    if hipdnn_dtype not in TORCH_EXACT:   # also raises round_to's errors for types without a host form
+    if hipdnn_dtype not in TORCH_EXACT or not _torch_has(hipdnn_dtype):   # also raises round_to's errors
         return shim.to_storage(round_to(shim.to_numpy(values), hipdnn_dtype), hipdnn_dtype, values.device)
+    if hipdnn_dtype == "fp8_e8m0":
+        return _torch_e8m0(values)
     return _torch_round(values, hipdnn_dtype)
+
+
+def _torch_has(hipdnn_dtype: str) -> bool:
+    """Whether torch has the type's own storage dtype (fp8_e8m0 came in torch 2.7)."""
+    import torch
+
+    return hipdnn_dtype != "fp8_e8m0" or hasattr(torch, "float8_e8m0fnu")
 
 
 def stored_values(values: Any, hipdnn_dtype: str) -> Any:
@@ -125,6 +136,22 @@ def _torch_round(values: Any, name: str) -> Any:
     if name != "float":
         out = out.to(shim.torch_storage_dtype(name))
     return _host_nans(v, out, name)
+
+
+def _torch_e8m0(values: Any) -> Any:
+    """ml_dtypes' float64 -> float8_e8m0fnu conversion, from the float32 bits (torch's own cast differs:
+    it maps 0 and negatives to 2^-127 and rounds ties to even). As ml_dtypes does: first to float32
+    (round to nearest even), then a normal float32 2^e * 1.m takes code e + 127, one more when m >= 1.5
+    (ties away from zero); a subnormal one takes code 0 (2^-127) up to 2^-127, code 1 above it; zero, a
+    negative, inf, NaN, and a code past 254 (from 1.5 * 2^127 up) are NaN (255). Exponent bits only:
+    the same on every device."""
+    import torch
+
+    b = values.to(torch.float64).to(torch.float32).view(torch.int32)
+    exponent, mantissa = (b >> 23) & 0xFF, b & 0x7FFFFF
+    code = torch.where(exponent == 0, (mantissa > 0x400000).to(torch.int32), exponent + ((mantissa >> 22) & 1))
+    nan = (b <= 0) | (exponent == 0xFF) | (code > 254)   # sign bit set, +0, inf / NaN, overflow
+    return torch.where(nan, 255, code).to(torch.uint8).view(torch.float8_e8m0fnu)
 
 
 def _torch_integer(v: Any, name: str) -> Any:
