@@ -18,6 +18,7 @@ server's parent.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
@@ -132,6 +133,7 @@ class GpuPool:
     _stop: threading.Event = field(default_factory=threading.Event)
     _closing: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _set_up: threading.Barrier = field(default_factory=lambda: threading.Barrier(1))   # every worker set up
 
     def run_suite(self, sources: Sequence[GraphSource], configs: Sequence[Config], settings: RunSettings,
                   markers: Markers, callbacks: SuiteCallbacks, estimates: Sequence[float]) -> SuiteOutcome:
@@ -145,6 +147,7 @@ class GpuPool:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
         state = _Collected(working=len(self.workers))
+        self._set_up = threading.Barrier(max(1, len(self.workers)))
         try:
             for worker in self.workers:
                 thread = threading.Thread(target=self._work, name=f"gpu-{worker.gpu}", daemon=True,
@@ -204,9 +207,7 @@ class GpuPool:
     def _work(self, worker: GpuWorker, todo: queue.Queue, results: queue.Queue, sources: Sequence[GraphSource],
               configs: Sequence[Config], settings: RunSettings, markers: Markers) -> None:
         try:
-            warm = getattr(worker.runner, "warm", None)
-            if warm is not None and not self._stop.is_set():   # set up before its first graph, not inside it
-                self.warm_ups[worker.gpu] = warm(configs, worker.settings or settings)
+            self._warm(worker, configs, worker.settings or settings)
             while not self._stop.is_set():
                 try:
                     rank, position = todo.get_nowait()
@@ -228,9 +229,21 @@ class GpuPool:
             results.put(("idle", worker, None))
         self._closing.wait()   # this thread is its fork server's parent (PR_SET_PDEATHSIG): outlive it
 
+    def _warm(self, worker: GpuWorker, configs: Sequence[Config], settings: RunSettings) -> None:
+        """Set the worker's child up before its first graph, then wait until every worker is set up: a
+        worker's set-up (CUDA context, library loads) beside another's first graph slowed that graph."""
+        try:
+            warm = getattr(worker.runner, "warm", None)
+            if warm is not None and not self._stop.is_set():
+                self.warm_ups[worker.gpu] = warm(configs, settings)
+        finally:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._set_up.wait()
+
     def stop(self) -> None:
         """Hand out nothing more and kill the children now running."""
         self._stop.set()
+        self._set_up.abort()   # a worker waiting for the others' set-up goes on (and stops)
         for worker in self.workers:
             worker.runner.abort()
 

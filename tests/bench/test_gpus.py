@@ -460,3 +460,44 @@ def test_the_pool_shortens_the_thread_switch_interval_while_it_runs() -> None:
     assert len(outcome.runs) == 2
     assert seen and all(s <= gpus.SWITCH_INTERVAL_S for s in seen)
     assert sys.getswitchinterval() == before
+
+
+def test_no_graph_starts_before_every_worker_is_set_up() -> None:
+    """A worker whose set-up is quick waits for the slow one's before its first graph: a set-up (CUDA
+    context, library loads) running beside another worker's first graph slowed that graph."""
+    import threading
+    import time
+
+    from hipdnn_trace.bench.records import GraphRun
+
+    events: list[str] = []
+    lock = threading.Lock()
+
+    class Runner:   # stand-in worker: a set-up of `delay` seconds, graphs that run nothing
+        def __init__(self, name: str, delay: float) -> None:
+            self.name, self.delay = name, delay
+
+        def warm(self, configs, settings):
+            time.sleep(self.delay)
+            with lock:
+                events.append(f"{self.name} set up")
+            return {}
+
+        def __call__(self, source, configs, settings, markers, **_):
+            with lock:
+                events.append(f"{self.name} ran {source.name}")
+            return GraphRun(source.name, source.name)
+
+        def abort(self) -> None: ...
+
+        def close(self) -> None: ...
+
+    pool = GpuPool(workers=[GpuWorker(0, runner=Runner("quick", 0.0)), GpuWorker(1, runner=Runner("slow", 0.3))])
+    sources = [type("S", (), {"name": f"g{i}.json"})() for i in range(4)]
+    try:
+        outcome = pool.run_suite(sources, [], None, None, SuiteCallbacks(), [1.0] * 4)   # type: ignore[arg-type]
+    finally:
+        pool.close()
+    assert len(outcome.runs) == 4
+    first_graph = min(i for i, e in enumerate(events) if " ran " in e)
+    assert {"quick set up", "slow set up"} <= set(events[:first_graph]), events
