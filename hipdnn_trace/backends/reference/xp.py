@@ -96,7 +96,8 @@ def is_torch(xp: Namespace) -> bool:
 
 #: torch floating types numpy lacks -> the ml_dtypes type with the same bits
 _ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-              "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz"}
+              "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+              "float8_e8m0fnu": "float8_e8m0fnu"}
 
 
 def to_numpy(a: Array) -> np.ndarray:

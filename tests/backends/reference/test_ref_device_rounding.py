@@ -181,3 +181,18 @@ def test_cuda_rounding_equals_round_to_bit_for_bit() -> None:
     grid = _e8m0_grid()
     got = shim.storage_to_numpy(round_in(torch.from_numpy(grid).cuda(), "fp8_e8m0"), "fp8_e8m0")
     assert got.tobytes() == round_to(grid, "fp8_e8m0").tobytes()
+
+
+def test_to_numpy_brings_every_torch_float8_storage_back_bit_for_bit() -> None:
+    """torch's .numpy() refuses its float8 types (e8m0 included: a stored block scale); to_numpy gives
+    them back as the ml_dtypes type with the same bits (a GPU run failed here on an e8m0 scale)."""
+    torch = pytest.importorskip("torch")
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"):
+        dtype = getattr(torch, name, None)
+        if dtype is None:
+            continue
+        t = torch.tensor([0.25, 1.0, 2.0, 8.0]).to(dtype)
+        host = shim.to_numpy(t)
+        assert host.dtype.name == name
+        assert np.array_equal(host.view(np.uint8), shim.bits(t).numpy().view(np.uint8))
+        assert host.astype(np.float64).tolist() == [0.25, 1.0, 2.0, 8.0]
