@@ -31,6 +31,7 @@ from hipdnn_trace.bench.isolation import IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.records import ERROR, OK
 from hipdnn_trace.bench.suite import SuiteCallbacks
+from hipdnn_trace.bench.warm import PIPELINE_GRAPH
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.device import visibility
 from hipdnn_trace.errors import UserError
@@ -69,8 +70,8 @@ def _entries(path: Path) -> list[dict]:
 
 
 def _log(path: Path) -> list[dict]:
-    """The backend's prepare lines (one per graph run)."""
-    return [entry for entry in _entries(path) if not entry.get("warm")]
+    """The backend's prepare lines (one per graph run; not the set-up's, nor its pipeline warm-up graph's)."""
+    return [entry for entry in _entries(path) if not entry.get("warm") and entry.get("graph") != PIPELINE_GRAPH]
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +217,11 @@ def test_each_worker_sets_up_before_its_first_graph(on_two_gpus):
     assert {entry["pid"] for entry in log} <= {entry["pid"] for entry in warm}, \
         "every child that ran a graph (also the one after the crash) was set up before it"
     spent = load_run(folder).meta["gpus"]["warm_up_s"]
-    assert set(spent) == {"0", "1"} and all(set(parts) == {"visible"} for parts in spent.values())
+    assert set(spent) == {"0", "1"} and all(set(parts) == {"visible", "pipeline"} for parts in spent.values())
+    entries = _entries(folder.parent / "visible.jsonl")
+    for pid in {entry["pid"] for entry in log}:   # each child: set-up, the pipeline graph, then its graphs
+        mine = [e.get("graph", "set-up") if not e.get("warm") else "set-up" for e in entries if e["pid"] == pid]
+        assert mine[:2] == ["set-up", PIPELINE_GRAPH], mine
 
 
 def test_breakdown_separates_the_wait_for_the_one_writer(on_two_gpus):
