@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from hipdnn_trace.backends.repro_fill import FILL_SOURCE
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph
@@ -92,7 +93,7 @@ def torch_script(graph: Graph, *, device: str, scalars: Mapping[int, float], tit
     outputs = [t.name for t in graph.output_tensors]
     kernel = SDPA_KERNEL.get(sdpa_backend)
     return TEMPLATE.format(title=title, module=module, inputs=inputs, outputs=outputs, device=device, seed=seed,
-                           kernel=repr(kernel))
+                           kernel=repr(kernel), fill=FILL_SOURCE)
 
 
 TEMPLATE = '''\
@@ -124,16 +125,11 @@ OUTPUTS = {outputs}
 
 {module}
 
+{fill}
+
 def make(dims, strides, dtype, dev, gen):
     """A tensor laid out with the graph's strides, filled with seeded values of its type."""
-    t = torch.empty_strided(dims, strides, dtype=dtype, device=dev)
-    if dtype.is_floating_point:
-        t.copy_(torch.randn(dims, generator=gen).to(dtype))
-    elif dtype == torch.bool:
-        t.copy_(torch.randint(0, 2, dims, generator=gen).bool())
-    else:
-        t.copy_(torch.randint(0, 8, dims, generator=gen).to(dtype))
-    return t
+    return fill(torch.empty_strided(dims, strides, dtype=dtype, device=dev), gen)
 
 
 def main():

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue, OpCall, OutputDecl, Plan, TensorDecl
+from hipdnn_trace.backends.repro_fill import FILL_SOURCE
 from hipdnn_trace.errors import UnsupportedError
 
 #: cudnn.data_type member -> the torch dtype of a buffer holding it (fp4: packed codes in bytes)
@@ -103,7 +104,7 @@ def cudnn_script(plan: Plan, *, title: str, deselect: Sequence[str], engine: str
     return TEMPLATE.format(title=title, types=types, tf32=plan.fp32_math,
                            body="\n".join("    " + line for line in body),
                            buffers="\n".join("    " + line for line in _buffer_lines(plan, scalars)),
-                           deselect=list(deselect), engine=engine, seed=seed)
+                           deselect=list(deselect), engine=engine, seed=seed, fill=FILL_SOURCE)
 
 
 TEMPLATE = '''\
@@ -141,15 +142,10 @@ def empty(dims, strides, dtype):
     return torch.empty_strided(dims, strides, dtype=dtype, device="cuda")
 
 
+{fill}
+
 def seeded(dims, strides, dtype, gen=torch.Generator().manual_seed(SEED)):
-    t = empty(dims, strides, dtype)
-    if dtype.is_floating_point:
-        t.copy_(torch.randn(dims, generator=gen).to(dtype))
-    elif dtype == torch.bool:
-        t.copy_(torch.randint(0, 2, dims, generator=gen).bool())
-    else:
-        t.copy_(torch.randint(0, 8, dims, generator=gen).to(dtype))
-    return t
+    return fill(empty(dims, strides, dtype), gen)
 
 
 def pick_plan(graph):
