@@ -91,8 +91,12 @@ class Backend(Protocol):
     def available(self) -> Support:
         """Is the library importable and a device present?"""
 
-    # optional: ``installed() -> Support``, whether the library imports, asked by ``run`` before it
-    # creates anything (cheap, and touches no device, so a parent that forks GPU children stays clean)
+    # optional: ``installed() -> Support``, whether the library is there, asked by ``run`` before it
+    # creates anything (cheap: found, not imported, so the parent of GPU children stays light and clean)
+    # optional: ``package_versions() -> dict``, versions known without importing the library (what the
+    # parent of isolated children records; each child's set-up reports ``versions()`` as loaded)
+    # optional: ``preload: tuple[str, ...]``, modules a worker's fork server imports before it forks
+    # children (importing them makes no device context), so no child pays them again
     # optional: ``warm_up(options) -> None``, the process-wide set-up every graph of a process would
     # otherwise pay on its first one (device context, library handles); a resident child runs it
     # before its first graph (bench/warm.py), so no graph's wall carries it

@@ -9,14 +9,13 @@ come from :mod:`hipdnn_trace.device.cuda`.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.backends import cudnn_graph, device_tensors
+from hipdnn_trace.backends import cudnn_graph, device_tensors, installed
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.cudnn_graph import EnumValue, OutputDecl, Plan, TensorDecl
 from hipdnn_trace.device import cuda
@@ -31,10 +30,6 @@ from hipdnn_trace.validate.poison import POISON_BYTE
 TF32_ENV = "NVIDIA_TF32_OVERRIDE"
 os.environ.setdefault(TF32_ENV, "0")
 
-try:   # imported here so the isolation fork server preloads it; importing creates no CUDA context
-    import cudnn as _preloaded_cudnn
-except Exception:  # absent or broken: reported by available() when used
-    _preloaded_cudnn = None
 
 #: Numerical notes of engines that compute below the graph's float compute type: lower-precision
 #: inputs or partial sums (seen on an H200: the heuristic wgrad plan for the fp16 ResNet stem missed
@@ -402,6 +397,8 @@ class CudnnBackend:
     vendor = "nvidia"
     #: run --oracle's tuned plan: the fastest of the plans ``engines`` lists that builds (bench/oracle.py)
     oracle_tuning = "autotune"
+    #: what a worker's fork server imports before it forks children (no device context is made)
+    preload = ("cudnn", "torch", "torch.nn.functional")
 
     def __init__(self) -> None:
         self._listing: dict[tuple[str, int], tuple[list[Engine], list[str]]] = {}
@@ -416,11 +413,10 @@ class CudnnBackend:
         return SUPPORTED
 
     def installed(self) -> Support:
-        """The library imports (no device touched: the parent of isolated children must not init CUDA)."""
-        try:
-            _cudnn()
-        except ToolMissingError as exc:
-            return Support(False, str(exc))
+        """The frontend is on the path (found, not imported: the parent of isolated children stays
+        light; a child that cannot import it says why on the graph's row)."""
+        if not installed.present("cudnn"):
+            return Support(False, "the cudnn backend needs nvidia-cudnn-frontend; pip install 'hipdnn-trace[nvidia]'")
         return SUPPORTED
 
     def check(self, graph: Graph) -> Support:
@@ -459,17 +455,16 @@ class CudnnBackend:
         _refuse_known_crashes(plan, _cudnn().backend_version())
         return CudnnSession(graph, plan, engine, options)
 
+    def package_versions(self) -> dict[str, str]:
+        """The installed distributions' versions, nothing imported (the parent of isolated children)."""
+        found = {pkg: installed.dist_version(pkg) for pkg in ("cuda-bindings", "nvidia-cudnn-frontend")}
+        return {pkg: v for pkg, v in found.items() if v}
+
     def versions(self) -> dict[str, str]:
-        """Library versions; creates no CUDA context (the suite process forks workers later)."""
+        """Library versions as loaded (the cuDNN library's own); creates no CUDA context."""
         cudnn = _cudnn()
-        out = {"cudnn_frontend": str(getattr(cudnn, "__version__", "?")),
-               "cudnn": str(cudnn.backend_version_string())}
-        for pkg in ("cuda-bindings", "nvidia-cudnn-frontend"):
-            try:
-                out[pkg] = importlib.metadata.version(pkg)
-            except importlib.metadata.PackageNotFoundError:
-                pass
-        return out
+        return {"cudnn_frontend": str(getattr(cudnn, "__version__", "?")),
+                "cudnn": str(cudnn.backend_version_string()), **self.package_versions()}
 
     def gpu_info(self, device: int = 0) -> dict[str, Any] | None:
         """From NVML: asking CUDA here would create a context in the suite process."""

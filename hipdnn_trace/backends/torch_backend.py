@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.backends import device_tensors
+from hipdnn_trace.backends import device_tensors, installed
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.torch_tuning import enable_tuning
 from hipdnn_trace.device.timers import HostTimer
@@ -26,11 +26,6 @@ from hipdnn_trace.graph import layout
 from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Tensor
-
-try:   # imported here so the isolation fork server preloads it; importing creates no device context
-    import torch as _preloaded_torch
-except ImportError:
-    _preloaded_torch = None
 
 
 def _torch() -> Any:
@@ -53,13 +48,17 @@ def gpu_vendor() -> str | None:
     Decided from the build and /dev without calling into CUDA/HIP: the suite process
     asks before it starts isolated workers, and must not hold a device context then.
     """
-    try:
-        torch = _torch()
-    except ToolMissingError:
-        return None
-    if getattr(torch.version, "hip", None):
+    build = installed.torch_build()   # read, not imported: the parent of workers stays light
+    if build is None:
+        try:
+            torch = _torch()
+        except ToolMissingError:
+            return None
+        build = installed.TorchBuild(torch.__version__, getattr(torch.version, "cuda", None),
+                                     getattr(torch.version, "hip", None))
+    if build.hip:
         return "amd" if os.path.exists("/dev/kfd") else None
-    if getattr(torch.version, "cuda", None):
+    if build.cuda:
         return "nvidia" if glob.glob("/dev/nvidia[0-9]*") else None
     return None
 
@@ -316,6 +315,8 @@ class TorchBackend:
     name = "torch"
     #: run --oracle's tuned plan: cudnn.benchmark and TunableOp, in a process of its own (torch_tuning.py)
     oracle_tuning = "backend"
+    #: what a worker's fork server imports before it forks children (no device context is made)
+    preload = ("torch", "torch.nn.functional")
 
     @property
     def vendor(self) -> str | None:
@@ -329,8 +330,10 @@ class TorchBackend:
         return SUPPORTED
 
     def installed(self) -> Support:
-        """torch imports (importing it creates no device context)."""
-        return self.available()
+        """torch is on the path (found, not imported: importing it is the workers' job)."""
+        if not installed.present("torch"):
+            return Support(False, "the torch backend needs PyTorch (pip install 'hipdnn-trace[torch]')")
+        return SUPPORTED
 
     def check(self, graph: Graph) -> Support:
         try:
@@ -371,6 +374,14 @@ class TorchBackend:
     def process_key(self, options: RunOptions) -> str | None:
         """The tuned twin of run --oracle needs a process of its own (its switches are process-wide)."""
         return "tuned" if options.extra.get("tuned") else None
+
+    def package_versions(self) -> dict[str, str]:
+        """torch's version and toolkit from its build file, nothing imported (the parent of workers)."""
+        build = installed.torch_build()
+        if build is None:
+            return {}
+        found = {"torch": build.version, "torch_cuda": build.cuda, "torch_hip": build.hip}
+        return {k: v for k, v in found.items() if v}
 
     def versions(self) -> dict[str, str]:
         torch = _torch()

@@ -85,6 +85,12 @@ class ForkServer:
         self._sock = ours
         return ours
 
+    def start(self) -> None:
+        """Start the server now if it is not running (it imports its preload list meanwhile)."""
+        if self._sock is None or self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+
     def launch(self, target: str, payload: bytes, fds: Sequence[int]) -> int:
         """Fork a child that calls ``target(payload, fds)``; returns its pid."""
         sock = self._sock

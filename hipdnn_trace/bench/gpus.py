@@ -22,6 +22,7 @@ import contextlib
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -134,6 +135,7 @@ class GpuPool:
     _closing: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _set_up: threading.Barrier = field(default_factory=lambda: threading.Barrier(1))   # every worker set up
+    set_up_at: float | None = None   # time.monotonic() when the last worker was set up (run.json phases_s)
 
     def run_suite(self, sources: Sequence[GraphSource], configs: Sequence[Config], settings: RunSettings,
                   markers: Markers, callbacks: SuiteCallbacks, estimates: Sequence[float]) -> SuiteOutcome:
@@ -147,7 +149,7 @@ class GpuPool:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
         state = _Collected(working=len(self.workers))
-        self._set_up = threading.Barrier(max(1, len(self.workers)))
+        self._set_up = threading.Barrier(max(1, len(self.workers)), action=self._all_set_up)
         try:
             for worker in self.workers:
                 thread = threading.Thread(target=self._work, name=f"gpu-{worker.gpu}", daemon=True,
@@ -240,6 +242,9 @@ class GpuPool:
             with contextlib.suppress(threading.BrokenBarrierError):
                 self._set_up.wait()
 
+    def _all_set_up(self) -> None:
+        self.set_up_at = time.monotonic()
+
     def stop(self) -> None:
         """Hand out nothing more and kill the children now running."""
         self._stop.set()
@@ -248,7 +253,8 @@ class GpuPool:
             worker.runner.abort()
 
     def close(self) -> None:
-        """Stop (a no-op after a complete run), let the threads end, close the fork servers."""
+        """Stop (a no-op after a complete run), let the threads end, close the workers' children and
+        fork servers, all at once."""
         self.stop()
         self._closing.set()
         for thread in self._threads:
@@ -256,5 +262,8 @@ class GpuPool:
                 thread.join(POLL_S)
                 for worker in self.workers:   # a child launched just after stop() goes too
                     worker.runner.abort()
-        for worker in self.workers:
-            worker.runner.close()
+        closing = [threading.Thread(target=w.runner.close, name=f"close-gpu-{w.gpu}") for w in self.workers]
+        for thread in closing:   # side by side: each child's exit tears its device context down
+            thread.start()
+        for thread in closing:
+            thread.join()

@@ -61,8 +61,12 @@ _CHILD = "hipdnn_trace.bench.isolation:child_main"
 _RESIDENT_CHILD = "hipdnn_trace.bench.isolation:resident_main"
 #: A warm-up job (device context, library loads) that takes longer than this is given up.
 WARM_TIMEOUT_S = 300.0
-#: A resident child is retired after this many graphs (bounds what a leak in a library can grow to).
-MAX_JOBS_PER_CHILD = 100
+#: A resident child is retired after this many graphs, or earlier when its resident set has grown by
+#: more than RETIRE_GROWTH_BYTES since its set-up: a library's leak is bounded by what it costs, not by a
+#: count. (A count of 100 replaced the child of a 108-graph suite once, 3.3-4.7 s of set-up on an H200
+#: host, with no growth to bound.)
+MAX_JOBS_PER_CHILD = 1000
+RETIRE_GROWTH_BYTES = 8 << 30
 _FRAME = re.compile(r'File "(.*?)", line (\d+) in (\S+)')
 
 
@@ -177,7 +181,8 @@ def _release_device_caches() -> None:
     next graph's wall (its job waited for it). Whatever survives a collection (modules imported on
     first use, backends' caches, the last graph's long-lived objects) is frozen out of later
     collections (``gc.freeze`` after every one), so each walks only what one graph made; a
-    resident child retires after MAX_JOBS_PER_CHILD graphs, which bounds what freezing keeps."""
+    resident child retires when its resident set has grown by RETIRE_GROWTH_BYTES (or after
+    MAX_JOBS_PER_CHILD graphs), which bounds what freezing keeps."""
     import gc
 
     gc.collect()
@@ -254,14 +259,16 @@ def run_job(payload: bytes, status: Connection) -> int:
 
 
 def _warm_job(payload: bytes, status: Connection) -> int:
-    """Run a :class:`_Warm` job; its answer is ``W`` + the seconds each part took."""
-    from hipdnn_trace.bench.warm import warm_process
+    """Run a :class:`_Warm` job; its answer is ``W`` + (the seconds each part took, the backends'
+    versions as loaded)."""
+    from hipdnn_trace.bench.warm import loaded_versions, warm_process
 
     try:
         job: _Warm = pickle.loads(payload)
         backends.REGISTRY.update(job.registry)
         spent = warm_process(job.configs, job.settings)
-        status.send_bytes(b"W" + pickle.dumps(spent, protocol=pickle.HIGHEST_PROTOCOL))
+        answer = (spent, loaded_versions(job.configs))
+        status.send_bytes(b"W" + pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
         return 0
     except OSError:
         os._exit(1)   # the parent is gone
@@ -354,6 +361,7 @@ class IsolatedRunner:
         self._warm_with: tuple[list[Config], RunSettings] | None = None   # set by a warm() that worked
         self.warm_ups = 0                  # resident children set up before their first graph
         self.successor_warm_ups: list[float] = []   # seconds, each successor set up between graphs
+        self.versions: dict[str, str] = {}  # the libraries' versions as the set-up child loaded them
 
     def abort(self) -> None:
         """Kill the child now running, if any (from another thread: an interrupted pool of workers)."""
@@ -392,7 +400,7 @@ class IsolatedRunner:
             except (pickle.PicklingError, TypeError, AttributeError) as exc:
                 raise UserError(f"--isolate: cannot hand this run's settings to a child process "
                                 f"({' '.join(str(exc).split())}); use --no-isolate") from None
-        self._preload(registry)
+        self._preload(registry, settings.reference_device)
         if self._warm_with is not None and self._needs_child(_config_key(configs)):
             self.warm(*self._warm_with)   # a retired or crashed child's successor starts warm too
         return self._run(payload, source, configs, on_iteration, on_stage)
@@ -409,12 +417,23 @@ class IsolatedRunner:
     def _needs_child(self, key: str) -> bool:
         """Whether the next job with this key starts a new resident child."""
         child = self._child
-        return child is None or child.key != key or child.jobs >= MAX_JOBS_PER_CHILD
+        return child is None or child.key != key or child.spent()
 
-    def _preload(self, registry: dict[str, str]) -> None:
-        """The server imports the backends' modules once, before it forks anything."""
+    def _preload(self, registry: dict[str, str], reference_device: str = "cpu") -> None:
+        """The server imports the backends' modules and the libraries they declare (``preload``: torch,
+        cuDNN's frontend; no device context) once, before it forks anything: no child pays them."""
         wanted = [spec.partition(":")[0] for spec in registry.values()]
+        for name in registry:
+            wanted.extend(getattr(backends.get(name), "preload", ()))
+        if reference_device == "cuda":   # the float64 reference in torch on the device
+            wanted.append("torch")
         self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
+
+    def start_server(self, configs: Sequence[Config], settings: RunSettings) -> None:
+        """Start the fork server now, importing in the background while this process goes on (the
+        first job would start it anyway, later)."""
+        self._preload({c.backend: backends.REGISTRY[c.backend] for c in configs}, settings.reference_device)
+        self.server.start()
 
     def warm(self, configs: Sequence[Config], settings: RunSettings) -> dict[str, float] | None:
         """Start the resident child now and let it set up its device and libraries before the first
@@ -427,7 +446,7 @@ class IsolatedRunner:
             payload = b"W" + pickle.dumps(_Warm(list(configs), settings, registry), protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):
             return None   # the first graph will say why its settings cannot reach a child
-        self._preload(registry)
+        self._preload(registry, settings.reference_device)
         child: _Child | None = None
         try:
             child, _ = self._child_for(_config_key(configs), payload)
@@ -447,13 +466,14 @@ class IsolatedRunner:
             return None
         self._warm_with = (list(configs), settings)
         self.warm_ups += 1
+        self.versions.update(outcome.versions or {})
         return outcome.warmed
 
     def _child_for(self, key: str, payload: bytes) -> tuple[_Child, bool]:
         """(the child that runs this job, whether it was started for it): the resident child when
         it may take the job, else a new one (the old one retired)."""
         child = self._child
-        if child is not None and child.key == key and child.jobs < MAX_JOBS_PER_CHILD:
+        if child is not None and child.key == key and not child.spent():
             child.jobs_w.send_bytes(payload)
             child.jobs += 1
             return child, False
@@ -558,6 +578,15 @@ class IsolatedRunner:
         child.close()
 
 
+def resident_set_bytes(pid: int) -> int | None:
+    """A process's resident set size from /proc (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _config_key(configs: Sequence[Config]) -> str:
     """Which configurations a resident child was started for (another set needs another child)."""
     return repr([(c.name, c.backend, c.plugin_path) for c in configs])
@@ -578,6 +607,18 @@ class _Child:
     jobs_w: Connection | None
     key: str
     jobs: int = 1
+    resident_bytes: int | None = None   # its resident set after its first job (its set-up, when warmed)
+
+    def spent(self) -> bool:
+        """Retire before the next job: MAX_JOBS_PER_CHILD jobs run, or the resident set grew by more than
+        RETIRE_GROWTH_BYTES since the first job (Linux /proc; elsewhere the count alone)."""
+        if self.jobs >= MAX_JOBS_PER_CHILD:
+            return True
+        now = resident_set_bytes(self.pid)
+        if self.resident_bytes is None or now is None:
+            self.resident_bytes = self.resident_bytes or now
+            return False
+        return now - self.resident_bytes > RETIRE_GROWTH_BYTES
 
     def close(self) -> None:
         for conn in (self.status, self.output, self.jobs_w):
@@ -622,6 +663,7 @@ class _Outcome:
     first_message_ns: int | None = None   # when the child's first message arrived (its start-up)
     data: bytes | None = None          # the graph's bytes, once the child has read them
     warmed: dict[str, float] | None = None   # a warm-up job's answer (seconds per part)
+    versions: dict[str, str] | None = None   # and the libraries' versions as the child loaded them
 
 
 class _Watch:
@@ -650,7 +692,7 @@ class _Watch:
         if self.out.first_message_ns is None:
             self.out.first_message_ns = now_ns()
         if raw[:1] == b"W":
-            self.out.warmed = pickle.loads(raw[1:])
+            self.out.warmed, self.out.versions = pickle.loads(raw[1:])
             return
         if raw[:1] == b"R":
             self.out.result = pickle.loads(raw[1:])

@@ -108,6 +108,11 @@ class SplitRunner:
     def successor_warm_ups(self) -> list[float]:
         return [s for runner in self._all() for s in runner.successor_warm_ups]
 
+    @property
+    def versions(self) -> dict[str, str]:
+        """The libraries' versions as the groups' set-up children loaded them."""
+        return {k: v for runner in self._all() for k, v in runner.versions.items()}
+
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
                  on_stage: Callable[[str], None] | None = None) -> GraphRun:

@@ -62,6 +62,18 @@ def warm_process(configs: Sequence[Config], settings: RunSettings) -> dict[str, 
     return spent
 
 
+def loaded_versions(configs: Sequence[Config]) -> dict[str, str]:
+    """The configured backends' library versions as this process loaded them (run.json ``versions``:
+    the parent of isolated children records only what it knows without importing the libraries)."""
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(c.backend for c in configs):
+        try:
+            out.update(backends.get(name).versions())
+        except Exception:   # noqa: BLE001 - a version probe never stops a run
+            continue
+    return out
+
+
 def on_gpu(configs: Sequence[Config], settings: RunSettings) -> bool:
     """Whether the child has device kernels to load: a GPU backend or the reference on the GPU."""
     return settings.reference_device == "cuda" or any(c.backend != "reference" for c in configs)

@@ -204,8 +204,8 @@ class RunRecord(Block):
     """run.json. Blocks that only some runs have are OPTIONAL (left out until set)."""
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({
-        "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "error", "speed_of_light",
-        "saved_tensors", "oracle", "environment"})
+        "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "phases_s", "error",
+        "speed_of_light", "saved_tensors", "oracle", "environment"})
     NESTED: ClassVar[dict[str, type[Block]]] = {
         "timing": Timing, "validation": Validation, "isolation": Isolation, "gpus": Gpus,
         "reference_cache": ReferenceCache, "reference_device": ReferenceDevice, "inputs": Inputs,
@@ -239,6 +239,7 @@ class RunRecord(Block):
     sessions: dict[str, Any] | None = None   # configuration -> how it ran, per graph
     profile: Profile | None = None
     elapsed_s: float | None = None
+    phases_s: dict[str, float] | None = None   # the command's wall by phase (runs/phases.py)
     error: str | None = None
     saved_tensors: dict[str, str] | None = None   # --save-tensors: graph -> its bundle, or why it is missing
     oracle: Oracle | None = None             # --oracle: the ootb/tuned pairs

@@ -37,6 +37,7 @@ from hipdnn_trace.results.run_record import Profile
 from hipdnn_trace.results.rundir import RunWriter, clear_stranded
 from hipdnn_trace.results.runlock import releasing
 from hipdnn_trace.runs.estimates import estimate_note
+from hipdnn_trace.runs.phases import PhaseClock
 from hipdnn_trace.runs.plan import EngineListing, ExternalProfile, RunPlan, clock_samplers, plan_run
 from hipdnn_trace.runs.request import RunRequest
 
@@ -62,7 +63,10 @@ class Finished:
 @releasing
 def execute(request: RunRequest) -> Finished:
     """The whole of ``run``: plan (refusals first), then measure and record."""
+    clock = PhaseClock()
+    clock.mark("before_plan")
     plan = plan_run(request)
+    clock.mark("plan")
     if isinstance(plan, ExternalProfile):
         from hipdnn_trace.profilers.external import run_external
 
@@ -70,11 +74,11 @@ def execute(request: RunRequest) -> Finished:
         return Finished(request.out / request.run_id if request.run_id else None, code)
     if isinstance(plan, EngineListing):
         return Finished(None, list_engines(plan))
-    return Finished(plan.folder, measure(plan))
+    return Finished(plan.folder, measure(plan, clock))
 
 
-def measure(plan: RunPlan) -> int:
-    """Run the plan's suite with the clocks held as asked; the exit code."""
+def measure(plan: RunPlan, clock: PhaseClock | None = None) -> int:
+    """Run the plan's suite with the clocks held as asked; the exit code (``clock``: the phases so far)."""
     request = plan.request
     if plan.stranded:
         clear_stranded(plan.folder)
@@ -87,7 +91,7 @@ def measure(plan: RunPlan) -> int:
                            exclusive=request.resume is None and not request.profile_child)   # mkdir: one run per folder
         if plan.gpus is not None:   # graphs finish out of order: the tables stay in suite order
             writer.suite_order = {name: i for i, name in enumerate(record.graphs)}
-        return _Suite(plan, writer, guard, clocks).run()
+        return _Suite(plan, writer, guard, clocks, clock or PhaseClock()).run()
 
 
 def _successors(pool: gpu_pool.GpuPool) -> dict[str, list[float]] | None:
@@ -128,9 +132,10 @@ def notes(plan: RunPlan) -> list[str]:
 class _Suite:
     """One suite's run: the runner, the callbacks after each graph, how it ended."""
 
-    def __init__(self, plan: RunPlan, writer: RunWriter, guard: InterruptGuard, clocks: ClockLock) -> None:
+    def __init__(self, plan: RunPlan, writer: RunWriter, guard: InterruptGuard, clocks: ClockLock,
+                 phases: PhaseClock) -> None:
         request = plan.request
-        self.plan, self.writer, self.guard, self.clocks = plan, writer, guard, clocks
+        self.plan, self.writer, self.guard, self.clocks, self.phases = plan, writer, guard, clocks, phases
         sources, configs = plan.sources, plan.configs
         self.reporter = Reporter(verbose=request.verbose, quiet=request.quiet, suite=len(sources) > 1,
                                  name_width=max((len(Path(s.name).stem) for s in sources), default=0),
@@ -151,6 +156,8 @@ class _Suite:
         if split:   # e.g. two hipDNN plugin builds: one process each
             runner = SplitRunner(runner or IsolatedRunner(DEFAULT_TIMEOUT_S, resident=resident))
         if plan.gpus is None:
+            if isinstance(runner, IsolatedRunner) and plan.sources:
+                runner.start_server(plan.configs, plan.settings)   # imports while the header prints
             return runner, None
         pool = _pool(plan, split)
         return pool, pool
@@ -200,6 +207,8 @@ class _Suite:
                     record.gpus.successor_warm_up_s = _successors(pool)
             if isinstance(self.runner, IsolatedRunner | SplitRunner) and self.runner.successor_warm_ups:
                 record.isolation.successor_warm_up_s = list(self.runner.successor_warm_ups)
+            for runner in [w.runner for w in pool.workers] if pool is not None else [self.runner]:
+                record.versions.update(getattr(runner, "versions", None) or {})   # as the children loaded them
             if pool is not None:   # where each graph ran survives a kill too (one small atomic write), written
                 with contextlib.suppress(OSError):   # before its rows: a kill between the two re-runs the graph
                     self.writer.write_record()
@@ -232,6 +241,7 @@ class _Suite:
         before = (lambda i, s: progress.graph(i - 1, Path(s.name).stem))
         if isinstance(self.runner, IsolatedRunner | SplitRunner) and plan.sources:   # children set up before graph 1
             self.writer.record.isolation.warm_up_s = self.runner.warm(plan.configs, plan.settings)
+        self.phases.mark("set_up")
         if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]
             return self.pool.run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers,
@@ -248,6 +258,9 @@ class _Suite:
         try:
             outcome = self._suite()
             status = "complete"
+            if self.pool is not None and self.pool.set_up_at is not None:
+                self.phases.mark("set_up", at=self.pool.set_up_at)
+            self.phases.mark("graphs")
         except Interrupted as exc:
             status, interrupted = "interrupted", exc
         except KeyboardInterrupt:
@@ -287,7 +300,8 @@ class _Suite:
             if self.clocks is not None:   # clocks back before run.json is final: it records how that went
                 self.clocks.restore()
                 self.writer.record.clocks = self.clocks.record()
-            self.writer.finish(status, elapsed_s=round(time.monotonic() - started, 3))
+            self.phases.mark("close")
+            self.writer.finish(status, elapsed_s=round(time.monotonic() - started, 3), phases_s=self.phases.seconds())
 
     def _interrupted(self, interrupted: Interrupted) -> int:
         folder = self.writer.folder
@@ -309,6 +323,8 @@ def _pool(plan: RunPlan, split: bool) -> gpu_pool.GpuPool:
         if settings.samplers:   # NVML counts physical GPUs: sample this worker's GPU, when its entry is an index
             samplers = clock_samplers(plan.vendor, int(pin.visible))[0] if pin.visible.isdigit() else ()
             mine = replace(settings, samplers=samplers)
+        if not split and plan.sources:
+            isolated.start_server(plan.configs, mine)   # each worker's imports begin now, side by side
         workers.append(gpu_pool.GpuWorker(pin.index, SplitRunner(isolated) if split else isolated, mine))
     return gpu_pool.GpuPool(workers)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
-from hipdnn_trace.backends.reference.xp import cuda_missing
+from hipdnn_trace.backends.installed import torch_gpu_missing
 from hipdnn_trace.bench import cpu_share, shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, Config, build_configs
 from hipdnn_trace.bench.estimate import GraphEstimate
@@ -442,7 +442,7 @@ def resolve_reference_device(request: RunRequest, only_reference: bool = False) 
         return "cpu"
     if request.reference_device == "cpu":
         return "cpu"
-    reason = cuda_missing()
+    reason = torch_gpu_missing()   # asked without importing torch: the children import it
     if request.reference_device == "cuda" and reason:
         raise UserError(f"--reference-device cuda: {reason}; use --reference-device cpu")
     return "cpu" if reason else "cuda"

@@ -72,10 +72,13 @@ def initial_record(plan: RunPlan) -> RunRecord:
         inputs=Inputs(generator=GENERATOR),
         speed_of_light={"asked": request.peaks},   # RunWriter resolves the peaks and records them
         oracle=Oracle(**oracle_meta(plan.configs)) if request.oracle else None)
+    isolated = plan.timeout is not None   # children import the libraries; each reports them as loaded
     for name in {c.backend for c in plan.configs}:
         try:
-            record.versions.update(backends.get(name).versions())
-            gpu_info = getattr(backends.get(name), "gpu_info", None)
+            backend = backends.get(name)
+            light = getattr(backend, "package_versions", None) if isolated else None
+            record.versions.update(light() if light is not None else backend.versions())
+            gpu_info = getattr(backend, "gpu_info", None)
             if record.gpu is None and gpu_info is not None:
                 record.gpu = gpu_info(request.device)
         except Exception:   # a version probe never stops a run

@@ -216,8 +216,11 @@ def test_each_worker_sets_up_before_its_first_graph(on_two_gpus):
     assert len(warm) == len({entry["pid"] for entry in warm}), "each child set up once"
     assert {entry["pid"] for entry in log} <= {entry["pid"] for entry in warm}, \
         "every child that ran a graph (also the one after the crash) was set up before it"
-    spent = load_run(folder).meta["gpus"]["warm_up_s"]
+    meta = load_run(folder).meta
+    spent = meta["gpus"]["warm_up_s"]
     assert set(spent) == {"0", "1"} and all(set(parts) == {"visible", "pipeline"} for parts in spent.values())
+    # the suite process found the library; a set-up child loaded it and its version replaced that entry
+    assert meta["versions"]["visible"] in {f"loaded by {entry['pid']}" for entry in warm}
     entries = _entries(folder.parent / "visible.jsonl")
     for pid in {entry["pid"] for entry in log}:   # each child: set-up, the pipeline graph, then its graphs
         mine = [e.get("graph", "set-up") if not e.get("warm") else "set-up" for e in entries if e["pid"] == pid]
@@ -506,3 +509,15 @@ def test_no_graph_starts_before_every_worker_is_set_up() -> None:
     assert len(outcome.runs) == 4
     first_graph = min(i for i, e in enumerate(events) if " ran " in e)
     assert {"quick set up", "slow set up"} <= set(events[:first_graph]), events
+
+
+def test_a_workers_fork_server_preloads_what_the_backends_declare(monkeypatch):
+    """The server imports the backend modules, their ``preload`` libraries and, for a float64 reference on
+    the GPU, torch, before it forks a child: no child (a successor neither) imports them again."""
+    monkeypatch.setitem(backends.REGISTRY, "visible", VISIBLE_SPEC)
+    monkeypatch.syspath_prepend(str(HERE))
+    runner = IsolatedRunner(60, resident=True)
+    runner._preload({"visible": backends.REGISTRY["visible"]})
+    assert runner.server.preload[-2:] == ["visible_backend", "colorsys"]
+    runner._preload({"visible": backends.REGISTRY["visible"]}, reference_device="cuda")
+    assert runner.server.preload[-1] == "torch"

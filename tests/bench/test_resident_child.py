@@ -109,6 +109,35 @@ def test_the_job_limit_retires_a_child(tmp_path, monkeypatch, faulty):
     assert pids[0] == pids[1] != pids[2]
 
 
+def test_a_child_whose_resident_set_grew_is_retired(tmp_path, monkeypatch, faulty):
+    """In process: the job count is far off, but the child's resident set (read by the parent from
+    /proc, here a stand-in that grows 3 GiB a graph) passes the growth limit: the child is replaced."""
+    from hipdnn_trace.bench.config import Config
+    from hipdnn_trace.bench.graph_run import RunSettings
+    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.graph.sources import expand
+    from hipdnn_trace.markers import Markers
+
+    grown: dict[int, int] = {}
+
+    def growing(pid: int) -> int:
+        grown[pid] = grown.get(pid, 0) + 1
+        return grown[pid] * (3 << 30)
+
+    monkeypatch.setattr(isolation, "RETIRE_GROWTH_BYTES", 5 << 30)
+    monkeypatch.setattr(isolation, "resident_set_bytes", growing)
+    write_graphs(tmp_path / "suite", [f"ok__{c}" for c in "abcde"])
+    settings = RunSettings(loop=LoopSettings(warmup=0, iters=2))
+    configs = [Config("faulty", "faulty")]
+    pids = []
+    with isolation.IsolatedRunner(60, resident=True) as runner:
+        for source in expand([str(tmp_path / "suite")]):
+            assert runner(source, configs, settings, Markers()).configs[0].status == "ok"
+            pids.append(runner._child.pid)
+    # baseline read before graph 2 (3 GiB), +3 GiB before graph 3, +6 GiB before graph 4: retired there
+    assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4]
+
+
 @pytest.fixture
 def faulty(monkeypatch):
     from hipdnn_trace import backends

@@ -42,6 +42,16 @@ def _append(entry: dict[str, Any]) -> None:
 
 class VisibleBackend(FaultyBackend):
     name = NAME
+    #: a fork server imports these before it forks (a GPU backend's torch or cuDNN frontend)
+    preload = ("colorsys",)
+
+    def package_versions(self) -> dict[str, str]:
+        """What the suite process records without importing the library."""
+        return {"visible": "found, not loaded"}
+
+    def versions(self) -> dict[str, str]:
+        """What a child that loaded the library reports (it replaces the parent's entry)."""
+        return {"visible": f"loaded by {os.getpid()}"}
 
     def warm_up(self, options: RunOptions) -> None:
         """Logs ``{"warm": true, ...}``: a stand-in for a GPU backend's context and library set-up."""

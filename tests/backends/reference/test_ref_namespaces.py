@@ -153,7 +153,7 @@ def test_auto_is_cpu_and_cuda_is_a_one_line_refusal_without_a_gpu(monkeypatch):
     from hipdnn_trace.runs import plan
     from hipdnn_trace.runs.request import RunRequest
 
-    monkeypatch.setattr(plan, "cuda_missing", lambda: "torch sees no GPU")
+    monkeypatch.setattr(plan, "torch_gpu_missing", lambda: "torch sees no GPU")
     monkeypatch.setattr(shim, "cuda_missing", lambda: "torch sees no GPU")
     assert plan.resolve_reference_device(RunRequest(reference_device="auto")) == "cpu"
     with pytest.raises(UserError, match="^--reference-device cuda: torch sees no GPU; use --reference-device cpu$"):
