@@ -11,6 +11,8 @@ default validation), in the order given, and reads each run's ``breakdown.csv`` 
 * the share of the wall in which the GPUs run timed work: sum of t_timed over graphs divided by
   wall x workers;
 * whether every (graph, config) has the same status and validation verdict as the first run;
+* where each command's wall went outside the graphs (run.json ``phases_s``: before the plan, plan,
+  set-up, graphs, close, and what is left: the final writes and the interpreter's exit);
 * with a one-worker and an all-GPU run of the same tree: each graph's wall under N workers against
   one (the contention check: within 10% is the goal) and the wall ratio. A graph's ``wall_ms`` is its
   own work plus its share of the commit that wrote it (docs/frames.md); "own" leaves the share out.
@@ -62,11 +64,19 @@ def run_one(tree: Path, label: str, gpus: str, run_args: list[str], out: Path, r
         return row
     breakdown = pl.read_csv(folder / "breakdown.csv")
     summary = pl.read_csv(folder / "summary.csv")
-    workers = len(json.loads((folder / "run.json").read_text()).get("gpus", {}).get("devices", [0]))
+    record = json.loads((folder / "run.json").read_text())
+    workers = len((record.get("gpus") or {}).get("devices", [0]))
+    phases = record.get("phases_s") or {}
+    if phases:   # what the run's own phases leave of the command: writing the final tables, exiting
+        phases = {**phases, "after_close": max(0.0, wall - sum(phases.values()))}
     sums = {c: float(breakdown[c].sum()) / 1e3 for c in STAGES if c in breakdown.columns}
     row.update({
         "workers": workers,
         "graphs": breakdown.height,
+        "phases_s": phases,
+        "set_up_s": (record.get("gpus") or {}).get("warm_up_s") or (record.get("isolation") or {}).get("warm_up_s"),
+        "successor_set_up_s": ((record.get("gpus") or {}).get("successor_warm_up_s")
+                               or (record.get("isolation") or {}).get("successor_warm_up_s")),
         "stages_s": sums,
         "per_graph_wall_s": float(breakdown["wall_ms"].sum()) / 1e3,
         "host_share_of_wall": sum(sums.get(c, 0.0) for c in HOST_STAGES) / (wall * workers),
@@ -122,6 +132,24 @@ def combined(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def matched_halves(grouped: dict[tuple[str, str], list[dict[str, Any]]], baseline: str) -> dict[str, Any]:
+    """With 4+ rounds: like against like. Each graph's median over the odd rounds of the baseline against
+    (a) its median over the even rounds of the baseline (the A/A: the measure's own spread) and (b) its
+    median over the even rounds of each other setting; (a) and (b) compare medians of as many rounds,
+    interleaved in time, so the share of graphs within 10% reads the same way in both."""
+    report: dict[str, Any] = {}
+    for (tree, gpus), rounds in grouped.items():
+        base = grouped.get((tree, baseline), [])
+        if gpus == baseline or len(base) < 4 or len(rounds) < 4:
+            continue
+        odd, aa, many = combined(base[1::2]), combined(base[0::2]), combined(rounds[0::2])
+        for label, other in ((f"{tree} {baseline} A/A halves", aa), (f"{tree} {gpus} vs {baseline} halves", many)):
+            c = contention(odd, other)
+            report[label] = c
+            _print_contention(tree, label.split()[1], f"{baseline} odd rounds ({label})", c)
+    return report
+
+
 def _print_contention(tree: str, gpus: str, baseline: str, c: dict[str, Any]) -> None:
     nan = float("nan")
     print(f"{tree}: --gpus {gpus} against {baseline}: wall x{c.get('wall_ratio', nan):.3f}, "
@@ -153,6 +181,19 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{100 * r['gpu_timed_share']:5.2f}% {same:>5}")
 
 
+PHASES = ["before_plan", "plan", "set_up", "graphs", "close", "after_close"]
+
+
+def print_phases(rows: list[dict[str, Any]]) -> None:
+    """Where each command's wall went (run.json phases_s; after_close: the final writes and exit)."""
+    print(f"{'tree':>10} {'gpus':>5} {'wall s':>8} " + " ".join(f"{p:>11}" for p in PHASES))
+    for r in rows:
+        phases = r.get("phases_s") or {}
+        if phases:
+            print(f"{r['tree']:>10} {r['gpus']:>5} {r['wall_s']:8.1f} "
+                  + " ".join(f"{phases.get(p, float('nan')):11.2f}" for p in PHASES))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", action="append", required=True,
@@ -180,6 +221,8 @@ def main() -> int:
             print_table(rows[-1:])
     print()
     print_table(rows)
+    print()
+    print_phases(rows)
     report = summarize(rows, args.baseline)
     (out / "throughput.json").write_text(json.dumps({"runs": rows, "summary": report}, indent=1, default=str))
     return 0
@@ -204,6 +247,7 @@ def summarize(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
             c = contention(rounds[0], rounds[1])
             report[f"{tree} {gpus} A/A"] = c
             _print_contention(tree, gpus, f"{baseline} itself (round 2 against round 1: the spread)", c)
+    report.update(matched_halves(grouped, baseline))
     trees = list(dict.fromkeys(tree for tree, _ in by))
     if len(trees) > 1 and (trees[0], baseline) in by and (trees[-1], baseline) in by:
         ratio = by[(trees[-1], baseline)]["wall_s"] / by[(trees[0], baseline)]["wall_s"]
