@@ -107,6 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     given = list(sys.argv[1:] if argv is None else argv)
     command = command_named(given)
+    if command == "run" and "--help" not in given and "-h" not in given:   # before the harness is imported
+        from hipdnn_trace.bench.early import start_servers
+
+        if start_servers(given[given.index("run") + 1:]):
+            try:
+                return _parse_and_run(given, command)
+            finally:   # a refused plan, or one that chose otherwise: no server is left behind
+                from hipdnn_trace.bench.forkserver import ForkServer
+
+                ForkServer.discard_early()
+    return _parse_and_run(given, command)
+
+
+def _parse_and_run(given: list[str], command: str | None) -> int:
+    """Parse ``given`` (recipe and resume applied) and run the command; its exit code."""
     parser = build_parser(load=[command] if command in COMMANDS else [])
     try:
         args = parser.parse_args(given)

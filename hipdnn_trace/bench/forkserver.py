@@ -63,8 +63,37 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(parts)
 
 
+def _env_key(env: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((env or {}).items()))
+
+
 class ForkServer:
     """The suite's side: start the server lazily, launch jobs, learn their exit codes."""
+
+    #: servers started before the harness was imported (bench/early.py), by environment, until adopted
+    _early: dict[tuple[tuple[str, str], ...], ForkServer] = {}
+
+    @classmethod
+    def start_early(cls, preload: Sequence[str], env: Mapping[str, str] | None) -> ForkServer:
+        """Start a server now, for the runner that will ask for this environment (``adopt``)."""
+        server = cls(preload, env)
+        server.start()
+        cls._early[_env_key(env)] = server
+        return server
+
+    @classmethod
+    def adopt(cls, env: Mapping[str, str] | None) -> ForkServer | None:
+        """The server started early for this environment, if any (each is adopted once)."""
+        return cls._early.pop(_env_key(env), None)
+
+    @classmethod
+    def discard_early(cls) -> None:
+        """Kill the early servers no runner adopted (the plan chose otherwise)."""
+        while cls._early:
+            _, server = cls._early.popitem()
+            if server._proc is not None:
+                server._proc.kill()
+            server.close()
 
     def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.preload = list(preload)
@@ -142,7 +171,18 @@ class ForkServer:
 
 
 def serve() -> None:
-    """The server process: ``python -c ... serve() FD MODULE...``."""
+    """The server process: ``python -c ... serve() FD MODULE...``. When the suite closes the socket it
+    leaves at once: an interpreter's orderly exit with torch imported took 0.5-0.9 s, which the suite
+    waited for at the end of every run, and the server holds nothing to flush."""
+    try:
+        _serve()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _serve() -> None:
     die_with_parent()
     pin_from_env()   # a --gpus worker's share of the cores, before any import sizes a thread pool
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the suite decides what an interrupt ends

@@ -32,6 +32,7 @@ from typing import Any
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.early import HARNESS_MODULES, server_preload
 from hipdnn_trace.bench.forkserver import ForkServer, ForkServerError
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph
 from hipdnn_trace.bench.loop import Phase
@@ -56,7 +57,6 @@ _OUTSIDE_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 #: killed after this long; its result stands.
 RESULT_EXIT_GRACE_S = 10.0
 #: Imported once by the fork server, before any fork (no device context is created).
-HARNESS_MODULES = ("hipdnn_trace.bench.isolation", "hipdnn_trace.bench.graph_run")
 _CHILD = "hipdnn_trace.bench.isolation:child_main"
 _RESIDENT_CHILD = "hipdnn_trace.bench.isolation:resident_main"
 #: A warm-up job (device context, library loads) that takes longer than this is given up.
@@ -354,7 +354,7 @@ class IsolatedRunner:
                  env: dict[str, str] | None = None, resident: bool = False) -> None:
         self.timeout_s = timeout_s or None
         self.tail_bytes = tail_bytes
-        self.server = ForkServer(HARNESS_MODULES, env=env)
+        self.server = ForkServer.adopt(env) or ForkServer(HARNESS_MODULES, env=env)   # bench/early.py
         self.resident = resident           # one child runs graph after graph (see resident_main)
         self._child: _Child | None = None  # the resident child, idle between graphs
         self._running: int | None = None   # pid of the child now running, for abort()
@@ -420,14 +420,8 @@ class IsolatedRunner:
         return child is None or child.key != key or child.spent()
 
     def _preload(self, registry: dict[str, str], reference_device: str = "cpu") -> None:
-        """The server imports the backends' modules and the libraries they declare (``preload``: torch,
-        cuDNN's frontend; no device context) once, before it forks anything: no child pays them."""
-        wanted = [spec.partition(":")[0] for spec in registry.values()]
-        for name in registry:
-            wanted.extend(getattr(backends.get(name), "preload", ()))
-        if reference_device == "cuda":   # the float64 reference in torch on the device
-            wanted.append("torch")
-        self.server.preload = list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
+        """What the server imports once, before it forks anything (bench/early.py server_preload)."""
+        self.server.preload = server_preload(registry, reference_device)
 
     def start_server(self, configs: Sequence[Config], settings: RunSettings) -> None:
         """Start the fork server now, importing in the background while this process goes on (the

@@ -21,6 +21,7 @@ import numpy as np
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench import gpus as gpu_pool
+from hipdnn_trace.bench.forkserver import ForkServer
 from hipdnn_trace.bench.interrupts import Interrupted, InterruptGuard
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S, IsolatedRunner
 from hipdnn_trace.bench.loop import LoopSettings
@@ -144,6 +145,7 @@ class _Suite:
         self.reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=request.warmup,
                              iters=request.iters, folder=str(writer.folder), notes=notes(plan))
         self.runner, self.pool = self._runner()
+        ForkServer.discard_early()   # servers started for what the plan did not choose (bench/early.py)
         self._pending: list[tuple[int, GraphRun]] = []   # noted, not yet committed (after)
         self._last_commit, self._commit_s = time.monotonic(), 0.0
 

@@ -9,7 +9,6 @@ executes a plan; nothing there refuses a flag.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from typing import Any
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.installed import torch_gpu_missing
-from hipdnn_trace.bench import cpu_share, shard as sharding
+from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, Config, build_configs
 from hipdnn_trace.bench.estimate import GraphEstimate
 from hipdnn_trace.bench.graph_run import RunSettings
@@ -27,6 +26,7 @@ from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.oracle import oracle_configs
 from hipdnn_trace.bench.paired import ABPlan
+from hipdnn_trace.bench.pins import GpuPins, pin_gpus
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.split import groups, needs_split
@@ -62,32 +62,6 @@ class EngineListing:
 
     request: RunRequest
     sources: list[GraphSource]
-
-
-@dataclass(frozen=True)
-class GpuPin:
-    """One GPU of a --gpus run: its index as --gpus names it, the visibility variable's value that
-    pins a worker to it, and the host cores its worker gets."""
-
-    index: int
-    visible: str
-    cpus: tuple[int, ...]
-
-    def env(self, variable: str) -> dict[str, str]:
-        """The environment of this GPU's worker: the pin and its share of the host's cores."""
-        return {variable: self.visible, **(cpu_share.worker_env(self.cpus) if self.cpus else {})}
-
-
-@dataclass(frozen=True)
-class GpuPins:
-    """--gpus: a worker per GPU, each pinned with the vendor's visibility variable."""
-
-    variable: str
-    pins: tuple[GpuPin, ...]
-
-    @property
-    def devices(self) -> list[int]:
-        return [p.index for p in self.pins]
 
 
 @dataclass(frozen=True)
@@ -308,10 +282,7 @@ def gpu_pins(request: RunRequest, configs: Sequence[Config], vendor: str | None,
         indices = list(range(count))
     else:
         indices = list(request.gpus)
-    shares = cpu_share.split_cores(cpu_share.usable_cores(), len(indices))
-    pins = tuple(GpuPin(i, next(iter(visibility.pin(vendor, i).values())), tuple(cores))
-                 for i, cores in zip(indices, shares))
-    return GpuPins(visibility.variable_for(vendor, os.environ), pins)
+    return pin_gpus(vendor, indices)
 
 
 def isolation(request: RunRequest, configs: Sequence[Config], suite_size: int, profiling: bool,

@@ -26,7 +26,8 @@ from hipdnn_trace.results.run_record import (
 from hipdnn_trace.runs.estimates import suite_rates
 
 if TYPE_CHECKING:
-    from hipdnn_trace.runs.plan import GpuPins, RunPlan
+    from hipdnn_trace.bench.pins import GpuPins
+    from hipdnn_trace.runs.plan import RunPlan
 
 
 def gpus_block(pins: GpuPins) -> Gpus:
