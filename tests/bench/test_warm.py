@@ -32,9 +32,10 @@ def test_only_a_child_with_device_kernels_runs_the_pipeline(monkeypatch: pytest.
     assert warm.on_gpu([Config("x", "torch")], RunSettings())
 
 
-def test_the_pipeline_records_nothing_of_the_run() -> None:
-    """Profiler hooks, samplers, golden files, saved tensors and the reference cache are left out: a
-    hook that fails when used would make the pipeline fail."""
+def test_the_pipeline_records_nothing_of_the_run_but_starts_the_samplers() -> None:
+    """Profiler hooks, golden files, saved tensors and the reference cache are left out (a hook that
+    fails when used would make the pipeline fail); the clock samplers run, so their process-wide start
+    (NVML's initialisation) is paid in the set-up, not by the first graph."""
 
     class Refusing:
         name = "refusing"
@@ -42,8 +43,15 @@ def test_the_pipeline_records_nothing_of_the_run() -> None:
         def __getattr__(self, item: str):
             raise AssertionError(f"the warm-up used the run's hook ({item})")
 
-    settings = RunSettings(hooks=(Refusing(),), samplers=(Refusing(),))   # type: ignore[arg-type]
+    read: list[int] = []
+
+    def sampler() -> dict[str, float | None]:
+        read.append(1)
+        return {"sm_clock_mhz": 1980.0}
+
+    settings = RunSettings(hooks=(Refusing(),), samplers=(sampler,))   # type: ignore[arg-type]
     assert warm.warm_pipeline([Config("reference", "reference")], settings) is True
+    assert read, "the samplers started during the warm-up"
 
 
 def test_a_failing_pipeline_is_left_to_the_first_graph() -> None:
