@@ -20,6 +20,10 @@ default validation), in the order given, and reads each run's ``breakdown.csv`` 
   2, ...), each graph's wall is its median over the rounds, and the baseline's rounds against each
   other (an A/A) show how far one graph's wall moves by itself.
 
+On a fresh machine, start with a throwaway run of the same suite: the first run of a graph pays the CUDA
+driver's JIT cache for cuDNN's runtime-compiled kernels (cuDNN's init 2-3x its later cost on an H200),
+which would bias whichever setting runs first.
+
 Trees are folders holding a checkout (``before=/tmp/old``, ``after=.``); each runs with its own
 package first on PYTHONPATH. Results go to ``throughput.json`` in $OUT (or ``--out``) as they finish.
 
