@@ -34,9 +34,16 @@ def server_preload(registry: dict[str, str], reference_device: str = "cpu") -> l
     return list(dict.fromkeys([*HARNESS_MODULES, *wanted]))
 
 
+class _QuietParser(argparse.ArgumentParser):
+    """A parser that says nothing: what it cannot read, the real parser reports after it."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise ValueError(message)
+
+
 def _guess_parser() -> argparse.ArgumentParser:
     """The few ``run`` flags that decide the workers (the full parser imports the harness)."""
-    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p = _QuietParser(add_help=False, allow_abbrev=False)
     p.add_argument("--backend", "-b", default="reference")
     p.add_argument("--gpus")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None)
@@ -55,7 +62,7 @@ def start_servers(argv: Sequence[str]) -> int:
     ``--gpus``, else one for the isolated graphs of a GPU backend. How many started; never raises."""
     try:
         return _start(argv)
-    except Exception:   # noqa: BLE001 - a guess; the runner starts its own server anyway
+    except (Exception, SystemExit):   # noqa: BLE001 - a guess; the runner starts its own server anyway
         ForkServer.discard_early()
         return 0
 

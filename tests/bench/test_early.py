@@ -62,7 +62,10 @@ def test_a_serial_gpu_run_starts_one_server_without_a_pin(visible):
     ["graphs/", "--backend", "visible", "--engine", "list"],
     ["graphs/", "--backend", "no-such-backend", "--gpus", "0"],
     ["graphs/", "--backend", "visible", "--gpus", "zero"],          # the real parser says why
+    ["graphs/", "--backend", "visible", "--gpus"],
+    ["graphs/", "--backend"],
 ])
-def test_what_is_not_a_plain_run_starts_nothing(visible, argv):
+def test_what_is_not_a_plain_run_starts_nothing(visible, argv, capsys):
     assert start_servers(argv) == 0
     assert ForkServer._early == {}
+    assert capsys.readouterr() == ("", ""), "the guess is silent: the real parser reports bad flags"
