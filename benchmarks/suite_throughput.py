@@ -20,9 +20,9 @@ default validation), in the order given, and reads each run's ``breakdown.csv`` 
   2, ...), each graph's wall is its median over the rounds, and the baseline's rounds against each
   other (an A/A) show how far one graph's wall moves by itself.
 
-On a fresh machine, start with a throwaway run of the same suite: the first run of a graph pays the CUDA
-driver's JIT cache for cuDNN's runtime-compiled kernels (cuDNN's init 2-3x its later cost on an H200),
-which would bias whichever setting runs first.
+On a fresh machine, start with a throwaway run of the same suite (``--throwaway``: the first setting once,
+recorded nowhere): the first run of a graph pays the CUDA driver's JIT cache for cuDNN's runtime-compiled
+kernels (cuDNN's init 2-3x its later cost on an H200), which would bias whichever setting runs first.
 
 Trees are folders holding a checkout (``before=/tmp/old``, ``after=.``); each runs with its own
 package first on PYTHONPATH. Results go to ``throughput.json`` in $OUT (or ``--out``) as they finish.
@@ -206,6 +206,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every setting, interleaved (default 1)")
     parser.add_argument("--baseline", default="1", help="the one-GPU setting the others are compared with "
                         "(default 1: no --gpus; 0: one --gpus worker, the same machinery as --gpus all)")
+    parser.add_argument("--throwaway", action="store_true",
+                        help="first run the first setting once and discard it (page cache, the driver's JIT cache)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "throughput-runs")
     parser.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the arguments of hipdnn-trace run")
     args = parser.parse_args()
@@ -218,6 +220,10 @@ def main() -> int:
         folder, _, only = folder.partition("@")     # LABEL=FOLDER@1,all: this tree's own GPU settings
         settings += [(label, Path(folder).resolve(), g) for g in (only.split(",") if only else args.gpus or ["1"])]
     rows: list[dict[str, Any]] = []
+    if args.throwaway and settings:
+        label, folder, gpus = settings[0]
+        warm = run_one(folder, f"throwaway-{label}", gpus, run_args, out / "runs")
+        print(f"throwaway run ({label}, gpus {gpus}): {warm['wall_s']:.1f} s, not counted")
     for round_ in range(args.repeat):
         for label, folder, gpus in settings:
             rows.append(run_one(folder, label, gpus, run_args, out / "runs", round_))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -57,3 +58,22 @@ def test_halves_compare_medians_of_as_many_rounds() -> None:
     assert aa["graph_ratio_median"] == pytest.approx(102.0 / 119.0)      # even rounds' median / odd rounds'
     assert versus["graph_ratio_median"] == pytest.approx(102.0 / 119.0)  # the other's even rounds alike
     assert tp.matched_halves({("t", "0"): base[:3], ("t", "all"): many[:3]}, "0") == {}   # needs 4 rounds
+
+
+def test_a_throwaway_run_is_made_first_and_counted_nowhere(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Two real runs of a two-graph suite on the CPU reference, after one thrown away."""
+    tp = _load("suite_throughput")
+    repo = BENCHMARKS.parent
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("gelu_fp32.json", "swish_fp32.json"):
+        (suite / name).write_bytes((repo / "graphs" / "pointwise" / name).read_bytes())
+    monkeypatch.setattr(sys, "argv", ["suite_throughput.py", "--throwaway", "--repeat", "2",
+                                      "--out", str(tmp_path / "tp"), "--tree", f"now={repo}@1",
+                                      "--", str(suite), "-w", "0", "-i", "2"])
+    assert tp.main() == 0
+    report = json.loads((tmp_path / "tp" / "throughput.json").read_text())
+    assert [(r["tree"], r["round"]) for r in report["runs"]] == [("now", 0), ("now", 1)]
+    assert all(r["exit"] == 0 and r["graphs"] == 2 and set(r["phases_s"]) >= {"plan", "graphs"} for r in report["runs"])
+    assert (tmp_path / "tp" / "runs" / "throwaway-now-gpus1").is_dir()
+    assert "not counted" in capsys.readouterr().out
