@@ -36,7 +36,7 @@ from hipdnn_trace.bench.early import HARNESS_MODULES, server_preload
 from hipdnn_trace.bench.forkserver import ForkServer, ForkServerError
 from hipdnn_trace.bench.graph_run import RunSettings, run_graph
 from hipdnn_trace.bench.loop import Phase
-from hipdnn_trace.bench.records import ERROR, ConfigRun, GraphRun
+from hipdnn_trace.bench.records import ERROR, RELEASE_PHASE, ConfigRun, GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError, describe
 from hipdnn_trace.graph.model import Graph
@@ -162,10 +162,13 @@ def resident_main(payload: bytes, fds: list[int]) -> int:
     status_fd, output_fd, jobs_fd = fds
     status = _child_setup(status_fd, output_fd)
     jobs = Connection(jobs_fd, writable=False)
+    released: Phase | None = None
     while True:
-        if run_job(payload, status) != 0:
+        if run_job(payload, status, released) != 0:
             return 1
+        began = now_ns()
         _release_device_caches()
+        released = Phase(RELEASE_PHASE, began, now_ns())   # the next graph's job may wait for it
         try:
             payload = jobs.recv_bytes()
         except (EOFError, OSError):
@@ -205,8 +208,10 @@ def _child_setup(status_fd: int, output_fd: int) -> Connection:
     return Connection(status_fd, readable=False)
 
 
-def run_job(payload: bytes, status: Connection) -> int:
-    """Run one pickled job and send its record over ``status``; 0 when a record was sent."""
+def run_job(payload: bytes, status: Connection, released: Phase | None = None) -> int:
+    """Run one pickled job and send its record over ``status``; 0 when a record was sent. ``released``:
+    this child freeing the previous graph's memory, which the job may have waited for (breakdown's
+    ``t_release_ms``)."""
     def send(kind: str, value: Any) -> None:
         try:
             status.send((kind, value))
@@ -242,6 +247,8 @@ def run_job(payload: bytes, status: Connection) -> int:
                         on_stage=lambda stage: send("phase", stage))
         if not job.settings.keep_outputs:
             run.drop_arrays()
+        if released is not None:
+            run.phases.insert(0, released)
         send("phase", "send result")
         status.send_bytes(b"R" + _pickle_run(run))
         return 0

@@ -21,6 +21,10 @@ from hipdnn_trace.graph.model import Graph
 OK, FAILED, UNSUPPORTED, ERROR = "ok", "failed", "unsupported", "error"
 
 
+#: a resident child freeing the previous graph's memory, recorded as a phase of the graph after it
+#: (bench/isolation.py; the breakdown's t_release_ms)
+RELEASE_PHASE = "release previous"
+
 @dataclass
 class ConfigRun:
     """One graph on one configuration (one engine)."""

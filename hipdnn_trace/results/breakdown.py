@@ -12,8 +12,9 @@ its result was ready (``GraphRun.ready_ns``), plus its share of the commit that 
 time). ``t_queue_ms``, the time its record then waited for the run's one writer (``--gpus``: while its
 worker ran the next graph; else while the graphs committed with it ran), is shown beside the wall and
 is not part of it: that time belongs to the graphs that ran meanwhile, so counting it would count it
-twice. ``t_other_ms`` is what no phase covers (config expansion, result transfer from an isolated
-child, console output), so the stage columns, ``t_write_ms`` and ``t_other_ms`` of a graph add up to
+twice. ``t_release_ms`` is a resident child still freeing the previous graph's memory after this graph
+was handed to it. ``t_other_ms`` is what no phase covers (config expansion, result transfer from an
+isolated child, console output), so the stage columns, ``t_write_ms`` and ``t_other_ms`` of a graph add up to
 its ``wall_ms``; summed over a serial run's graphs they give the run's time.
 """
 
@@ -23,16 +24,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from hipdnn_trace.bench.loop import Phase
-from hipdnn_trace.bench.records import GraphRun
+from hipdnn_trace.bench.records import RELEASE_PHASE, GraphRun
 
 #: column -> phase name, for phases of the graph (once per graph, repeated on each row)
 GRAPH_PHASES = {
     "t_process_ms": "process start",
+    "t_release_ms": RELEASE_PHASE,
     "t_load_ms": "load",
     "t_inputs_ms": "inputs",
     "t_reference_ms": "reference",
     "t_validate_ms": "validate",
 }
+#: a resident child freeing the previous graph's memory (bench/isolation.py): only the part after this
+#: graph was handed out is this graph's (the job waited for it); the rest overlapped the suite's own work
+RELEASE = "t_release_ms"
 #: column -> phase name, for phases of one configuration
 CONFIG_PHASES = {
     "t_init_ms": "init",
@@ -55,8 +60,11 @@ def breakdown_rows(run_id: str, g: GraphRun, *, write_ms: float, commit_ns: int)
     graph_cols = {col: _ms(g.phases, name) for col, name in GRAPH_PHASES.items()}
     config_cols = [{col: _ms(c.phases, name) for col, name in CONFIG_PHASES.items()} for c in g.configs]
     ready = g.ready_ns if g.ready_ns is not None else commit_ns
-    starts = [p.start_ns for p in g.phases] + [p.start_ns for c in g.configs for p in c.phases]
+    release = GRAPH_PHASES[RELEASE]
+    starts = [p.start_ns for p in g.phases if p.name != release] + [p.start_ns for c in g.configs for p in c.phases]
     start = g.started_ns if g.started_ns is not None else min(starts, default=ready)
+    graph_cols[RELEASE] = sum(max(0, min(p.end_ns, ready) - max(p.start_ns, start))
+                              for p in g.phases if p.name == release) / 1e6
     wall = max(0, ready - start) / 1e6 + write_ms
     accounted = sum(graph_cols.values()) + write_ms + sum(sum(cols.values()) for cols in config_cols)
     shared = {**graph_cols, "t_queue_ms": g.queue_ms, "t_write_ms": write_ms,

@@ -158,6 +158,7 @@ BREAKDOWN: Schema = {
     "source": pl.String(),
     "backend": pl.String(),
     "t_process_ms": pl.Float64(),   # isolated child: fork request until its first message
+    "t_release_ms": pl.Float64(),   # resident child: still freeing the previous graph's memory after the hand-out
     "t_load_ms": pl.Float64(),
     "t_inputs_ms": pl.Float64(),
     "t_reference_ms": pl.Float64(),

@@ -13,6 +13,7 @@ from hipdnn_trace.cli import main
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.breakdown import CONFIG_PHASES, GRAPH_PHASES
 from hipdnn_trace.results.rundir import load_run
+from hipdnn_trace.trace import read_trace
 
 TIME_COLUMNS = [c for c in schemas.BREAKDOWN if c.startswith("t_") or c == "wall_ms"]
 
@@ -170,3 +171,27 @@ def test_graphs_committed_together_share_the_commits_write_time(tmp_path: Path) 
                      "--no-isolate", "-w", "0", "-i", "1", "--quiet"]) == 0
     writes = load_run(tmp_path / "runs" / "w").breakdown.get_column("t_write_ms").to_list()
     assert len(writes) == 4 and len(set(writes)) == 1 and writes[0] > 0
+
+
+def test_only_the_release_after_the_hand_out_is_the_graphs() -> None:
+    """A resident child frees the previous graph's memory after sending its record; the part of that
+    after this graph was handed out (its job waited) is its t_release_ms, the rest is nobody's wall."""
+    from hipdnn_trace.bench.loop import Phase
+    from hipdnn_trace.bench.records import RELEASE_PHASE, GraphRun
+    from hipdnn_trace.results.breakdown import breakdown_rows
+
+    ms = 1_000_000
+    g = GraphRun(source="g.json", name="g", started_ns=10 * ms, ready_ns=100 * ms,
+                 phases=[Phase(RELEASE_PHASE, 4 * ms, 25 * ms), Phase("load", 25 * ms, 27 * ms)])
+    (row,) = breakdown_rows("r", g, write_ms=0.0, commit_ns=100 * ms)
+    assert row["wall_ms"] == pytest.approx(90.0)                   # from the hand-out, not the release's start
+    assert row["t_release_ms"] == pytest.approx(15.0)              # 10..25 ms
+    assert row["t_other_ms"] == pytest.approx(90.0 - 15.0 - 2.0)
+
+
+def test_a_resident_childs_later_graphs_carry_its_release(isolated: Path) -> None:
+    """The second graph of the resident child (in suite order: whichever ran second) has the phase."""
+    df = pl.read_csv(isolated / "breakdown.csv")
+    assert (df.get_column("t_release_ms") >= 0).all()
+    trace_names = set(read_trace(isolated / "trace.pftrace").slices.get_column("name").to_list())
+    assert "release previous" in trace_names
