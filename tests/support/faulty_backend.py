@@ -27,13 +27,13 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from stand_in import DelegatingSession, ReferenceStandIn
 
-from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
-from hipdnn_trace.backends.reference import ReferenceBackend
+from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.validate.poison import poison
 
@@ -69,16 +69,10 @@ def allocate_too_much() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-class FaultySession:
-    engine: Engine | None = None
-
+class FaultySession(DelegatingSession):
     def __init__(self, inner: Any, mode: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.mode = mode
-        self.timer = inner.timer
-
-    def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
-        self.inner.bind(tensors)
 
     def execute(self) -> None:
         mode = self.mode
@@ -102,16 +96,10 @@ class FaultySession:
             os.abort()
         elif mode == "slow":
             time.sleep(SLOW_S)
-        self.inner.execute()
-
-    def synchronize(self) -> None:
-        self.inner.synchronize()
-
-    def prepare_iteration(self) -> None:
-        self.inner.prepare_iteration()
+        super().execute()
 
     def fetch(self, uids: Iterable[int]) -> dict[int, np.ndarray]:
-        out = {u: np.array(a, copy=True) for u, a in self.inner.fetch(uids).items()}
+        out = super().fetch(uids)
         for array in out.values():
             flat = array.reshape(-1)
             if self.mode == "unwritten":
@@ -127,22 +115,9 @@ class FaultySession:
     def info(self) -> dict[str, Any]:
         return {"timer": "host", "fault": self.mode}
 
-    def close(self) -> None:
-        self.inner.close()
 
-
-class FaultyBackend:
+class FaultyBackend(ReferenceStandIn):
     name = NAME
-    vendor = None
-
-    def __init__(self) -> None:
-        self.reference = ReferenceBackend()
-
-    def available(self) -> Support:
-        return SUPPORTED
-
-    def check(self, graph: Graph) -> Support:
-        return self.reference.check(graph)
 
     def engines(self, graph: Graph, options: RunOptions) -> list[Engine]:
         return []

@@ -17,13 +17,13 @@ Registered by tests through ``hipdnn_trace.backends.REGISTRY`` with this folder 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from stand_in import DelegatingSession, ReferenceStandIn
 
-from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
-from hipdnn_trace.backends.reference import ReferenceBackend
+from hipdnn_trace.backends.base import Engine, RunOptions
 from hipdnn_trace.graph.model import Graph
 
 TWO_SPEED_SPEC = "oracle_backends:TwoSpeedBackend"
@@ -53,25 +53,14 @@ class FixedTimer:
         return self.ms
 
 
-class StandInSession:
+class StandInSession(DelegatingSession):
     def __init__(self, inner: Any, engine: Engine | None, ms: float, spoil: bool, info: dict[str, Any]) -> None:
-        self.inner, self.engine, self.spoil, self._info = inner, engine, spoil, info
+        super().__init__(inner)
+        self.engine, self.spoil, self._info = engine, spoil, info
         self.timer = FixedTimer(ms)
 
-    def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
-        self.inner.bind(tensors)
-
-    def execute(self) -> None:
-        self.inner.execute()
-
-    def synchronize(self) -> None:
-        self.inner.synchronize()
-
-    def prepare_iteration(self) -> None:
-        self.inner.prepare_iteration()
-
     def fetch(self, uids: Iterable[int]) -> dict[int, np.ndarray]:
-        out = {u: np.array(a, copy=True) for u, a in self.inner.fetch(uids).items()}
+        out = super().fetch(uids)
         if self.spoil:
             for array in out.values():
                 array.reshape(-1)[0] = 1e6
@@ -80,22 +69,8 @@ class StandInSession:
     def info(self) -> dict[str, Any]:
         return {"timer": "stand-in", **self._info}
 
-    def close(self) -> None:
-        self.inner.close()
 
-
-class _StandIn:
-    vendor = None
-
-    def __init__(self) -> None:
-        self.reference = ReferenceBackend()
-
-    def available(self) -> Support:
-        return SUPPORTED
-
-    def check(self, graph: Graph) -> Support:
-        return self.reference.check(graph)
-
+class _StandIn(ReferenceStandIn):
     def versions(self) -> dict[str, str]:
         return {self.name: "stand-in"}
 
