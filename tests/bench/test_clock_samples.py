@@ -17,6 +17,7 @@ import graph_dicts as hg
 import numpy as np
 import polars as pl
 import pytest
+from scripted_timer import ScriptedTimer
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.loop import LoopSettings, Samples, run_loop
@@ -132,22 +133,6 @@ def _stand_in_pynvml() -> types.ModuleType:
     return mod
 
 
-class _ScriptedTimer:
-    kind = "scripted"
-
-    def __init__(self, readings: list[float]) -> None:
-        self._readings, self._last = iter(readings), 0.0
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        self._last = next(self._readings)
-
-    def elapsed_ms(self) -> float:
-        return self._last
-
-
 class _ThrottlingSession:
     """Timed iterations ``first..last-1`` run while the stand-in NVML reports a throttled SM clock. The
     iterations that change the clock wait until the sampling thread has read it twice, so the readings
@@ -155,7 +140,7 @@ class _ThrottlingSession:
 
     engine = None
 
-    def __init__(self, nvml: types.ModuleType, timer: _ScriptedTimer, first: int, last: int) -> None:
+    def __init__(self, nvml: types.ModuleType, timer: ScriptedTimer, first: int, last: int) -> None:
         self.nvml, self.timer, self.first, self.last, self.executed = nvml, timer, first, last, 0
 
     def _clock(self, mhz: float) -> None:
@@ -184,7 +169,7 @@ def _throttled_run(monkeypatch: pytest.MonkeyPatch, keep: bool) -> GraphRun:
     monkeypatch.setitem(sys.modules, "pynvml", _stand_in_pynvml())
     nvml = sys.modules["pynvml"]
     times = [1.0] * 10 + [1.5] * 10 + [1.0] * 10   # 1.5 ms while throttled
-    session = _ThrottlingSession(nvml, _ScriptedTimer(times), first=10, last=20)
+    session = _ThrottlingSession(nvml, ScriptedTimer(times), first=10, last=20)
     settings = LoopSettings(warmup=0, iters=30, clock_reference_mhz=1980.0, keep_throttled=keep)
     samples, _ = run_loop(session, settings, Markers(), samplers=[ClockSampler(0)])
     run = ConfigRun(config=Config("cudnn", "cudnn"), samples=samples)

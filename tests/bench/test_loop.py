@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from scripted_timer import ScriptedTimer
 
 from hipdnn_trace.bench.loop import LoopSettings, run_loop, stop_reason
 from hipdnn_trace.device.timers import HostTimer
@@ -29,26 +30,6 @@ class RecordingMarkers(Markers):
 
     def resume(self) -> None:
         self.events.append("resume")
-
-
-class ScriptedTimer:
-    """A timer whose readings are set in advance: stopping rules see exact numbers, not a
-    clock that a busy machine can stretch."""
-
-    kind = "scripted"
-
-    def __init__(self, readings_ms: list[float]) -> None:
-        self._readings = iter(readings_ms)
-        self._last = 0.0
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        self._last = next(self._readings)
-
-    def elapsed_ms(self) -> float:
-        return self._last
 
 
 class CountingSession:
