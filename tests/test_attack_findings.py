@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from one_line import one_line_error as _one_line
 
 from hipdnn_trace.cli import main
 
@@ -20,14 +21,6 @@ REPO = Path(__file__).resolve().parents[1]
 GRAPH = REPO / "graphs" / "matmul" / "matmul_2d_fp32.json"
 KERNEL_TRACE = REPO / "tests" / "data" / "rocprof" / "v62" / "kernel_trace.csv"
 DNB = REPO / "tests" / "data" / "dnnbench" / "newest-layout.json"
-
-
-def _one_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-    return err
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from one_line import one_line_error as _one_line
 
 from hipdnn_trace.cli import main
 
 GRAPH = Path(__file__).resolve().parents[2] / "graphs" / "pool" / "maxpool_2d_index_fp32.json"
-
-
-def _one_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-    return err
 
 
 @pytest.mark.parametrize("run_id", ["a\nb", "a" * 300, "a b", "x\x1b[2J", ".", "..", ".hidden", "a/b", ""])
