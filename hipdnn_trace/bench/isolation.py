@@ -56,7 +56,6 @@ _OUTSIDE_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 #: A child that sent its result but does not exit (a library stuck in teardown) is
 #: killed after this long; its result stands.
 RESULT_EXIT_GRACE_S = 10.0
-#: Imported once by the fork server, before any fork (no device context is created).
 _CHILD = "hipdnn_trace.bench.isolation:child_main"
 _RESIDENT_CHILD = "hipdnn_trace.bench.isolation:resident_main"
 #: A warm-up job (device context, library loads) that takes longer than this is given up.
@@ -389,7 +388,7 @@ class IsolatedRunner:
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
                  on_stage: Callable[[str], None] | None = None) -> GraphRun:
-        registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
+        registry = _registry(configs)
         vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
         job = _Job(source, list(configs), settings, markers.kind,
                    next(iter(vendors)) if len(vendors) == 1 else None, registry)
@@ -433,7 +432,7 @@ class IsolatedRunner:
     def start_server(self, configs: Sequence[Config], settings: RunSettings) -> None:
         """Start the fork server now, importing in the background while this process goes on (the
         first job would start it anyway, later)."""
-        self._preload({c.backend: backends.REGISTRY[c.backend] for c in configs}, settings.reference_device)
+        self._preload(_registry(configs), settings.reference_device)
         self.server.start()
 
     def warm(self, configs: Sequence[Config], settings: RunSettings) -> dict[str, float] | None:
@@ -442,7 +441,7 @@ class IsolatedRunner:
         failed (then the first graph starts a fresh child, as without warming)."""
         if not self.resident:
             return None
-        registry = {c.backend: backends.REGISTRY[c.backend] for c in configs}
+        registry = _registry(configs)
         try:
             payload = b"W" + pickle.dumps(_Warm(list(configs), settings, registry), protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):
@@ -586,6 +585,11 @@ def resident_set_bytes(pid: int) -> int | None:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _registry(configs: Sequence[Config]) -> dict[str, str]:
+    """The registry entries of the configurations' backends: what a child needs to find them."""
+    return {c.backend: backends.REGISTRY[c.backend] for c in configs}
 
 
 def _config_key(configs: Sequence[Config]) -> str:
