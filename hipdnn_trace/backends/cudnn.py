@@ -457,8 +457,7 @@ class CudnnBackend:
 
     def package_versions(self) -> dict[str, str]:
         """The installed distributions' versions, nothing imported (the parent of isolated children)."""
-        found = {pkg: installed.dist_version(pkg) for pkg in ("cuda-bindings", "nvidia-cudnn-frontend")}
-        return {pkg: v for pkg, v in found.items() if v}
+        return installed.dist_versions(("cuda-bindings", "nvidia-cudnn-frontend"))
 
     def versions(self) -> dict[str, str]:
         """Library versions as loaded (the cuDNN library's own); creates no CUDA context."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import importlib.util
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,12 @@ def dist_version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def dist_versions(distributions: Iterable[str]) -> dict[str, str]:
+    """The installed versions of these distributions; those not installed are left out."""
+    found = {name: dist_version(name) for name in distributions}
+    return {name: version for name, version in found.items() if version}
 
 
 @dataclass(frozen=True)

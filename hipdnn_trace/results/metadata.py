@@ -7,16 +7,16 @@ the ``timing`` block written here to refuse apples-to-oranges comparisons.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.metadata
 import os
 import platform
 import socket
 import sys
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from hipdnn_trace import __version__
+from hipdnn_trace.backends.installed import dist_versions
 from hipdnn_trace.device.clock import CLOCK_NAME
 
 CORE_PACKAGES = ("numpy", "polars", "perfetto", "protobuf", "ml_dtypes")
@@ -26,16 +26,6 @@ def new_run_id() -> str:
     """Sortable and unique: UTC time plus a short random suffix."""
     now = _dt.datetime.now(_dt.timezone.utc)
     return now.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-
-
-def package_versions(names: Iterable[str]) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def cpu_model() -> str:
@@ -74,7 +64,7 @@ def run_metadata(
         "status": "running",
         "argv": argv,
         "versions": {"hipdnn_trace": __version__, "python": sys.version.split()[0],
-                     **package_versions(CORE_PACKAGES)},
+                     **dist_versions(CORE_PACKAGES)},
         "machine": machine(),
         "gpu": None,
         "timing": {**timing, "trace_clock": CLOCK_NAME},

@@ -17,10 +17,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from hipdnn_trace import __version__
+from hipdnn_trace.backends.installed import dist_versions
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import CLOCK_NAME
 from hipdnn_trace.results.environment import recorded_environment
-from hipdnn_trace.results.metadata import CORE_PACKAGES, machine, package_versions
+from hipdnn_trace.results.metadata import CORE_PACKAGES, machine
 
 
 @dataclass
@@ -249,7 +250,7 @@ class RunRecord(Block):
         """A new run's record: created now, running, this package's versions and this machine."""
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         versions = {"hipdnn_trace": __version__, "python": sys.version.split()[0],
-                    **package_versions(CORE_PACKAGES)}
+                    **dist_versions(CORE_PACKAGES)}
         return cls(created=now, versions=versions, machine=machine(), environment=recorded_environment(), **values)
 
     def finish(self, status: str, **extra: Any) -> None:
