@@ -86,10 +86,10 @@ def time_limit_refusal(graph: Graph, limits: Limits, *, as_backend: bool) -> str
     if surely_fast(graph, limits.max_reference_s):
         return None
     device = "cpu" if as_backend else limits.reference_device
-    if device == "auto":
-        from hipdnn_trace.backends.reference.xp import resolve_device
+    if device == "auto":   # the rule of runs/plan.py resolve_reference_device, asked without importing torch
+        from hipdnn_trace.backends.installed import torch_gpu_missing
 
-        device = resolve_device(device)
+        device = "cpu" if torch_gpu_missing() else "cuda"
     return time_refusal(graph, limits.max_reference_s, validating=not as_backend, device=device)
 
 
