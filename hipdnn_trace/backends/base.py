@@ -57,6 +57,16 @@ class RunOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SecondOpinion:
+    """Another kernel of the same library for the recheck of a FAILED row (bench/recheck.py): what the
+    row calls it, and the engine and options that ask for it."""
+
+    label: str
+    engine: Engine | None
+    options: RunOptions
+
+
 @runtime_checkable
 class Session(Protocol):
     """A prepared graph on one device with its buffers."""

@@ -13,16 +13,18 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from hipdnn_trace.backends import device_tensors, installed
-from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
+from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, SecondOpinion, Support
 from hipdnn_trace.backends.torch_tuning import enable_tuning
 from hipdnn_trace.device.timers import HostTimer
 from hipdnn_trace.errors import ToolMissingError, UnsupportedError
 from hipdnn_trace.graph import layout
+from hipdnn_trace.graph.attention import SDPA as SDPA_NODE
 from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.load import execution_order
 from hipdnn_trace.graph.model import Graph, Tensor
@@ -344,6 +346,17 @@ class TorchBackend:
 
     def engines(self, graph: Graph, options: RunOptions) -> list[Engine]:
         return []
+
+    def second_opinion(self, graph: Graph, options: RunOptions) -> SecondOpinion | None:
+        """The recheck's other kernel (bench/recheck.py): torch's math SDPA kernel, for a graph with a forward
+        SDPA that ran on a GPU kernel; None otherwise (on the CPU every SDPA is the math path already)."""
+        chosen = str((options.extra or {}).get("torch_sdpa_backend", "default"))
+        if chosen == "math" or self.device(options).type == "cpu":
+            return None
+        if not any(n.type == SDPA_NODE for n in graph.nodes):
+            return None
+        return SecondOpinion("torch's math SDPA kernel", None,
+                             replace(options, extra={**(options.extra or {}), "torch_sdpa_backend": "math"}))
 
     def device(self, options: RunOptions) -> Any:
         torch = _torch()

@@ -23,10 +23,12 @@ from hipdnn_trace.bench import ab, engines as engine_choice
 from hipdnn_trace.bench.ab import Arm
 from hipdnn_trace.bench.attention_inputs import undefined_elements
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
-from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, same_place, to_host as _host
+from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
+from hipdnn_trace.bench.output_check import judge_output
 from hipdnn_trace.bench.paired import ABPlan
+from hipdnn_trace.bench.recheck import recheck_failures
 from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.stages import with_stages
@@ -46,8 +48,7 @@ from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers, graph_range_name
-from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS, compare_tensor
-from hipdnn_trace.validate.tolerances import scaled_atol, tolerance_for
+from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS
 
 
 class Hooks(Protocol):
@@ -509,12 +510,8 @@ def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict
         for uid, tensor in outputs.items():
             if uid not in values or uid not in c.outputs:
                 continue
-            actual, expected, ignore = same_place(c.outputs[uid], values[uid], run.undefined.get(uid))
-            atol, rtol = tolerance_for(graph, uid, atol=settings.atol, rtol=settings.rtol)
-            if settings.atol is None:
-                atol = scaled_atol(atol, expected)
-            result = compare_tensor(actual, expected, atol=atol, rtol=rtol,
-                                    reference=run.reference.get(uid), ignore=ignore, dtype=tensor.data_type)
+            result, atol, rtol = judge_output(graph, run, uid, c.outputs[uid], values[uid], atol=settings.atol,
+                                              rtol=settings.rtol)
             run.validation.append(ValidationRecord(
                 config=c.config.name, output_uid=uid, output=tensor.name, against=against,
                 dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,
@@ -647,6 +644,7 @@ def run_graph(
     stage("validate")
     t0 = now_ns()
     _validate(graph, run, expected, settings)
+    recheck_failures(graph, run, inputs, expected, settings)   # before a FAILED row blames the library
     run.phases.append(Phase("validate", t0, now_ns()))
     if device is not None:
         del inputs

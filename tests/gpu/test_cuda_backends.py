@@ -164,3 +164,48 @@ def test_run_json_records_the_method(tmp_path: Path) -> None:
     iterations = pl.read_parquet(tmp_path / "m" / "iterations.parquet")
     assert iterations["sm_clock_mhz"].drop_nulls().len() == iterations.height
     assert iterations["clock_flag"].drop_nulls().len() == iterations.height
+
+
+def _zero_scale_gqa_graph(dtype: str = "half"):
+    """The shape of dnn-benchmarking's aotriton graph gqa_fp16_b4_qh16_kvh8_sq2048_skv579_d203_causal_off
+    (attn_scale_value 0.0): torch's flash SDPA kernel returns NaN for a zero scale when the key length is
+    not a multiple of its key block (docs/reliability.md "Whose fault is a FAILED row")."""
+    b = GraphBuilder("aotriton_gqa_d203_scale0", io=dtype)
+    q = b.tensor("query", [4, 16, 2048, 203])
+    k = b.tensor("key", [4, 8, 579, 203])
+    v = b.tensor("value", [4, 8, 579, 203])
+    b.sdpa(q, k, v, scale=0.0)
+    return b.build()
+
+
+def test_torch_zero_scale_nan_is_rechecked_on_the_math_kernel_and_blamed_on_torch() -> None:
+    graph = _zero_scale_gqa_graph()
+    sources = [_source_of(graph)]
+    default = _run_torch(sources, "default")
+    assert default["status"] == "failed", default
+    assert "NaN/Inf" in default["error"]
+    assert "torch's math SDPA kernel passes on the same inputs" in default["error"]
+    assert "the fault is this torch kernel's, not the harness's" in default["error"]
+    math = _run_torch(sources, "math")
+    assert math["status"] == "ok", math
+
+
+def _source_of(graph):
+    import tempfile
+
+    from hipdnn_trace.graph.write import graph_to_json
+
+    folder = Path(tempfile.mkdtemp())
+    path = folder / f"{graph.name}.json"
+    path.write_text(json.dumps(graph_to_json(graph)))
+    return str(path)
+
+
+def _run_torch(sources: list[str], sdpa: str) -> dict:
+    import tempfile
+
+    import hipdnn_trace
+
+    run = hipdnn_trace.run(sources, out=Path(tempfile.mkdtemp()), backend="torch", iters=2, warmup=1,
+                           isolate=False, torch_sdpa_backend=sdpa)
+    return run.summary.to_dicts()[0]
