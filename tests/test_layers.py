@@ -12,7 +12,8 @@ from __future__ import annotations
 from test_import_cycles import import_graph
 
 #: the pipeline's floors: a module may import its own floor and the floors below
-FLOORS: dict[str, int] = {"graph": 0, "backends": 1, "bench": 2, "results": 3, "trace": 4, "compare": 4}
+FLOORS: dict[str, int] = {"graph": 0, "backends": 1, "bench": 2, "results": 3, "trace": 4, "compare": 4,
+                          "history": 4}
 
 #: modules beside the pipeline, each given the floor its imports and importers put it on
 CROSS_CUTTING: dict[str, tuple[int, str]] = {

@@ -14,4 +14,6 @@ SUMMARIES: dict[str, str] = {
     "merge": "combine shard runs into one run directory",
     "repro": "a failed or errored row as a bundle: graph, run.sh, environment, library-only script",
     "slurm": "run a suite over a Slurm job array, then merge",
+    "db": "the results store: import run folders into a DuckDB file or PostgreSQL",
+    "history": "series per graph over the store's runs, their step changes, and a dashboard",
 }

@@ -23,6 +23,7 @@ from typing import Any
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
+from hipdnn_trace.history.store import is_postgres
 
 #: options whose values are paths (resolved against the recipe's folder)
 PATH_KEYS = ("graphs", "out", "golden", "save_tensors", "resume", "a_path", "b_path")
@@ -116,7 +117,9 @@ def recipe_defaults(path: Path, parser: argparse.ArgumentParser) -> dict[str, An
             guess = difflib.get_close_matches(key, sorted(actions), n=1)
             raise UserError(f"{path}: {written}: unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
         converted = _convert(path, written, value, actions[key])
-        if key in PATH_KEYS:
+        if key == "db" and isinstance(converted, str) and not is_postgres(converted):
+            converted = str(path.resolve().parent / converted)   # a DuckDB file, like the path keys
+        elif key in PATH_KEYS:
             base = path.resolve().parent
             converted = [str(base / v) for v in converted] if isinstance(converted, list) else base / Path(converted)
         out[key] = converted

@@ -264,6 +264,8 @@ def _output(p: argparse.ArgumentParser) -> None:
     o.add_argument("--trace", dest="trace", action="store_true", default=True, help="write trace.pftrace (default)")
     o.add_argument("--no-trace", dest="trace", action="store_false", help="do not write a Perfetto trace")
     o.add_argument("--save-tensors", type=Path, metavar="DIR", help="write inputs and outputs as golden bundles")
+    o.add_argument("--db", metavar="FILE|URL", help="when the run ends, import it into this results store: a DuckDB "
+                   "file or a postgresql:// URL (hipdnn-trace history reads it; docs/history.md)")
     o.add_argument("--quiet", "-q", action="store_true",
                    help="only the final count line (no per-graph lines, table or progress line; errors and "
                         "warnings still go to stderr)")

@@ -46,7 +46,7 @@ Graph paths and DIR are made absolute: every node must see them at the same path
 """
 
 #: run options the array script sets itself.
-_SCRIPT_OWNS = ("--shard", "--out", "-o", "--run-id", "--resume")
+_SCRIPT_OWNS = ("--shard", "--out", "-o", "--run-id", "--resume", "--db")   # --db: the merge job imports
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hipdnn-trace", dest="command_line", type=plain_text, default="hipdnn-trace", metavar="CMD",
                    help="the command the jobs run, split like a shell would (default hipdnn-trace; e.g. "
                         "'/opt/venv/bin/python -m hipdnn_trace')")
+    p.add_argument("--db", type=plain_text, default=None, metavar="FILE|URL",
+                   help="the merge job imports the merged run into this results store (DuckDB file on a shared "
+                        "file system, or a postgresql:// URL; docs/history.md)")
     p.add_argument("--submit", action="store_true",
                    help="submit both jobs with sbatch (default: write the scripts and print the commands)")
     p.set_defaults(main=main, run_options=[])
@@ -120,8 +123,8 @@ def _check_run_options(suite: list[str], options: list[str]) -> None:
     for token in options:
         name = token.split("=", 1)[0]
         if name in _SCRIPT_OWNS or (token.startswith("-o") and not token.startswith("--")):
-            raise UserError(f"run option {token!r} after --: the scripts set --shard, --out, --run-id and "
-                            f"--resume themselves (use --out DIR of slurm for the sweep folder)")
+            raise UserError(f"run option {token!r} after --: the scripts set --shard, --out, --run-id, --resume "
+                            f"and --db themselves (use --out DIR and --db of slurm)")
     from hipdnn_trace.commands import run
 
     probe = argparse.ArgumentParser(prog="hipdnn-trace", add_help=False)
@@ -225,7 +228,8 @@ def merge_script(args: argparse.Namespace, folder: Path, command: list[str]) -> 
         *_common(args),
         _directive(f"--output={_log(folder / 'logs')}/merge.out"),
         "set -euo pipefail",
-        f"exec {merge}",
+        *([merge, "exec " + shlex.join([*command, "db", "import", str(folder / "merged"), "--db", args.db])]
+          if getattr(args, "db", None) else [f"exec {merge}"]),
         "",
     ]
     return "\n".join(lines)

@@ -621,11 +621,12 @@ def _check_blocks(meta_path: Path, meta: dict) -> None:
                             f"{'array' if kind is list else 'object'} (damaged or edited run.json)")
 
 
-def load_run(path: str | Path, *, strict: bool = False) -> Run:
+def load_run(path: str | Path, *, strict: bool = False, frames: Sequence[str] | None = None) -> Run:
     """Read a run directory (or its run.json / summary file) into frames.
 
     ``strict`` (merge, report, compare): the directory must hold a readable summary.csv,
-    so a broken copy is refused by name instead of read as a run with no graphs.
+    so a broken copy is refused by name instead of read as a run with no graphs. ``frames``: read only
+    these (the others empty): ``db import`` needs the summary, not the per-iteration samples.
     """
     folder = Path(path)
     if folder.is_file():
@@ -640,4 +641,6 @@ def load_run(path: str | Path, *, strict: bool = False) -> Run:
     if not isinstance(meta, dict):
         raise UserError(f"{meta_path}: unreadable run.json (not a JSON object)")
     _check_blocks(meta_path, meta)
-    return Run(folder, meta, **{name: _read(folder, name, strict=strict) for name in schemas.FRAMES})
+    wanted = schemas.FRAMES if frames is None else frames
+    return Run(folder, meta, **{name: _read(folder, name, strict=strict) if name in wanted
+                                else schemas.empty(schemas.FRAMES[name]) for name in schemas.FRAMES})

@@ -72,10 +72,29 @@ def execute(request: RunRequest) -> Finished:
         from hipdnn_trace.profilers.external import run_external
 
         code = run_external(plan.profiler, request, list(request.argv))
-        return Finished(request.out / request.run_id if request.run_id else None, code)
+        return _into_store(request, Finished(request.out / request.run_id if request.run_id else None, code))
     if isinstance(plan, EngineListing):
         return Finished(None, list_engines(plan))
-    return Finished(plan.folder, measure(plan, clock))
+    return _into_store(request, Finished(plan.folder, measure(plan, clock)))
+
+
+def _into_store(request: RunRequest, finished: Finished) -> Finished:
+    """``--db``: the finished run into the results store. A failed import leaves the run as it is (its
+    folder is complete; ``hipdnn-trace db import`` can be run again) and is said on stderr."""
+    if not request.db or request.profile_child or finished.folder is None or \
+            not (finished.folder / "summary.csv").is_file():
+        return finished
+    from hipdnn_trace.history.importer import import_into
+
+    try:
+        note = import_into(request.db, finished.folder)
+    except UserError as exc:
+        print(f"hipdnn-trace run: warning: --db: the run is recorded in {finished.folder} but not imported: {exc}",
+              file=sys.stderr)
+        return finished
+    if not request.quiet:
+        print(note)
+    return finished
 
 
 def measure(plan: RunPlan, clock: PhaseClock | None = None) -> int:

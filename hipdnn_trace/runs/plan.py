@@ -135,6 +135,10 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
     timeout = isolation(request, configs, len(sources), profiling, gpus is not None)
     suite_size = len(sources)
     sources, shard, graph_ids = select(request, sources)
+    if request.db and not request.profile_child:
+        from hipdnn_trace.history.store import check_store
+
+        check_store(request.db)   # a nightly whose store cannot be opened fails now, not after the suite
     folder, run_id, resuming, stranded = run_folder(request)
     timing = timing_plan(request, configs, vendor)
     reference_device = resolve_reference_device(request, reference_only(configs))

@@ -94,6 +94,7 @@ class RunRequest:
     format: tuple[str, ...] = ("parquet",)
     trace: bool = True
     save_tensors: Path | None = None
+    db: str | None = None   # after the run: import it into this results store (history/)
     peaks: str | None = None            # speed of light: a peak table row or a peaks file (default: the GPU's row)
     quiet: bool = False
     verbose: bool = False

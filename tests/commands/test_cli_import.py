@@ -58,7 +58,8 @@ def _minimal(name: str) -> list[str]:
     """Arguments enough for ``name`` to parse (what it requires)."""
     return {"run": ["g.json"], "inspect": ["g.json"], "ingest": ["p", "--out", "o"], "compare": ["a", "b"],
             "report": ["a"], "merge": ["a", "--out", "o"], "slurm": ["g.json", "--array", "2"],
-            "calibrate": [], "repro": ["a", "--out", "o"]}[name]
+            "calibrate": [], "repro": ["a", "--out", "o"], "db": ["import", "a", "--db", "s.duckdb"],
+            "history": ["--db", "s.duckdb"]}[name]
 
 
 @pytest.mark.parametrize("argv, name", [

@@ -118,6 +118,23 @@ def test_scripts_run_by_bash_as_slurm_would_give_the_unsharded_run(tmp_path):
     assert_equals_unsharded(out / "merged", unsharded(tmp_path))
 
 
+def test_the_merge_job_imports_the_merged_run_into_the_store_when_asked(tmp_path):
+    out, db = tmp_path / "sweep", tmp_path / "perf.duckdb"
+    assert slurm_cli(*map(str, SUITE), "--array", "2", "--out", str(out), "--hipdnn-trace", COMMAND, "--db", str(db),
+                     "--", *RUN_OPTIONS, env=job_env()).returncode == 0
+    assert "db import" in (out / "slurm" / "merge.sbatch").read_text()
+    assert "--db" not in (out / "slurm" / "shards.sbatch").read_text()   # shards are partial runs
+    for task in range(2):
+        assert _run_script(out / "slurm" / "shards.sbatch", task, 2, tmp_path).returncode == 0
+    merged = _run_script(out / "slurm" / "merge.sbatch", None, 0, tmp_path)
+    assert merged.returncode == 0, merged.stderr
+    from hipdnn_trace.history.store import Store
+
+    store = Store(str(db), create=False)
+    assert store.sql("SELECT run_id FROM runs") == [("merged",)]
+    assert store.sql("SELECT count(DISTINCT graph_id) FROM results")[0][0] == len(SUITE)
+
+
 def test_array_script_outside_an_array_task_says_so(tmp_path):
     out = tmp_path / "s"
     assert slurm_cli(str(SUITE[0]), "--array", "2", "--out", str(out), "--hipdnn-trace", COMMAND,
@@ -127,7 +144,7 @@ def test_array_script_outside_an_array_task_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("args, problem", [
-    (["--", "--out", "x"], "run option '--out' after --: the scripts set --shard, --out, --run-id and --resume"),
+    (["--", "--out", "x"], "run option '--out' after --: the scripts set --shard, --out, --run-id, --resume and --db"),
     (["--", "--shard=1/2"], "run option '--shard=1/2' after --"),
     (["--", "-ox"], "run option '-ox' after --"),
     (["--", "--itres", "3"], "run options after --: unrecognized arguments: --itres 3"),
