@@ -54,7 +54,10 @@ def run_row(run: Run, now: datetime) -> dict[str, Any]:
             "cpu": str(machine.get("cpu", "")), "gpu": str(gpu.get("name", "") or "cpu"),
             "driver": str(gpu.get("driver", "")),
             "sm_clock_mhz": float(clock) if isinstance(clock, (int, float)) else None,
-            "versions_json": json.dumps(versions, sort_keys=True), "imported_at": now}
+            "versions_json": json.dumps(versions, sort_keys=True), "imported_at": now,
+            "clocks_json": json.dumps({"clocks": meta.get("clocks"), "timing_clocks": (meta.get("timing") or {})
+                                       .get("clocks") if isinstance(meta.get("timing"), dict) else None},
+                                      sort_keys=True, default=str)}
 
 
 def result_rows(run: Run, run_id: str) -> pl.DataFrame:

@@ -21,6 +21,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (2, (
         # where the run's time came from (kernel, events, host): a series never mixes two sources
         "ALTER TABLE results ADD COLUMN kernel_source TEXT",
+        # what the clocks did during the run (run.json clocks: the lock held, or NVML's sampling)
+        "ALTER TABLE runs ADD COLUMN clocks_json TEXT",
         "CREATE INDEX IF NOT EXISTS results_series ON results (graph_id, config)",
     )),
 )
@@ -31,7 +33,7 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 RESULT_COLUMNS = ("run_id", "graph", "graph_id", "config", "backend", "engine", "dtype", "n", "median_ms",
                   "ci_low_ms", "ci_high_ms", "mean_ms", "std_ms", "status", "validation", "error", "kernel_source")
 RUN_COLUMNS = ("run_id", "created", "status", "path", "tool_version", "host", "cpu", "gpu", "driver",
-               "sm_clock_mhz", "versions_json", "imported_at")
+               "sm_clock_mhz", "versions_json", "imported_at", "clocks_json")
 
 
 def pending(current: int) -> list[tuple[int, tuple[str, ...]]]:
