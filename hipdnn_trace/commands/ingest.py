@@ -19,9 +19,13 @@ examples:
   hipdnn-trace ingest results.db --out k/             # rocpd SQLite or legacy rocprof results.db
   hipdnn-trace ingest workloads/app/MI300X_A1/ --out k/ --arch gfx942   # rocprof-compute workload
   hipdnn-trace ingest old/ --format rocprof --out k/  # insist every file is legacy rocprof
+  hipdnn-trace ingest R_raw.csv --out k/              # Nsight Compute: ncu --import R.ncu-rep --csv --page raw
 
 writes into --out: kernels, counters (long), counters_wide (one row per dispatch),
-metrics and graphs (derived, when the GPU is known), stats, agents (.csv + .parquet),
+kernel_metrics (per kernel: derived metrics, and from ncu the why columns and limiter;
+docs/nvidia.md "Why"), graph_limiters (each graph's kernel time by limiter) and graphs (derived,
+when the GPU is known), stats, agents (.csv + .parquet); the harness's own kernels
+(hipdnn_trace_hold, input generation) are left out,
 trace.pftrace (Perfetto) and ingest.json (which file was read as what, what was skipped).
 
 exit codes: 0 ok, 1 error (unreadable or malformed file, nothing to ingest)
@@ -33,10 +37,11 @@ def add_parser(sub: Any) -> None:
         "ingest",
         help=SUMMARIES["ingest"],
         description="Parse AMD profiler output (rocprofv3 CSV of ROCm 6.2-7.x, rocpd SQLite or its CSV "
-                    "conversion, legacy rocprof v1 results, rocprofv2 text, rocprof-compute workloads) into "
+                    "conversion, legacy rocprof v1 results, rocprofv2 text, rocprof-compute workloads) and "
+                    "Nsight Compute's raw CSV page into "
                     "the kernels and counters frames hipdnn-trace runs write, join kernels to hipdnn-trace "
-                    "iterations when the capture has its roctx ranges, derive metrics and bottleneck "
-                    "verdicts when the GPU is known, and write a Perfetto trace. Formats are detected from "
+                    "iterations when the capture has its roctx/NVTX ranges, derive metrics and each kernel's "
+                    "limiter when the GPU is known, and write a Perfetto trace. Formats are detected from "
                     "file headers.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -70,7 +75,13 @@ def main(args: argparse.Namespace) -> int:
         kinds = sorted({_what(d.format, d.kind) for d in read})
         print(f"read {len(read)} file(s): {', '.join(kinds)}")
         print(f"{result.kernels.height} kernels, {result.counters.height} counter values "
-              f"({result.counters_wide.height} dispatches), {result.metrics.height} with derived metrics")
+              f"({result.counters_wide.height} dispatches), {result.kernel_metrics.height} in kernel_metrics")
+        if result.graph_limiters.height:
+            top = result.graph_limiters.sort("share_pct", descending=True).unique(subset=["graph_id", "config"],
+                                                                                  keep="first", maintain_order=True)
+            for r in top.iter_rows(named=True):
+                print(f"graph {r['graph_id'] or '-'} {r['config'] or ''}: {r['limiter']} {r['share_pct']:.0f}% "
+                      f"of kernel time (dominant kernel {str(r['dominant_kernel'])[:60]})")
         if result.memory.height:
             copies = result.memory.filter(pl.col("kind") == "MEMORY_COPY")
             print(f"{result.memory.height} memory events ({copies.height} copies, "

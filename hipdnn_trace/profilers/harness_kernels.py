@@ -13,10 +13,9 @@ The harness launches, besides the graph's kernels:
 The NVIDIA L2 flush is a ``cudaMemsetAsync`` (no kernel). Names were read from a real ncu
 capture of a whole run (tests/data/ncu/whole_run_kernels.csv, H200, ncu 2025.3.1).
 
-Inside a capture that has the harness's ranges, anything outside ``graph > warmup|execute``
-is the harness's (:func:`outside_graph_ranges`); :func:`is_harness_kernel` with
-``in_range=True`` then only names the hold kernel, because a torch-backend graph may itself
-run a ``fill_`` or a gather in its timed region.
+Inside a graph's warmup/execute range :func:`is_harness_kernel` with ``in_range=True`` only
+names the hold kernel, because a torch-backend graph may itself run a ``fill_`` or a gather
+in its timed region; ``run --profile ncu`` profiles the timed ranges only in any case.
 """
 
 from __future__ import annotations
@@ -52,16 +51,15 @@ def is_harness_kernel(name: str | None, in_range: bool = False) -> bool:
 
 
 def harness_mask(frame: pl.DataFrame, name_col: str = "name") -> pl.Series:
-    """Boolean per row: a harness kernel. Rows labelled with a graph range are judged with
-    ``in_range=True``; where the frame has graph labels at all, an unlabelled row is the
-    harness's whatever its name (it ran outside every graph's range)."""
+    """Boolean per row: a harness kernel. Rows inside a graph's warmup/execute range are judged
+    with ``in_range=True`` (only the hold kernel goes); the others by the whole name list."""
     if frame.is_empty() or name_col not in frame.columns:
         return pl.Series("harness", [False] * frame.height, dtype=pl.Boolean)
     names = frame[name_col].to_list()
     if "graph_id" in frame.columns and frame["graph_id"].is_not_null().any():
         ranged = frame["graph_id"].is_not_null().to_list()
         phase = frame["phase"].to_list() if "phase" in frame.columns else [True] * frame.height
-        return pl.Series("harness", [(not r or p is None) or is_harness_kernel(n, in_range=True)
+        return pl.Series("harness", [is_harness_kernel(n, in_range=r and p is not None)
                                      for n, r, p in zip(names, ranged, phase)], dtype=pl.Boolean)
     return pl.Series("harness", [is_harness_kernel(n) for n in names], dtype=pl.Boolean)
 

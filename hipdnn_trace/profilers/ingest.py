@@ -31,6 +31,9 @@ from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
+from hipdnn_trace.profilers.graph_limiters import graph_limiters
+from hipdnn_trace.profilers.harness_kernels import drop_harness
+from hipdnn_trace.profilers.ncu_why import WHY
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2, rocprofv3_csv as v3
 from hipdnn_trace.profilers.rocprof.detect import Detected, check_format, detect
@@ -49,7 +52,7 @@ class Ingested:
     kernels: pl.DataFrame
     counters: pl.DataFrame
     counters_wide: pl.DataFrame
-    metrics: pl.DataFrame
+    kernel_metrics: pl.DataFrame
     graphs: pl.DataFrame
     stats: pl.DataFrame
     agents: pl.DataFrame
@@ -57,6 +60,7 @@ class Ingested:
     memory: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMORY))
     files: list[Detected] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    graph_limiters: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 @dataclass
@@ -175,7 +179,7 @@ def _parse(d: Detected) -> dict[str, pl.DataFrame]:
 
 
 _SCHEMAS = {"kernels": KERNELS_FULL, "counters": COUNTERS_FULL, "markers": MARKERS, "api": API,
-            "stats": STATS, "agents": AGENTS, "memory": MEMORY}
+            "stats": STATS, "agents": AGENTS, "memory": MEMORY, "why": WHY}
 
 
 def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
@@ -215,7 +219,9 @@ def _load_capture(cap: _Capture, notes: list[str]) -> dict[str, pl.DataFrame]:
     tag = [pl.lit(cap.name).alias("capture"), pl.lit(cap.pass_no, dtype=pl.Int64).alias("pass")]
     out["kernels"] = out["kernels"].with_columns(tag)
     out["counters"] = out["counters"].with_columns(tag)
+    out["why"] = out["why"].with_columns(tag[0])
     _join(out)
+    _drop_harness(out, cap.name, notes)
     out["markers"] = out["markers"].with_columns(pl.lit(cap.name).alias("capture"))
     out["memory"] = out["memory"].with_columns(pl.lit(cap.name).alias("capture"))
     return out
@@ -242,6 +248,20 @@ def _join(out: dict[str, pl.DataFrame]) -> None:
         [f"_k_{c}" for c in labels]
     )
     out["counters"] = pl.concat([via_kernel, direct], how="vertical_relaxed")
+
+
+def _drop_harness(out: dict[str, pl.DataFrame], capture: str, notes: list[str]) -> None:
+    """The harness's own kernels (profilers/harness_kernels.py) out of kernels and counters."""
+    kernels, dropped = drop_harness(out["kernels"], "name")
+    if not dropped:
+        return
+    gone = out["kernels"].join(kernels.select("dispatch_id"), on="dispatch_id", how="anti", nulls_equal=True)
+    ids = gone["dispatch_id"].drop_nulls()
+    out["kernels"] = kernels
+    out["counters"], _ = drop_harness(out["counters"].filter(~pl.col("dispatch_id").is_in(ids.implode())), "kernel")
+    out["why"] = out["why"].filter(~pl.col("dispatch_id").is_in(ids.implode()))
+    notes.append(f"capture {capture}: {dropped} harness kernel dispatches (hipdnn_trace_hold, input generation, "
+                 "poisoning) left out")
 
 
 def gpu_facts(agents: pl.DataFrame) -> tuple[str | None, str | None, dict[str, float]]:
@@ -293,11 +313,13 @@ def ingest(
                                  "(pass --gpu)")
                 metrics = derived_metrics.derive(wide, profile, spec, consts)
                 graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=_one_pass(frames["kernels"]))
+    metrics = join_why(metrics, frames["why"])
     return Ingested(
         kernels=frames["kernels"],
         counters=frames["counters"],
         counters_wide=wide,
-        metrics=metrics,
+        kernel_metrics=metrics,
+        graph_limiters=graph_limiters(metrics) if "limiter" in metrics.columns else pl.DataFrame(),
         graphs=graphs,
         stats=frames["stats"],
         agents=frames["agents"].unique(maintain_order=True),
@@ -306,6 +328,20 @@ def ingest(
         files=seen,
         notes=notes,
     )
+
+
+def join_why(metrics: pl.DataFrame, why: pl.DataFrame) -> pl.DataFrame:
+    """Derived metrics + the why columns and limiter of the same dispatch (ncu captures), or the
+    why rows alone where no profile derived metrics."""
+    if why.is_empty():
+        return metrics
+    if metrics.is_empty():
+        return why.drop("capture")
+    key = [c for c in ("capture", "dispatch_id") if c in metrics.columns]
+    taken = set(metrics.columns) - set(key)
+    drop = [c for c in ("verdict", "verdict_reason") if c in metrics.columns]
+    return metrics.drop(drop).join(why.select([c for c in why.columns if c not in taken]), on=key, how="left",
+                                   nulls_equal=True)
 
 
 def _one_pass(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -344,7 +380,7 @@ def _write_all(result: Ingested, out_dir: Path, *, trace: bool) -> list[Path]:
     written += write_frame(result.kernels, out_dir, "kernels")
     written += write_frame(result.counters, out_dir, "counters")
     written += write_frame(result.counters_wide, out_dir, "counters_wide")
-    for name in ("metrics", "graphs", "stats", "agents", "memory"):
+    for name in ("kernel_metrics", "graph_limiters", "graphs", "stats", "agents", "memory"):
         frame = getattr(result, name)
         if frame.height:
             written += write_frame(frame, out_dir, name)
@@ -364,7 +400,8 @@ def _write_all(result: Ingested, out_dir: Path, *, trace: bool) -> list[Path]:
         ],
         "notes": result.notes,
         "rows": {name: getattr(result, name).height
-                 for name in ("kernels", "counters", "counters_wide", "metrics", "stats", "memory")},
+                 for name in ("kernels", "counters", "counters_wide", "kernel_metrics", "graph_limiters", "stats",
+                              "memory")},
     }
     path = out_dir / "ingest.json"
     write_text_atomic(path, json.dumps(manifest, indent=2) + "\n")

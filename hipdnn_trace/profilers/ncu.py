@@ -25,19 +25,26 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from hipdnn_trace.errors import ToolMissingError, UserError
-from hipdnn_trace.profilers import counters as derived_metrics, ncu_csv
+from hipdnn_trace.profilers import counters as derived_metrics, ncu_csv, ncu_why
 from hipdnn_trace.profilers.base import Collected
+from hipdnn_trace.profilers.graph_limiters import dominant_limiter, graph_limiters
+from hipdnn_trace.profilers.harness_kernels import drop_harness
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.results import schemas
 
 NVTX_FILTER = "regex:hipdnn_trace@execute/iter [0-9]+/"
-DEFAULT_SETS = "basic,memory,roofline"
+DEFAULT_SETS = "why"
+#: ncu replay passes per kernel, as profiler__replayer_passes reports them on an H200 (ncu 2025.3.1):
+#: measured for basic,memory,roofline (tests/data/ncu/perf_cudnn_roofline_raw_base_units.csv) and
+#: --set full (tests/data/ncu/*_full_raw.csv); the why set's figure is an estimate until measured.
+REPLAY_PASSES = {"basic,memory,roofline": (15, "measured"), "full": (38, "measured"), "why": (25, "estimate")}
 REPORT = "ncu_pass1"
 _LABELS = ["graph_id", "config", "iteration"]
 
@@ -81,6 +88,37 @@ def ncu_command(exe: str, child: list[str], report: Path, metrics: list[str], cl
 def export_command(exe: str, report: Path) -> list[str]:
     return [exe, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
             "--print-kernel-base", "mangled"]
+
+
+def replay_estimate(args: Any, iterations: int) -> str:
+    """The counter pass's replay cost, said before it starts: passes per kernel x kernels x
+    iterations (kernels per iteration are not known before the graphs run: per kernel)."""
+    from hipdnn_trace.graph.sources import expand
+
+    spec = getattr(args, "profile_set", None) or DEFAULT_SETS
+    passes, how = REPLAY_PASSES.get(spec, (max(p for p, _ in REPLAY_PASSES.values()), "upper bound"))
+    try:
+        graphs = len(expand(getattr(args, "graphs", ()) or ()))
+    except Exception:   # the run itself reports bad paths
+        graphs = 0
+    configs = 2 if (getattr(args, "oracle", False) or getattr(args, "a", None)) else 1
+    replays = passes * max(graphs, 1) * configs * iterations
+    return (f"--profile ncu --profile-set {spec}: ~{passes} replay passes per kernel ({how}) x up to {graphs} "
+            f"graph(s) x {configs} configuration(s) x {iterations} iteration(s) = ~{replays} kernel replays per "
+            "kernel of an iteration (HIPDNN_TRACE_NCU_ITERS sets the iterations)")
+
+
+def with_why(metrics: pl.DataFrame, counters: pl.DataFrame, table: ncu_csv.RawTable) -> pl.DataFrame:
+    """The derived (roofline) metrics of each kernel joined with its why columns and limiter
+    (profilers/ncu_why.py, profilers/why.py), through the raw page's ID."""
+    if metrics.is_empty():
+        return metrics
+    why, _ = ncu_why.kernel_metrics(table)
+    ids = counters.select("correlation_id", "ncu_id").unique(subset=["correlation_id"])
+    labels = {"graph_id", "config", "phase", "iteration", "device", "dispatch_id", "kernel", "duration_ns"}
+    drop = [c for c in ("verdict", "verdict_reason") if c in metrics.columns]
+    return metrics.drop(drop).join(ids, left_on="dispatch_id", right_on="correlation_id", how="left").join(
+        why.select([c for c in why.columns if c not in labels]), on="ncu_id", how="left")
 
 
 def _ordinal(frame: pl.DataFrame, order: str) -> pl.DataFrame:
@@ -196,6 +234,7 @@ class NcuProfiler:
 
     def passes(self, args: argparse.Namespace) -> int:
         self.metrics(args)   # an unknown preset fails before anything runs
+        print(f"hipdnn-trace run: {replay_estimate(args, self.iterations())}", file=sys.stderr)
         return 2
 
     def env(self, pass_index: int) -> dict[str, str]:
@@ -232,6 +271,7 @@ class NcuProfiler:
         metrics = self.metrics(args)
         n_kernels, n_counters = ncu_csv.frames(table, metrics)
         n_kernels = ncu_csv.last_loop(n_kernels.filter(pl.col("iteration").is_not_null()))
+        n_kernels, harness = drop_harness(n_kernels)
         n_counters = n_counters.join(n_kernels.select("correlation_id"), on="correlation_id", how="semi")
         run = load_run(run_dir)
         traced = run.kernels
@@ -239,6 +279,8 @@ class NcuProfiler:
         counters = relabel(counters, iterations)
         kernels_out = schemas.empty(schemas.KERNELS)
         notes = list(table.notes)
+        if harness:
+            notes.append(f"{harness} harness kernels (hipdnn_trace_hold, input generation) left out")
         if traced.is_empty():
             notes.append("pass 0 has no kernel trace (cupti-python missing): kernels come from ncu, without times")
             kernels_out = relabel(n_kernels, iterations)
@@ -253,36 +295,41 @@ class NcuProfiler:
             "csv": csv_path.name,
         }
         if counters.height:
-            meta.update(self._derive(run_dir, run, counters, traced, notes, _write_frame))
+            meta.update(self._derive(run_dir, run, counters, traced, notes, _write_frame, table))
         if counters.height and traced.height:
             self._add_tracks(run_dir, counters, traced)
         meta["notes"] = notes
         return Collected(kernels=kernels_out, counters=counters, meta=meta)
 
     def _derive(self, run_dir: Path, run: Any, counters: pl.DataFrame, traced: pl.DataFrame, notes: list[str],
-                write: Any) -> dict[str, Any]:
+                write: Any, table: ncu_csv.RawTable) -> dict[str, Any]:
+        """kernel_metrics (roofline columns + the why columns and limiter) and graph_limiters."""
         gpu_name = (run.meta.get("gpu") or {}).get("name")
         spec = select_gpu(load_peaks(), self._arch, gpu_name)
         if spec is None:
-            notes.append(f"no peak-table entry for {gpu_name!r}: no % of peak, no verdicts")
+            notes.append(f"no peak-table entry for {gpu_name!r}: no % of peak or roofline")
         profile = self._profile or profile_for_arch(self._arch or "sm_90")
         c = counters.with_columns(pl.col("correlation_id").alias("dispatch_id"))
         wide = derived_metrics.wide_counters(c.with_columns(pl.lit("timed").alias("phase")))
-        metrics = derived_metrics.derive(wide, profile, spec)
+        metrics = with_why(derived_metrics.derive(wide, profile, spec), counters, table)
         summary = run.summary
         analytical = summary.select("graph_id", "config", "flops") if summary.height else None
-        timed = traced.filter(pl.col("iteration").is_not_null()) if traced.height else None
-        graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=timed, analytical=analytical)
+        limiters = graph_limiters(metrics, analytical)
         write(run_dir / "counters_wide.parquet", wide, "parquet")
         write(run_dir / "kernel_metrics.parquet", metrics, "parquet")
         write(run_dir / "kernel_metrics.csv", metrics.select([col for col, dt in metrics.schema.items()
                                                                if dt != pl.List]), "csv")
+        write(run_dir / "graph_limiters.parquet", limiters, "parquet")
+        write(run_dir / "graph_limiters.csv", limiters, "csv")
         out: dict[str, Any] = {"gpu": spec.name if spec else None, "peaks_source": spec.source if spec else None}
-        if graphs.height:
-            out["verdicts"] = graphs.with_columns(pl.col("verdict").alias("bottleneck"))
-            if "flops_ratio" in graphs.columns:
-                out["flops_ratio"] = {f"{g}|{cfg}": r for g, cfg, r in
-                                      graphs.select("graph_id", "config", "flops_ratio").iter_rows()}
+        passes = ncu_csv.number((table.column("profiler__replayer_passes") or [""])[0]) \
+            if "profiler__replayer_passes" in table.columns else None
+        if passes is not None:
+            out["replay_passes_per_kernel"] = int(passes)
+        if limiters.height:
+            out["verdicts"] = dominant_limiter(limiters)
+            ratios = limiters.select("graph_id", "config", "flops_ratio").unique(subset=["graph_id", "config"])
+            out["flops_ratio"] = {f"{g}|{cfg}": r for g, cfg, r in ratios.iter_rows() if r is not None}
         return out
 
     def _add_tracks(self, run_dir: Path, counters: pl.DataFrame, traced: pl.DataFrame) -> None:

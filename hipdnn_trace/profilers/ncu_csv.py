@@ -273,7 +273,10 @@ def agents(table: RawTable) -> pl.DataFrame:
 
 
 def ingest_frames(path: Path) -> dict[str, pl.DataFrame]:
-    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV: kernels, counters, agents."""
+    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV: kernels, counters, agents, the why rows."""
+    from hipdnn_trace.profilers.ncu_why import kernel_metrics
+
     table = read_raw_csv(path)
     kernels, counters = frames(table)
-    return {"kernels": kernels, "counters": counters, "agents": agents(table)}
+    why, _ = kernel_metrics(table)
+    return {"kernels": kernels, "counters": counters, "agents": agents(table), "why": why}

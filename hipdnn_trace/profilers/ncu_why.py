@@ -134,6 +134,12 @@ SCHEMA = {**{c: pl.Float64 for c in SOL}, **{c: pl.Int64 for c in INT_COLUMNS},
           "tensor_pipe_pct": pl.Float64, "top_stalls": pl.String}
 
 
+#: the ``why`` rows one ncu capture adds to ingest (labels, why columns, limiter)
+WHY = {"graph_id": pl.String, "config": pl.String, "phase": pl.String, "iteration": pl.Int64, "device": pl.Int64,
+       "dispatch_id": pl.Int64, "ncu_id": pl.Int64, "kernel": pl.String, **SCHEMA, "limiter": pl.String,
+       "why": pl.String, "est_speedup_pct": pl.Float64}
+
+
 def why_frame(table: RawTable) -> pl.DataFrame:
     """One row per profiled kernel: ``ncu_id`` (the raw page's ID) and the why columns."""
     rows = []

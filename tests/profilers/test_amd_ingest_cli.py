@@ -22,7 +22,7 @@ def run(*argv: str) -> int:
 def test_harness_capture_directory(data, tmp_path, capsys):
     out = tmp_path / "out"
     assert run(data / "v7_harness", "--out", out) == 0
-    for name in ("kernels", "counters", "counters_wide", "metrics", "agents"):
+    for name in ("kernels", "counters", "counters_wide", "kernel_metrics", "agents"):
         assert (out / f"{name}.csv").is_file() and (out / f"{name}.parquet").is_file(), name
     kernels = pl.read_parquet(out / "kernels.parquet")
     assert list(kernels.columns[: len(KERNELS)]) == list(KERNELS)
@@ -33,7 +33,7 @@ def test_harness_capture_directory(data, tmp_path, capsys):
     counters = pl.read_csv(out / "counters.csv")
     assert list(counters.columns[: len(COUNTERS)]) == list(COUNTERS)
     assert sorted(set(counters.select("dispatch_id", "iteration").rows())) == [(3, 0), (4, 0), (5, 1)]
-    metrics = pl.read_csv(out / "metrics.csv")
+    metrics = pl.read_csv(out / "kernel_metrics.csv")
     assert metrics["waves_per_cu"].to_list()[0] == pytest.approx(1024 / 304)  # $cu_count from agent_info
     trace = read_trace(out / "trace.pftrace")
     assert not trace.truncated
@@ -54,7 +54,7 @@ def test_counter_passes_merge_and_give_verdicts(data, tmp_path):
     assert wide.select("dispatch_id", "kernel", "passes").sort("dispatch_id").rows() == [
         (1, "gemm_kernel", 2), (2, "copy_kernel", 2)]
     assert wide["capture"].unique().to_list() == ["node01"]  # pmc_1 / pmc_2 folded into one capture
-    m = pl.read_csv(out / "metrics.csv").sort("dispatch_id")
+    m = pl.read_csv(out / "kernel_metrics.csv").sort("dispatch_id")
     gemm, copy = m.row(0, named=True), m.row(1, named=True)
     assert gemm["tflops"] == pytest.approx(1.024e12 / 1e6 / 1e3)
     assert gemm["verdict"] == "compute-bound" and gemm["pct_peak_compute"] == pytest.approx(100 * 1024 / 1307.4)
@@ -88,7 +88,7 @@ def test_arch_flag_enables_metrics_for_files_without_agent_info(data, tmp_path):
     out = tmp_path / "out"
     assert run(data / "v64" / "counter_collection.csv", "--out", out, "--quiet",
                "--arch", "gfx942", "--gpu", "MI300X") == 0
-    metrics = pl.read_csv(out / "metrics.csv")
+    metrics = pl.read_csv(out / "kernel_metrics.csv")
     assert metrics["gpu"].to_list() == ["MI300X", "MI300X"]
 
 
@@ -138,7 +138,7 @@ def test_rocprof_compute_workload_gets_verdicts(upstream, tmp_path):
     out = tmp_path / "bmm"
     assert main(["ingest", str(upstream / "rocprof-compute3.3_bmm1_MI300X"), "--out", str(out),
                  "--quiet", "--no-trace"]) == 0
-    metrics = pl.read_parquet(out / "metrics.parquet")
+    metrics = pl.read_parquet(out / "kernel_metrics.parquet")
     gemm = metrics.filter(pl.col("kernel").str.contains("batched_matrix_multiplication")).row(0, named=True)
     assert gemm["gpu"] == "MI300X" and gemm["peak_class"] == "bf16_matrix" and gemm["verdict"] in (
         "memory-bound", "compute-bound", "latency-bound")

@@ -51,5 +51,5 @@ def test_tensor_core_flops_from_counters_match_the_analytical_flops() -> None:
     assert ratio["15e43276107871de"] == pytest.approx(1.0, abs=0.005)    # implicit-GEMM conv, fp16 tensor cores
     assert ratio["16cbe2bf9aefeba9"] == pytest.approx(1.0, abs=1e-6)     # 4096^3 GEMM: 2*M*N*K exactly
     assert ratio["431a59c626a05cba"] > 1.0    # layernorm: FMA-pipe FLOPs exceed the 8/element estimate
-    conv = result.metrics.filter(pl.col("graph_id") == "15e43276107871de")
+    conv = result.kernel_metrics.filter(pl.col("graph_id") == "15e43276107871de")
     assert (conv["peak_class"] == "fp16_matrix").all()

@@ -109,3 +109,20 @@ def test_why_preset_lists_exactly_the_metrics_the_columns_read() -> None:
     for arch in ("sm_90", "sm_80"):
         preset = profile_for_arch(arch).preset("why").counters
         assert set(ncu_why.metrics(arch)) <= set(preset)
+
+
+def test_ingest_of_the_raw_page_gives_the_same_why_columns(tmp_path: Path) -> None:
+    import polars as pl
+
+    from hipdnn_trace.cli import main
+
+    out = tmp_path / "k"
+    assert main(["ingest", str(DATA / "ln_bwd_ootb_full_raw.csv"), "--out", str(out), "--no-trace", "-q"]) == 0
+    ingested = pl.read_parquet(out / "kernel_metrics.parquet").sort("ncu_id")
+    direct = frame("ln_bwd_ootb").sort("ncu_id")
+    for col in (*COMPARED, "occupancy_limiter", "top_stalls", "limiter", "why", "est_speedup_pct"):
+        assert ingested[col].to_list() == direct[col].to_list(), col
+    limiters = pl.read_csv(out / "graph_limiters.csv")
+    top = limiters.sort("share_pct", descending=True).row(0, named=True)
+    assert top["limiter"] == "parallelism" and top["dominant_kernel"] == "LayerNormGradBetaGammaInToTemp"
+    assert limiters["share_pct"].sum() == pytest.approx(100.0)
