@@ -28,9 +28,9 @@ import polars as pl
 
 from hipdnn_trace.device import cupti_activity
 from hipdnn_trace.device.clock import now_ns
-from hipdnn_trace.device.cuda import HOLD_KERNEL
 from hipdnn_trace.device.cupti_activity import BUFFER_BYTES, Record, assign_iterations, clock_offset
 from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.profilers.harness_kernels import is_harness_kernel
 from hipdnn_trace.results import schemas
 
 
@@ -148,7 +148,8 @@ class CuptiProfiler:
                       iterations: Sequence[int], *, run_id: str | None = None, graph: str | None = None,
                       graph_id: str | None = None, config: str | None = None) -> pl.DataFrame:
         """CUPTI records -> the KERNELS frame on the trace clock, kernels of the timed region only."""
-        rows = [r for r in rows if r[0] != HOLD_KERNEL]   # staged timing's hold kernel is not the graph's work
+        # the timed region's kernels: only staged timing's hold kernel there is the harness's
+        rows = [r for r in rows if not is_harness_kernel(r[0], in_range=True)]
         if not rows:
             return schemas.empty(schemas.KERNELS)
         cols = list(zip(*rows))
