@@ -172,9 +172,9 @@ def _parse(d: Detected) -> dict[str, pl.DataFrame]:
     if d.kind == "rocprofv2":
         return rocprofv2.read_rocprofv2(d.path)
     if d.kind == "ncu_raw":
-        from hipdnn_trace.profilers import ncu_csv
+        from hipdnn_trace.profilers import ncu_why
 
-        return ncu_csv.ingest_frames(d.path)
+        return ncu_why.ingest_frames(d.path)
     raise AssertionError(d.kind)
 
 

@@ -270,13 +270,3 @@ def agents(table: RawTable) -> pl.DataFrame:
     return pl.DataFrame(list(rows.values()), schema={"node_id": pl.Int64, "logical_node_id": pl.Int64,
                                                      "type": pl.String, "arch": pl.String, "product": pl.String,
                                                      "cu_count": pl.Int64})
-
-
-def ingest_frames(path: Path) -> dict[str, pl.DataFrame]:
-    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV: kernels, counters, agents, the why rows."""
-    from hipdnn_trace.profilers.ncu_why import kernel_metrics
-
-    table = read_raw_csv(path)
-    kernels, counters = frames(table)
-    why, _ = kernel_metrics(table)
-    return {"kernels": kernels, "counters": counters, "agents": agents(table), "why": why}

@@ -10,9 +10,14 @@ Statistics") is named beside each column in ``SOL``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
+from hipdnn_trace.profilers import ncu_csv
+from hipdnn_trace.profilers.harness_kernels import drop_harness
 from hipdnn_trace.profilers.ncu_csv import RawTable, number, unit_scale
+from hipdnn_trace.profilers.why import with_limiters
 
 #: column -> (raw metric, details-page section, details-page row)
 SOL = {
@@ -156,13 +161,17 @@ def kernel_metrics(table: RawTable) -> tuple[pl.DataFrame, int]:
     """(the ``kernel_metrics`` frame of a raw page, harness kernels dropped): labels, the why
     columns, ``limiter`` / ``why`` / ``est_speedup_pct``. Derived counter metrics (FLOPs...)
     are joined on by the caller where a profile computes them."""
-    from hipdnn_trace.profilers import ncu_csv
-    from hipdnn_trace.profilers.harness_kernels import drop_harness
-    from hipdnn_trace.profilers.why import with_limiters
-
     kernels, _ = ncu_csv.frames(table, [c for c in ("gpu__time_duration.sum",) if c in table.columns])
     labels = kernels.select("graph_id", "config", "phase", "iteration", "device", "dispatch_id",
                             pl.col("correlation_id").alias("ncu_id"), pl.col("name").alias("kernel"))
     frame = labels.join(why_frame(table), on="ncu_id", how="left")
     frame, dropped = drop_harness(frame, "kernel")
     return with_limiters(frame), dropped
+
+
+def ingest_frames(path: Path) -> dict[str, pl.DataFrame]:
+    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV: kernels, counters, agents, the why rows."""
+    table = ncu_csv.read_raw_csv(path)
+    kernels, counters = ncu_csv.frames(table)
+    why, _ = kernel_metrics(table)
+    return {"kernels": kernels, "counters": counters, "agents": ncu_csv.agents(table), "why": why}
