@@ -40,6 +40,7 @@ examples:
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
   hipdnn-trace run graphs/perf/ --backend cudnn --peaks h100-sxm   # speed of light on H100 SXM peaks
+  hipdnn-trace run g.json --backend cudnn --profile ncu    # why: each kernel's limiter (kernel_metrics.csv)
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row
   hipdnn-trace run --resume runs/20260101-120000-ab12cd   # graphs and flags from its run.json
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
@@ -226,7 +227,8 @@ def _profiling(p: argparse.ArgumentParser) -> None:
     pr.add_argument("--profile", choices=("none", *PROFILERS), default=_D.profile,
                     help="cupti: kernel trace in-process; ncu / rocprofv3 / rocprof: re-run under the tool")
     pr.add_argument("--profile-set", default=_D.profile_set, metavar="NAME",
-                    help="counter set from profiles/ (e.g. basic, memory, compute, roofline)")
+                    help="counter set from profiles/: why (ncu's default: each kernel's limiter, occupancy, "
+                         "stalls; docs/nvidia.md \"Why\"), basic, memory, compute, roofline, or counter names")
     pr.add_argument("--profile-child", default=_D.profile_child, help=argparse.SUPPRESS)
 
 

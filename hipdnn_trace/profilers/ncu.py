@@ -10,12 +10,14 @@ Two child runs (``profilers.external`` starts them):
   (``--nvtx-include 'regex:hipdnn_trace@execute/iter [0-9]+/'``: the L2 flush and anything
   else between iterations is never profiled), ``--clock-control none`` by default
   (``HIPDNN_TRACE_NCU_CLOCK_CONTROL=base`` locks base clocks), metrics from
-  ``profiles/<arch>.toml`` (``--profile-set``, default ``basic,memory,roofline``).
+  ``profiles/<arch>.toml`` (``--profile-set``, default ``why``: docs/nvidia.md "Why"); the
+  replay cost is printed before the pass starts.
 
 ``collect`` exports ncu's report as ``--csv --page raw`` (``ncu_raw.csv`` in the run
 directory), maps every counted kernel to pass 0's kernel at the same place (graph,
 config, iteration, position in the iteration, same name), derives metrics and
-verdicts (:mod:`.counters`), and adds per-kernel counter tracks to the run's trace.
+each kernel's why columns and limiter (:mod:`.ncu_why`, :mod:`.why`), per graph the time by
+limiter (:mod:`.graph_limiters`), and adds per-kernel counter tracks to the run's trace.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ SUMMARY: Schema = {
     "validation": pl.String(),      # passed | failed | skipped
     "error": pl.String(),
     "warnings": pl.String(),        # dnn-benchmarking's row warnings, "; "-joined: noisy: .., outlier: .., throttled
-    "bottleneck": pl.String(),      # from profilers: compute-bound | memory-bound | latency-bound
+    # from profilers: the dominant limiter (ncu; docs/nvidia.md "Why"), or compute-/memory-/latency-bound (AMD)
+    "bottleneck": pl.String(),
     "sol_ms": pl.Float64(),         # speed of light: the lower-bound time on the run's GPU peaks
     "sol_bound": pl.String(),       # what sets it: compute | memory
     "sol_share": pl.Float64(),      # sol_ms / median: the achieved share of speed of light
