@@ -1,0 +1,64 @@
+"""``run --profile ncu``'s collect step on a real H200 report, with a stand-in ncu (no GPU here).
+
+The stand-in prints the raw page of the real `ncu --set full` report of cuDNN's heuristic
+LayerNorm-backward plan (tests/data/ncu/ln_bwd_ootb_full_raw.csv), as `ncu --import R --csv
+--page raw` would; the run folder is laid out as the child run writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import stat
+from pathlib import Path
+
+import polars as pl
+import pytest
+from repo_paths import TEST_DATA
+
+from hipdnn_trace.profilers.ncu import NcuProfiler
+
+RAW = TEST_DATA / "ncu" / "ln_bwd_ootb_full_raw.csv"
+GRAPH_ID, CONFIG = "35ff2b3905203f5a", "cudnn:eng1"
+
+
+def _stand_in_ncu(tmp_path: Path) -> Path:
+    exe = tmp_path / "ncu"
+    exe.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'Version 2025.3.1.0' && exit 0\ncat '{RAW}'\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return exe
+
+
+def _run_folder(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "run.json").write_text(json.dumps({"run_id": "r1", "gpu": {"name": "NVIDIA H200"}}))
+    pl.DataFrame({"run_id": ["r1"], "graph": ["ln_bwd"], "graph_id": [GRAPH_ID], "config": [CONFIG],
+                  "status": ["ok"], "flops": [1.0e9]}).write_csv(root / "summary.csv")
+    return root
+
+
+def test_collect_writes_why_columns_limiters_and_bottleneck_with_stand_in_ncu(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch,
+                                                                               capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("HIPDNN_TRACE_NCU", str(_stand_in_ncu(tmp_path)))
+    monkeypatch.setenv("HIPDNN_TRACE_GPU_ARCH", "sm_90")
+    folder = _run_folder(tmp_path / "runs" / "r1")
+    pass_dir = folder / "passes" / "pass1"
+    pass_dir.mkdir(parents=True)
+    (pass_dir.parent / "ncu_pass1.ncu-rep").write_bytes(b"report")
+    iterations = pl.DataFrame({"run_id": ["r1"], "graph": ["ln_bwd"], "graph_id": [GRAPH_ID], "config": [CONFIG],
+                               "phase": ["timed"], "iteration": [0]})
+    prof = NcuProfiler()
+    args = argparse.Namespace(profile_set=None, device=0, format=["parquet"], graphs=(), oracle=False, a=None)
+    assert prof.passes(args) == 2
+    assert "replay passes per kernel" in capsys.readouterr().err     # said before anything runs
+    prof.check_tool()
+    got = prof.collect(folder, [pass_dir], iterations, args)
+    km = pl.read_parquet(folder / "kernel_metrics.parquet")
+    assert km.height == 3 and set(km["graph_id"]) == {GRAPH_ID}
+    assert km.sort("ncu_id")["limiter"].to_list() == ["parallelism", "parallelism", "compute alu"]
+    assert "verdict" not in km.columns and {"why", "top_stalls", "waves_per_sm"} <= set(km.columns)
+    limiters = pl.read_csv(folder / "graph_limiters.csv")
+    assert limiters.sort("share_pct", descending=True)["limiter"].to_list() == ["parallelism", "compute alu"]
+    assert got.meta["verdicts"].rows() == [(GRAPH_ID, CONFIG, "parallelism")]
+    assert got.meta["replay_passes_per_kernel"] == 38          # --set full on the H200
