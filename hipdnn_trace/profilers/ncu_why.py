@@ -57,12 +57,14 @@ OCCUPANCY_LIMITS = {
     "barriers": "launch__occupancy_limit_barriers",
 }
 
-#: Compute Workload Analysis's pipe utilisation (% of peak over active cycles), the pipes
-#: its HighPipeUtilization rule compares. ``tma`` exists from sm_90 on.
-PIPES = {p: f"sm__inst_executed_pipe_{p}.avg.pct_of_peak_sustained_active"
-         for p in ("adu", "alu", "cbu", "fma", "fp64", "lsu", "tex", "uniform", "xu")}
-PIPES["tensor"] = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
-PIPES_SM90 = {**PIPES, "tma": "sm__inst_executed_pipe_tma.avg.pct_of_peak_sustained_active"}
+#: Compute Workload Analysis's pipe utilisation, % of peak over elapsed cycles: the numbers its
+#: HighPipeUtilization rule prints ("ALU is the highest-utilized pipeline (78.4%) based on elapsed
+#: cycles"). Tensor first: on a tie with the shared pipe it names the work. ``tma`` from sm_90 on.
+_ELAPSED = ".avg.pct_of_peak_sustained_elapsed"
+PIPES = {"tensor": f"sm__pipe_tensor_cycles_active{_ELAPSED}", "fma": f"sm__pipe_fma_cycles_active{_ELAPSED}",
+         "fp64": f"sm__pipe_fp64_cycles_active{_ELAPSED}",
+         **{p: f"sm__inst_executed_pipe_{p}{_ELAPSED}" for p in ("alu", "lsu", "xu", "adu", "cbu", "tex", "uniform")}}
+PIPES_SM90 = {**PIPES, "tma": f"sm__inst_executed_pipe_tma{_ELAPSED}"}
 #: the matrix pipe's share as the SOL chart's breakdown shows it (elapsed cycles)
 TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
 

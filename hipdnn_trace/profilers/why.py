@@ -93,7 +93,7 @@ def classify(row: Mapping[str, object], t: Thresholds = Thresholds()) -> tuple[s
         text = f"too little work: {_grid_text(row)}; {sol}"
         gain = est_speedup(row)
         if gain is not None:
-            text += f"; estimate: up to {gain:.0f}% faster with every SM busy (ncu LaunchConfiguration model)"
+            text += f"; estimate: up to {gain:.0f}% less time with every SM busy (ncu LaunchConfiguration model)"
         return "parallelism", text
     stalls = row.get("top_stalls")
     top = str(stalls).split(" ")[0] if stalls else None

@@ -126,3 +126,48 @@ def test_ingest_of_the_raw_page_gives_the_same_why_columns(tmp_path: Path) -> No
     top = limiters.sort("share_pct", descending=True).row(0, named=True)
     assert top["limiter"] == "parallelism" and top["dominant_kernel"] == "LayerNormGradBetaGammaInToTemp"
     assert limiters["share_pct"].sum() == pytest.approx(100.0)
+
+
+def rules(report: str, name: str) -> dict[int, list[dict[str, str]]]:
+    """ID -> the rows of one of ncu's guided-analysis rules on the details page."""
+    out: dict[int, list[dict[str, str]]] = {}
+    with (DATA / f"{report}_full_details.csv").open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["Rule Name"] == name:
+                out.setdefault(int(row["ID"]), []).append(row)
+    return out
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_busiest_pipe_is_the_one_ncus_high_pipe_utilization_rule_names(report: str) -> None:
+    import re
+
+    said = rules(report, "HighPipeUtilization")
+    checked = 0
+    for row in frame(report).iter_rows(named=True):
+        for rule in said.get(row["ncu_id"], []):
+            m = re.match(r"(\w+) is the highest-utilized pipeline \(([\d.]+)%\)", rule["Rule Description"])
+            if m:
+                assert (row["top_pipe"], round(row["top_pipe_pct"], 1)) == (m.group(1).lower(), float(m.group(2)))
+                checked += 1
+    assert checked or report == "ln_bwd_tuned"   # its kernels are "all under-utilized": no pipe named
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_estimated_speedup_is_ncus_launch_configuration_estimate(report: str) -> None:
+    said = rules(report, "LaunchConfiguration")
+    for row in frame(report).iter_rows(named=True):
+        page = [float(r["Estimated Speedup"]) for r in said.get(row["ncu_id"], [])
+                if r["Estimated Speedup"] and "less than the GPU's" in r["Rule Description"]]
+        if page:
+            assert row["est_speedup_pct"] == pytest.approx(page[0], abs=0.01)
+        elif row["limiter"] != "parallelism":
+            assert row["est_speedup_pct"] is None
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_parallelism_where_ncus_sol_rule_says_the_grid_is_too_small(report: str) -> None:
+    said = rules(report, "SOLBottleneck")
+    for row in frame(report).iter_rows(named=True):
+        small = any("grid is too small" in r["Rule Description"] for r in said.get(row["ncu_id"], []))
+        assert (row["limiter"] == "parallelism") == small, row["kernel"]

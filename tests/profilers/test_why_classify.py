@@ -45,7 +45,7 @@ def test_parallelism_below_one_wave_or_fewer_blocks_than_sms() -> None:
     limiter, why = classify(row(grid_size=264, waves_per_sm=0.5))
     assert limiter == "parallelism" and "0.50 waves" in why and "estimate" not in why
     limiter, why = classify(row(grid_size=66, waves_per_sm=0.03))
-    assert limiter == "parallelism" and "estimate: up to 50% faster" in why
+    assert limiter == "parallelism" and "estimate: up to 50% less time" in why
 
 
 def test_latency_names_the_top_stall() -> None:
