@@ -20,6 +20,7 @@ examples:
   hipdnn-trace ingest workloads/app/MI300X_A1/ --out k/ --arch gfx942   # rocprof-compute workload
   hipdnn-trace ingest old/ --format rocprof --out k/  # insist every file is legacy rocprof
   hipdnn-trace ingest R_raw.csv --out k/              # Nsight Compute: ncu --import R.ncu-rep --csv --page raw
+  hipdnn-trace ingest R.ncu-rep --out k/              # the same, exported through ncu (needs ncu on PATH)
 
 writes into --out: kernels, counters (long), counters_wide (one row per dispatch),
 kernel_metrics (per kernel: derived metrics, and from ncu the why columns and limiter;

@@ -130,6 +130,9 @@ def detect_all(paths: Sequence[Path], fmt: str | None = None) -> tuple[list[_Cap
             if explicit:
                 raise UserError(f"{path}: not a profiler file ingest knows ({d.note})")
             continue
+        if d.kind == "ncu_report" and not explicit:   # a run folder also holds its export, ncu_raw.csv
+            notes.append(f"{path}: skipped: an ncu report inside a folder (name it to export it through ncu)")
+            continue
         if d.kind == "ignored":
             if explicit:
                 notes.append(f"{path}: skipped: {d.note}")
@@ -171,10 +174,11 @@ def _parse(d: Detected) -> dict[str, pl.DataFrame]:
         return legacy.read_v1_db(d.path)
     if d.kind == "rocprofv2":
         return rocprofv2.read_rocprofv2(d.path)
-    if d.kind == "ncu_raw":
+    if d.kind in ("ncu_raw", "ncu_report"):
         from hipdnn_trace.profilers import ncu_why
 
-        return ncu_why.ingest_frames(d.path)
+        text = ncu_why.export_report(d.path) if d.kind == "ncu_report" else None
+        return ncu_why.ingest_frames(d.path, text)
     raise AssertionError(d.kind)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,11 +32,12 @@ from typing import Any
 
 import polars as pl
 
-from hipdnn_trace.errors import ToolMissingError, UserError
+from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics, ncu_csv, ncu_why
 from hipdnn_trace.profilers.base import Collected
 from hipdnn_trace.profilers.graph_limiters import dominant_limiter, graph_limiters
 from hipdnn_trace.profilers.harness_kernels import drop_harness
+from hipdnn_trace.profilers.ncu_tool import export_command, find_ncu
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.results import schemas
 
@@ -49,16 +49,6 @@ DEFAULT_SETS = "why"
 REPLAY_PASSES = {"basic,memory,roofline": (15, "measured"), "full": (38, "measured"), "why": (25, "estimate")}
 REPORT = "ncu_pass1"
 _LABELS = ["graph_id", "config", "iteration"]
-
-
-def find_ncu() -> str:
-    """Path of ncu: $HIPDNN_TRACE_NCU, PATH, then CUDA's default install; one-line error if none."""
-    candidates = [os.environ.get("HIPDNN_TRACE_NCU"), shutil.which("ncu"), "/usr/local/cuda/bin/ncu"]
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    raise ToolMissingError("--profile ncu: Nsight Compute (ncu) not found on PATH; install it or set "
-                           "HIPDNN_TRACE_NCU to its path")
 
 
 def child_pass_arguments(iters: int) -> list[str]:
@@ -85,11 +75,6 @@ def ncu_command(exe: str, child: list[str], report: Path, metrics: list[str], cl
     return [exe, "--nvtx", "--nvtx-include", NVTX_FILTER, "--clock-control", clock_control,
             "--metrics", ",".join(metrics), "--export", str(report), "--force-overwrite",
             "--target-processes", "all", *child, *child_pass_arguments(iters)]
-
-
-def export_command(exe: str, report: Path) -> list[str]:
-    return [exe, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
-            "--print-kernel-base", "mangled"]
 
 
 def replay_estimate(args: Any, iterations: int) -> str:

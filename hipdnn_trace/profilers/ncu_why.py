@@ -171,9 +171,27 @@ def kernel_metrics(table: RawTable) -> tuple[pl.DataFrame, int]:
     return with_limiters(frame), dropped
 
 
-def ingest_frames(path: Path) -> dict[str, pl.DataFrame]:
-    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV: kernels, counters, agents, the why rows."""
-    table = ncu_csv.read_raw_csv(path)
+def export_report(path: Path) -> str:
+    """An ``.ncu-rep`` as its raw page, through ncu itself (the same export ``run`` uses);
+    a one-line error when ncu is not on PATH or fails."""
+    import subprocess
+
+    from hipdnn_trace.errors import UserError
+    from hipdnn_trace.profilers.ncu_tool import export_command, find_ncu
+
+    try:
+        done = subprocess.run(export_command(find_ncu(), path), capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"{path}: ncu could not export it: {exc}") from None
+    if done.returncode != 0 or not ncu_csv.looks_like_ncu_raw(done.stdout[:200_000]):
+        raise UserError(f"{path}: ncu could not export it: {' '.join(done.stderr.split())[:300]}")
+    return done.stdout
+
+
+def ingest_frames(path: Path, text: str | None = None) -> dict[str, pl.DataFrame]:
+    """What ``hipdnn-trace ingest`` reads from an ncu raw CSV (or a report's exported ``text``):
+    kernels, counters, agents, the why rows."""
+    table = ncu_csv.read_raw_csv(path, text)
     kernels, counters = ncu_csv.frames(table)
     why, _ = kernel_metrics(table)
     return {"kernels": kernels, "counters": counters, "agents": ncu_csv.agents(table), "why": why}

@@ -171,3 +171,33 @@ def test_parallelism_where_ncus_sol_rule_says_the_grid_is_too_small(report: str)
     for row in frame(report).iter_rows(named=True):
         small = any("grid is too small" in r["Rule Description"] for r in said.get(row["ncu_id"], []))
         assert (row["limiter"] == "parallelism") == small, row["kernel"]
+
+
+def test_ingest_of_an_ncu_report_exports_it_through_stand_in_ncu(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import polars as pl
+
+    from hipdnn_trace.cli import main
+
+    exe = tmp_path / "ncu"    # prints the real report's raw page, as `ncu --import R --csv --page raw` does
+    exe.write_text(f"#!/bin/sh\ncat '{DATA / 'ln_bwd_ootb_full_raw.csv'}'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("HIPDNN_TRACE_NCU", str(exe))
+    report = tmp_path / "R.ncu-rep"
+    report.write_bytes(b"\x00binary")
+    assert main(["ingest", str(report), "--out", str(tmp_path / "k"), "--no-trace", "-q"]) == 0
+    got = pl.read_parquet(tmp_path / "k" / "kernel_metrics.parquet").sort("ncu_id")
+    assert got["limiter"].to_list() == frame("ln_bwd_ootb").sort("ncu_id")["limiter"].to_list()
+
+
+def test_ingest_of_an_ncu_report_without_ncu_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    from hipdnn_trace.cli import main
+
+    monkeypatch.setenv("HIPDNN_TRACE_NCU", str(tmp_path / "nope"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    report = tmp_path / "R.ncu-rep"
+    report.write_bytes(b"\x00binary")
+    assert main(["ingest", str(report), "--out", str(tmp_path / "k"), "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ncu" in err[0]

@@ -25,7 +25,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "rocprof": ("v1_results", "v1_db", "stats"),
     "rocprofv2": ("rocprofv2", "wide"),
     "rocprof-compute": ("wide", "counter_collection", "sysinfo"),
-    "ncu": ("ncu_raw",),
+    "ncu": ("ncu_raw", "ncu_report"),
 }
 
 #: rocprofv3's data-movement traces: parsed into the ``memory`` frame
@@ -62,6 +62,8 @@ def detect(path: Path) -> Detected:
     if rocpd_sqlite.is_sqlite(path):
         return _detect_sqlite(path)
     suffix = path.suffix.lower()
+    if suffix == ".ncu-rep":   # binary: exported through ncu itself (profilers/ncu_why.py)
+        return Detected(path, "ncu_report", "ncu")
     if suffix == ".json":
         return Detected(path, "ignored", "", "JSON trace: not parsed (ingest the CSV or database of the same run)")
     if suffix in (".pftrace", ".otf2", ".proto", ".yaml", ".yml", ".xml"):
