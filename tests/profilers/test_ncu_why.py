@@ -201,3 +201,13 @@ def test_ingest_of_an_ncu_report_without_ncu_is_one_line(tmp_path: Path, monkeyp
     assert main(["ingest", str(report), "--out", str(tmp_path / "k"), "-q"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ncu" in err[0]
+
+
+def test_ingest_leaves_the_harness_kernels_out_of_every_frame() -> None:
+    from hipdnn_trace.profilers.ingest import ingest
+
+    result = ingest([DATA / "whole_run_no_nvtx_raw_base_units.csv"])
+    assert set(result.kernels["name"]) == {"ln_tma_fwd_kernel"} and result.kernels.height == 3
+    assert set(result.counters["kernel"]) == {"ln_tma_fwd_kernel"}
+    assert set(result.kernel_metrics["kernel"]) == {"ln_tma_fwd_kernel"}
+    assert any("158 harness kernel dispatches" in n for n in result.notes)
