@@ -70,3 +70,23 @@ def dominant_limiter(limiters: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={"graph_id": pl.String, "config": pl.String, "bottleneck": pl.String})
     return limiters.sort("share_pct", descending=True).group_by(["graph_id", "config"], maintain_order=True).agg(
         pl.first("limiter").alias("bottleneck"))
+
+
+def graphs_by_limiter(graphs: pl.DataFrame, limiters: pl.DataFrame) -> pl.DataFrame:
+    """Where kernels have limiters, the per-graph ``verdict`` is the dominant one and
+    ``kernel_verdicts`` the limiters' shares of kernel time (not the FLOP/DRAM verdict)."""
+    if graphs.is_empty() or limiters.is_empty() or "graph_id" not in graphs.columns:
+        return graphs
+    key = [c for c in ("graph_id", "config") if c in graphs.columns]
+    mix = limiters.sort("share_pct", descending=True).group_by(key, maintain_order=True).agg(
+        pl.first("limiter").alias("_v"),
+        pl.format("{} {}%", pl.col("limiter"), pl.col("share_pct").round(0).cast(pl.Int64)).str.join(", ")
+        .alias("_mix"))
+    out = graphs.join(mix, on=key, how="left", nulls_equal=True)
+    return out.with_columns(
+        pl.coalesce("_v", "verdict").alias("verdict"),
+        pl.when(pl.col("_v").is_not_null()).then(pl.format("kernel time by limiter: {}", pl.col("_mix")))
+        .otherwise(pl.col("verdict_reason")).alias("verdict_reason"),
+        pl.coalesce("_mix", "kernel_verdicts").alias("kernel_verdicts") if "kernel_verdicts" in out.columns
+        else pl.col("_mix").alias("kernel_verdicts"),
+    ).drop("_v", "_mix")

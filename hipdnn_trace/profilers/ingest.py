@@ -31,7 +31,7 @@ from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_atomic, write_path_atomic, write_text_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics
-from hipdnn_trace.profilers.graph_limiters import graph_limiters
+from hipdnn_trace.profilers.graph_limiters import graph_limiters, graphs_by_limiter
 from hipdnn_trace.profilers.harness_kernels import drop_harness
 from hipdnn_trace.profilers.ncu_why import WHY
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu
@@ -347,26 +347,6 @@ def join_why(metrics: pl.DataFrame, why: pl.DataFrame) -> pl.DataFrame:
     drop = [c for c in ("verdict", "verdict_reason") if c in metrics.columns]
     return metrics.drop(drop).join(why.select([c for c in why.columns if c not in taken]), on=key, how="left",
                                    nulls_equal=True)
-
-
-def graphs_by_limiter(graphs: pl.DataFrame, limiters: pl.DataFrame) -> pl.DataFrame:
-    """Where kernels have limiters, the per-graph ``verdict`` is the dominant one and
-    ``kernel_verdicts`` the limiters' shares of kernel time (not the FLOP/DRAM verdict)."""
-    if graphs.is_empty() or limiters.is_empty() or "graph_id" not in graphs.columns:
-        return graphs
-    key = [c for c in ("graph_id", "config") if c in graphs.columns]
-    mix = limiters.sort("share_pct", descending=True).group_by(key, maintain_order=True).agg(
-        pl.first("limiter").alias("_v"),
-        pl.format("{} {}%", pl.col("limiter"), pl.col("share_pct").round(0).cast(pl.Int64)).str.join(", ")
-        .alias("_mix"))
-    out = graphs.join(mix, on=key, how="left", nulls_equal=True)
-    return out.with_columns(
-        pl.coalesce("_v", "verdict").alias("verdict"),
-        pl.when(pl.col("_v").is_not_null()).then(pl.format("kernel time by limiter: {}", pl.col("_mix")))
-        .otherwise(pl.col("verdict_reason")).alias("verdict_reason"),
-        pl.coalesce("_mix", "kernel_verdicts").alias("kernel_verdicts") if "kernel_verdicts" in out.columns
-        else pl.col("_mix").alias("kernel_verdicts"),
-    ).drop("_v", "_mix")
 
 
 def _one_pass(kernels: pl.DataFrame) -> pl.DataFrame:

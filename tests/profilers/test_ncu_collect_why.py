@@ -60,5 +60,8 @@ def test_collect_writes_why_columns_limiters_and_bottleneck_with_stand_in_ncu(tm
     assert "verdict" not in km.columns and {"why", "top_stalls", "waves_per_sm"} <= set(km.columns)
     limiters = pl.read_csv(folder / "graph_limiters.csv")
     assert limiters.sort("share_pct", descending=True)["limiter"].to_list() == ["parallelism", "compute alu"]
-    assert got.meta["verdicts"].rows() == [(GRAPH_ID, CONFIG, "parallelism")]
+    verdicts = got.meta["verdicts"]   # metrics.csv: per graph, the verdict is the dominant limiter
+    assert verdicts.select("graph_id", "config", "bottleneck", "verdict").rows() == [
+        (GRAPH_ID, CONFIG, "parallelism", "parallelism")]
+    assert "parallelism 85%" in verdicts["kernel_verdicts"][0] and "flops_ratio" in verdicts.columns
     assert got.meta["replay_passes_per_kernel"] == 38          # --set full on the H200
