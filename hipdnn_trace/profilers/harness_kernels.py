@@ -13,7 +13,9 @@ The harness launches, besides the graph's kernels:
 The NVIDIA L2 flush is a ``cudaMemsetAsync`` (no kernel). Names were read from a real ncu
 capture of a whole run (tests/data/ncu/whole_run_kernels.csv, H200, ncu 2025.3.1).
 
-Inside a graph's warmup/execute range :func:`is_harness_kernel` with ``in_range=True`` only
+Where kernels carry the harness's range labels, a kernel inside a graph's range but outside its
+warmup and timed loops (set-up, inputs, validation) is the harness's; inside the loops
+:func:`is_harness_kernel` with ``in_range=True`` only
 names the hold kernel, because a torch-backend graph may itself run a ``fill_`` or a gather
 in its timed region; ``run --profile ncu`` profiles the timed ranges only in any case.
 """
@@ -23,6 +25,9 @@ from __future__ import annotations
 import re
 
 import polars as pl
+
+#: The phases whose kernels are the graph's work (ncu_csv / markers_join labels).
+GRAPH_PHASES = ("warmup", "timed")
 
 #: Always the harness's, wherever it runs (demangled or mangled names: both contain these).
 ALWAYS = ("hipdnn_trace_hold",)
@@ -51,15 +56,16 @@ def is_harness_kernel(name: str | None, in_range: bool = False) -> bool:
 
 
 def harness_mask(frame: pl.DataFrame, name_col: str = "name") -> pl.Series:
-    """Boolean per row: a harness kernel. Rows inside a graph's warmup/execute range are judged
-    with ``in_range=True`` (only the hold kernel goes); the others by the whole name list."""
+    """Boolean per row: a harness kernel. A row inside a graph's range but outside its warmup and
+    timed loops (set-up, inputs, validation, clean-up) is the harness's; one inside them is judged
+    with ``in_range=True`` (only the hold kernel goes); an unlabelled row by the whole name list."""
     if frame.is_empty() or name_col not in frame.columns:
         return pl.Series("harness", [False] * frame.height, dtype=pl.Boolean)
     names = frame[name_col].to_list()
     if "graph_id" in frame.columns and frame["graph_id"].is_not_null().any():
         ranged = frame["graph_id"].is_not_null().to_list()
         phase = frame["phase"].to_list() if "phase" in frame.columns else [True] * frame.height
-        return pl.Series("harness", [is_harness_kernel(n, in_range=r and p is not None)
+        return pl.Series("harness", [(r and p not in GRAPH_PHASES) or is_harness_kernel(n, in_range=r)
                                      for n, r, p in zip(names, ranged, phase)], dtype=pl.Boolean)
     return pl.Series("harness", [is_harness_kernel(n) for n in names], dtype=pl.Boolean)
 

@@ -85,8 +85,9 @@ def test_kernels_land_in_their_iterations_with_stand_in_rocprofv3(traced) -> Non
     want = sorted(iterations.select("graph_id", "config", "iteration").iter_rows())
     assert got == want and len(want) == 2 * 5
     assert set(timed["run_id"]) == {run.meta["run_id"]} and set(timed["graph"]) == {"mm_a", "mm_b"}
-    inits = kernels.filter(pl.col("phase") == "init")
-    assert inits.height == 2 and inits["iteration"].is_null().all()
+    # the init-phase kernel of each graph (inputs, set-up) is the harness's: left out
+    # (profilers/harness_kernels.py)
+    assert kernels.filter(pl.col("phase") == "init").height == 0
     # one clock (CLOCK_BOOTTIME): per graph, kernels come in the order of their iterations'
     # host start times, and within the host span of the timed loop
     for graph_id in iterations["graph_id"].unique():
