@@ -75,6 +75,7 @@ def dominant_limiter(limiters: pl.DataFrame) -> pl.DataFrame:
 def graphs_by_limiter(graphs: pl.DataFrame, limiters: pl.DataFrame) -> pl.DataFrame:
     """Where kernels have limiters, the per-graph ``verdict`` is the dominant one and
     ``kernel_verdicts`` the limiters' shares of kernel time (not the FLOP/DRAM verdict)."""
+    limiters = limiters.filter(pl.col("limiter") != "unclassified") if limiters.height else limiters
     if graphs.is_empty() or limiters.is_empty() or "graph_id" not in graphs.columns:
         return graphs
     key = [c for c in ("graph_id", "config") if c in graphs.columns]

@@ -35,7 +35,7 @@ import polars as pl
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers import counters as derived_metrics, ncu_csv, ncu_why
 from hipdnn_trace.profilers.base import Collected
-from hipdnn_trace.profilers.graph_limiters import dominant_limiter, graph_limiters, graphs_by_limiter
+from hipdnn_trace.profilers.graph_limiters import graph_limiters, graphs_by_limiter
 from hipdnn_trace.profilers.harness_kernels import drop_harness
 from hipdnn_trace.profilers.ncu_tool import export_command, find_ncu
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
@@ -314,12 +314,12 @@ class NcuProfiler:
         if passes is not None:
             out["replay_passes_per_kernel"] = int(passes)
         if limiters.height:
-            # per graph: the roofline sums and FLOP ratio as before, the verdict now the dominant limiter
+            # per graph: the roofline sums and FLOP ratio as before; the verdict is the dominant limiter
+            # (the FLOP/DRAM verdict only where no kernel has one: a set without the why metrics)
             timed = traced.filter(pl.col("iteration").is_not_null()) if traced.height else None
             graphs = graphs_by_limiter(derived_metrics.graph_verdicts(metrics, spec, kernels=timed,
                                                                       analytical=analytical), limiters)
-            out["verdicts"] = graphs.join(dominant_limiter(limiters), on=["graph_id", "config"], how="left",
-                                          nulls_equal=True)
+            out["verdicts"] = graphs.with_columns(pl.col("verdict").alias("bottleneck"))
             ratios = limiters.select("graph_id", "config", "flops_ratio").unique(subset=["graph_id", "config"])
             out["flops_ratio"] = {f"{g}|{cfg}": r for g, cfg, r in ratios.iter_rows() if r is not None}
         return out

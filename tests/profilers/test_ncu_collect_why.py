@@ -65,3 +65,31 @@ def test_collect_writes_why_columns_limiters_and_bottleneck_with_stand_in_ncu(tm
         (GRAPH_ID, CONFIG, "parallelism", "parallelism")]
     assert "parallelism 85%" in verdicts["kernel_verdicts"][0] and "flops_ratio" in verdicts.columns
     assert got.meta["replay_passes_per_kernel"] == 38          # --set full on the H200
+
+
+def test_a_set_without_the_why_metrics_keeps_the_flop_verdict_with_stand_in_ncu(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    from hipdnn_trace.profilers import ncu_csv
+
+    raw = TEST_DATA / "ncu" / "conv_cudnn_raw_base_units.csv"    # an older set: no memory SOL, no launch limits
+    exe = tmp_path / "ncu"
+    exe.write_text(f"#!/bin/sh\ncat '{raw}'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("HIPDNN_TRACE_NCU", str(exe))
+    monkeypatch.setenv("HIPDNN_TRACE_GPU_ARCH", "sm_90")
+    folder = _run_folder(tmp_path / "runs" / "r1")
+    (folder / "passes").mkdir()
+    (folder / "passes" / "ncu_pass1.ncu-rep").write_bytes(b"report")
+    kernels, _ = ncu_csv.frames(ncu_csv.read_raw_csv(raw))
+    graph_id, config = kernels.row(0, named=True)["graph_id"], kernels.row(0, named=True)["config"]
+    iterations = pl.DataFrame({"run_id": ["r1"], "graph": ["conv"], "graph_id": [graph_id], "config": [config]})
+    args = argparse.Namespace(profile_set="roofline", device=0, format=["parquet"], graphs=(), oracle=False, a=None)
+    got = NcuProfiler().collect(folder, [folder / "passes" / "pass1"], iterations, args)
+    km = pl.read_parquet(folder / "kernel_metrics.parquet")
+    assert km.height == 2 and km["limiter"].is_null().all()
+    assert km["why"].str.contains("use --profile-set why").all()
+    assert pl.read_csv(folder / "graph_limiters.csv")["limiter"].to_list() == ["unclassified"]
+    # no kernel has a limiter: summary's bottleneck stays the FLOP/DRAM verdict, never "unclassified"
+    assert got.meta["verdicts"]["bottleneck"].to_list() == got.meta["verdicts"]["verdict"].to_list()
+    assert "unclassified" not in got.meta["verdicts"]["bottleneck"].to_list()
