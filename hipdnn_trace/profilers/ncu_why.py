@@ -119,6 +119,7 @@ def why_row(get: dict[str, str], table: RawTable) -> dict[str, object]:
     out: dict[str, object] = {col: _value(get, table, m) for col, (m, _, _) in SOL.items()}
     limiter, blocks = occupancy_limiter({k: _value(get, table, m) for k, m in OCCUPANCY_LIMITS.items()})
     out["occupancy_limiter"] = limiter
+    out["lds_throughput_pct"] = None   # AMD's LDS; NVIDIA's shared memory is inside L1/TEX
     grid, sms = out["grid_size"], out["sm_count"]
     if blocks and grid is not None and sms:   # more digits than the page's rounded "0.03"
         out["waves_per_sm"] = float(grid) / (blocks * float(sms))
@@ -137,7 +138,7 @@ def why_row(get: dict[str, str], table: RawTable) -> dict[str, object]:
 
 
 SCHEMA = {**{c: pl.Float64 for c in SOL}, **{c: pl.Int64 for c in INT_COLUMNS},
-          "occupancy_limiter": pl.String, "top_pipe": pl.String, "top_pipe_pct": pl.Float64,
+          "occupancy_limiter": pl.String, "lds_throughput_pct": pl.Float64, "top_pipe": pl.String, "top_pipe_pct": pl.Float64,
           "tensor_pipe_pct": pl.Float64, "top_stalls": pl.String}
 
 

@@ -211,3 +211,15 @@ def test_ingest_leaves_the_harness_kernels_out_of_every_frame() -> None:
     assert set(result.counters["kernel"]) == {"ln_tma_fwd_kernel"}
     assert set(result.kernel_metrics["kernel"]) == {"ln_tma_fwd_kernel"}
     assert any("158 harness kernel dispatches" in n for n in result.notes)
+
+
+def test_kernel_metrics_has_every_column_of_the_why_contract() -> None:
+    contract = {"graph_id", "config", "iteration", "device", "dispatch_id", "kernel", "duration_ns",
+                "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "l1_throughput_pct",
+                "lds_throughput_pct", "l2_throughput_pct", "tensor_pipe_pct", "issue_active_pct",
+                "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "grid_size", "block_size",
+                "waves_per_sm", "sm_count", "registers_per_thread", "shared_memory_per_block", "top_stalls", "limiter",
+                "why", "est_speedup_pct"}
+    km = frame("gemm_bf16")
+    assert contract <= set(km.columns)
+    assert km["shared_memory_per_block"][0] > 1024 and km["lds_throughput_pct"].is_null().all()
