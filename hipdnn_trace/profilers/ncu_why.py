@@ -138,8 +138,8 @@ def why_row(get: dict[str, str], table: RawTable) -> dict[str, object]:
 
 
 SCHEMA = {**{c: pl.Float64 for c in SOL}, **{c: pl.Int64 for c in INT_COLUMNS},
-          "occupancy_limiter": pl.String, "lds_throughput_pct": pl.Float64, "top_pipe": pl.String, "top_pipe_pct": pl.Float64,
-          "tensor_pipe_pct": pl.Float64, "top_stalls": pl.String}
+          "occupancy_limiter": pl.String, "lds_throughput_pct": pl.Float64, "top_pipe": pl.String,
+          "top_pipe_pct": pl.Float64, "tensor_pipe_pct": pl.Float64, "top_stalls": pl.String}
 
 
 #: the ``why`` rows one ncu capture adds to ingest (labels, why columns, limiter)
