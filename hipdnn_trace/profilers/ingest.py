@@ -35,7 +35,7 @@ from hipdnn_trace.profilers.graph_limiters import graph_limiters, graphs_by_limi
 from hipdnn_trace.profilers.harness_kernels import drop_harness
 from hipdnn_trace.profilers.ncu_why import WHY
 from hipdnn_trace.profilers.profiles import ProfileError, load_peaks, normalize_arch, profile_for_arch, select_gpu
-from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2, rocprofv3_csv as v3
+from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2, rocprofv3_csv as v3, why_amd
 from hipdnn_trace.profilers.rocprof.detect import Detected, check_format, detect
 from hipdnn_trace.profilers.rocprof.frames import AGENTS, API, COUNTERS_FULL, KERNELS_FULL, MARKERS, MEMORY, STATS
 from hipdnn_trace.profilers.rocprof.markers_join import has_harness_markers, join_iterations
@@ -277,7 +277,10 @@ def gpu_facts(agents: pl.DataFrame) -> tuple[str | None, str | None, dict[str, f
     row = gpus.filter(pl.col("arch").map_elements(normalize_arch, return_dtype=pl.String) == archs[0]).row(
         0, named=True)
     consts = {"num_xcd": row["num_xcc"], "cu_count": row["cu_count"], "max_clock_mhz": row["max_clock_mhz"],
-              "wave_size": row["wave_size"]}
+              "wave_size": row["wave_size"], "max_waves_per_cu": row.get("max_waves_per_cu"),
+              "lds_banks_per_cu": row.get("lds_banks_per_cu"), "l2_channels": row.get("l2_channels")}
+    if row.get("max_mem_clock_mhz") and row.get("hbm_channels"):   # rocprof-compute utils/parser.py:91
+        consts["hbm_gbps"] = row["max_mem_clock_mhz"] / 1000 * 32 * row["hbm_channels"]
     return archs[0], row["product"], {k: float(v) for k, v in consts.items() if v}
 
 
@@ -316,6 +319,9 @@ def ingest(
                     notes.append(f"no peak-table entry for {product or use_arch}: % of peak and verdicts skipped "
                                  "(pass --gpu)")
                 metrics = derived_metrics.derive(wide, profile, spec, consts)
+                if profile.vendor == "amd":
+                    metrics = why_amd.why_columns(metrics, frames["kernels"],
+                                                  {**(spec.constants() if spec else {}), **consts})
                 graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=_one_pass(frames["kernels"]))
     metrics = join_why(metrics, frames["why"])
     limiters = graph_limiters(metrics) if "limiter" in metrics.columns else pl.DataFrame()

@@ -23,7 +23,10 @@ from hipdnn_trace.errors import UserError
 from hipdnn_trace.profilers.expr import Expr, ExprError, parse
 
 #: ``$constants`` a formula may use; values come from the agent info or the peak table.
-CONSTANTS = ("num_xcd", "cu_count", "sm_count", "max_clock_mhz", "wave_size")
+CONSTANTS = ("num_xcd", "cu_count", "sm_count", "max_clock_mhz", "wave_size",
+             # rocprof-compute's sysinfo facts ($max_waves_per_cu, $lds_banks_per_cu, $total_l2_chan,
+             # $hbmBandwidth = max_mclk / 1000 * 32 * num_hbm_channels in GB/s)
+             "max_waves_per_cu", "lds_banks_per_cu", "l2_channels", "hbm_gbps")
 #: Columns every wide counter frame has besides counters (formulas may read them).
 BUILTIN_COLUMNS = ("duration_ns",)
 NO_BLOCK = "-"

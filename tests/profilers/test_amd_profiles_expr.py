@@ -30,7 +30,8 @@ def test_every_profile_names_gpus_of_its_arch_in_the_peak_table():
 
 def test_every_profile_has_the_four_presets_and_roofline_counts_flops_and_bytes():
     for arch, profile in load_profiles().items():
-        assert {"basic", "memory", "compute", "roofline"} <= set(profile.presets), arch
+        assert {"basic", "memory", "compute", "roofline"} <= set(profile.presets) <= {
+            "basic", "memory", "compute", "roofline", "why"}, arch
         if profile.vendor == "nvidia":   # docs/nvidia.md "Why": the limiter per kernel needs it
             assert "why" in profile.presets and set(profile.preset("roofline").counters) <= set(
                 profile.preset("why").counters), arch
@@ -125,3 +126,13 @@ def test_expression_reports_its_inputs():
     assert e.names == {"GRBM_GUI_ACTIVE", "GRBM_COUNT"} and e.constants == {"num_xcd"}
     with pytest.raises(ExprError, match=r"constant \$num_xcd is not known"):
         e.evaluate({"GRBM_GUI_ACTIVE": 1, "GRBM_COUNT": 1})
+
+
+def test_amd_why_preset_collects_every_speed_of_light_formula():
+    for arch in ("gfx942", "gfx950"):
+        p = load_profiles()[arch]
+        why = set(p.preset("why").counters) | {"duration_ns"}
+        sol = {n: m for n, m in p.metrics.items() if n.startswith(("sol_", "spi_"))}
+        assert len(sol) == 27, arch
+        for name, metric in sol.items():
+            assert metric.expr.names <= why, (arch, name, metric.expr.names - why)

@@ -95,6 +95,12 @@ AGENTS: Schema = {
     "cu_count": pl.Int64(),
     "max_clock_mhz": pl.Int64(),
     "wave_size": pl.Int64(),
+    # rocprof-compute sysinfo.csv facts its analysis formulas use (null elsewhere unless given)
+    "max_waves_per_cu": pl.Int64(),
+    "max_mem_clock_mhz": pl.Int64(),
+    "hbm_channels": pl.Int64(),
+    "l2_channels": pl.Int64(),
+    "lds_banks_per_cu": pl.Int64(),
 }
 
 

@@ -162,9 +162,11 @@ def read_wide(path: Path, table: Table | None = None) -> tuple[pl.DataFrame, pl.
             },
             KERNELS_FULL,
         )
+    columns, rename = waves_accumulator(table.header, counter_columns(table, WIDE_META))
     counters = _wide_counters(
         table,
-        counter_columns(table, WIDE_META),
+        columns,
+        rename=rename,
         kernel=names,
         dispatch=dispatch,
         device=device,
@@ -176,6 +178,35 @@ def read_wide(path: Path, table: Table | None = None) -> tuple[pl.DataFrame, pl.
         source=source,
     )
     return kernels, counters
+
+
+_ACCUM = re.compile(r"^SQ_ACCUM_PREV_HIRES(?:_\d+)?$")
+_PASS_START = re.compile(r"^Kernel_ID(?:_\d+)?$")
+
+
+def waves_accumulator(header: list[str], columns: list[int]) -> tuple[list[int], dict[int, str]]:
+    """Keep ``SQ_ACCUM_PREV_HIRES`` only where it accumulated ``SQ_LEVEL_WAVES``.
+
+    The accumulator sums whichever ``*_LEVEL*`` counter shares its pass, so in a
+    rocprof-compute merged ``pmc_perf.csv`` (one ``Kernel_ID[_n]`` column opens each pass)
+    or a single-pass ``SQ_IFETCH_LEVEL.csv`` it means different things. rocprof-compute's
+    Wavefront Occupancy reads it only beside ``SQ_LEVEL_WAVES`` (coll_level SQ_LEVEL_WAVES,
+    analysis_configs/gfx942/0200_system_speed_of_light.yaml:243); so do we: that column is
+    named ``SQ_ACCUM_PREV_HIRES``, the others are dropped.
+    """
+    group, groups = 0, {}
+    for i, name in enumerate(header):
+        group += bool(_PASS_START.match(name)) and i > 0 and any(_PASS_START.match(h) for h in header[:i])
+        groups[i] = group
+    waves_groups = {groups[i] for i, name in enumerate(header) if name == "SQ_LEVEL_WAVES"}
+    kept, rename = [], {}
+    for c in columns:
+        if _ACCUM.match(header[c]):
+            if groups[c] not in waves_groups:
+                continue
+            rename[c] = "SQ_ACCUM_PREV_HIRES"
+        kept.append(c)
+    return kept, rename
 
 
 def _wide_counters(
@@ -191,11 +222,12 @@ def _wide_counters(
     process: list,
     correlation: list,
     source: str,
+    rename: dict[int, str] | None = None,
 ) -> pl.DataFrame:
     """One long row per (dispatch, counter column); empty cells are skipped."""
     if not columns or not table.rows:
         return pl.DataFrame(schema=COUNTERS_FULL)
-    names = [table.header[c] for c in columns]
+    names = [(rename or {}).get(c, table.header[c]) for c in columns]
     cells = pl.DataFrame(
         {f"c{j}": [row[c] for row in table.rows] for j, c in enumerate(columns)},
         schema={f"c{j}": pl.String for j in range(len(columns))},
@@ -352,6 +384,11 @@ def agents_from_sysinfo(table: Table) -> pl.DataFrame:
             "cu_count": table.ints("cu_per_gpu"),
             "max_clock_mhz": table.ints("max_sclk"),
             "wave_size": table.ints("wave_size"),
+            "max_waves_per_cu": table.ints("max_waves_per_cu"),
+            "max_mem_clock_mhz": table.ints("max_mclk"),
+            "hbm_channels": table.ints("num_hbm_channels"),
+            "l2_channels": table.ints("total_l2_chan"),
+            "lds_banks_per_cu": table.ints("lds_banks_per_cu"),
         },
         AGENTS,
     )

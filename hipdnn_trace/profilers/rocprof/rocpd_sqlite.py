@@ -228,4 +228,7 @@ def _agents(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
         out["cu_count"].append(ext.get("cu_count"))
         out["max_clock_mhz"].append(ext.get("max_engine_clk_fcompute"))
         out["wave_size"].append(ext.get("wave_front_size"))
+        out["max_waves_per_cu"].append(ext.get("max_waves_per_cu"))
+        for key in ("max_mem_clock_mhz", "hbm_channels", "l2_channels", "lds_banks_per_cu"):
+            out[key].append(None)
     return columns_frame(out, AGENTS)

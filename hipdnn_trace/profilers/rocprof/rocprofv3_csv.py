@@ -144,6 +144,7 @@ def agents_from_table(table: Table) -> pl.DataFrame:
         "cu_count": table.ints("Cu_Count"),
         "max_clock_mhz": table.ints("Max_Engine_Clk_Fcompute"),
         "wave_size": table.ints("Wave_Front_Size"),
+        "max_waves_per_cu": table.ints("Max_Waves_Per_Cu"),
     }
     return columns_frame(cols, AGENTS)
 

@@ -45,7 +45,7 @@ from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.base import Collected
 from hipdnn_trace.profilers.ingest import Ingested, gpu_facts, ingest, write_frame
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
-from hipdnn_trace.profilers.rocprof import argv as cmdline
+from hipdnn_trace.profilers.rocprof import argv as cmdline, why_amd
 from hipdnn_trace.profilers.rocprof.frames import MARKERS
 from hipdnn_trace.profilers.rocprof.markers_join import PREFIX, join_iterations
 
@@ -302,6 +302,8 @@ class _AmdProfiler:
                          how="left", nulls_equal=True).with_columns(
             pl.coalesce("_d", "duration_ns").alias("duration_ns")).drop("_d")
         metrics = derived_metrics.derive(wide, profile, spec, consts)
+        if profile.vendor == "amd":
+            metrics = why_amd.why_columns(metrics, kernels, {**(spec.constants() if spec else {}), **consts})
         summary = load_run(run_dir).summary
         analytical = summary.select("graph_id", "config", "flops") if summary.height else None
         graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=kernels, analytical=analytical)
