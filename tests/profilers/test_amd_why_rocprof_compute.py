@@ -57,7 +57,7 @@ def _agree(metrics: pl.DataFrame, expected: dict[str, float]) -> None:
 
 
 def test_bmm1_mi300x_equals_rocprof_compute_speed_of_light():
-    metrics = ingest([_workload("rocprof-compute3.3_bmm1_MI300X")]).metrics
+    metrics = ingest([_workload("rocprof-compute3.3_bmm1_MI300X")]).kernel_metrics
     assert metrics.height == 20
     _agree(metrics, BMM1)
     # the contract's columns are those rows, named as on NVIDIA
@@ -76,7 +76,7 @@ def test_bmm1_mi300x_equals_rocprof_compute_speed_of_light():
 
 def test_mi350_equals_rocprof_compute_where_it_has_a_clock():
     folder = _workload("rocprof-compute_vcopy_MI350")
-    metrics = ingest([folder / "pmc_perf.csv", folder / "sysinfo.csv"]).metrics
+    metrics = ingest([folder / "pmc_perf.csv", folder / "sysinfo.csv"]).kernel_metrics
     assert metrics.height == 3
     _agree(metrics, MI350)
     for col in ("sol_vl1d_pct", "sol_l2_pct", "sol_lds_pct", "l1_throughput_pct"):
@@ -88,7 +88,7 @@ def test_mi350_equals_rocprof_compute_where_it_has_a_clock():
 def test_truncated_rocpd_workload_is_blank_where_rocprof_compute_is_blank():
     # The fixture keeps 400 of 6027 long rows: rocprof-compute's 2.1 rows are all blank except
     # MFMA F8/F32/I8 FLOPs (0.00); none of our why rows can be computed either.
-    metrics = ingest([_workload("rocprof-compute_vcopy_MI300X_A1_rocpd")]).metrics
+    metrics = ingest([_workload("rocprof-compute_vcopy_MI300X_A1_rocpd")]).kernel_metrics
     assert metrics.height == 3
     for col in BMM1:
         assert col not in metrics.columns or metrics[col].null_count() == metrics.height, col

@@ -43,6 +43,7 @@ from hipdnn_trace.markers import graph_range_name, iteration_name
 from hipdnn_trace.markers_roctx import REGIONS_ENV
 from hipdnn_trace.profilers import counters as derived_metrics
 from hipdnn_trace.profilers.base import Collected
+from hipdnn_trace.profilers.graph_limiters import graph_limiters, graphs_by_limiter
 from hipdnn_trace.profilers.ingest import Ingested, gpu_facts, ingest, write_frame
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.profilers.rocprof import argv as cmdline, why_amd
@@ -306,7 +307,11 @@ class _AmdProfiler:
             metrics = why_amd.why_columns(metrics, kernels, {**(spec.constants() if spec else {}), **consts})
         summary = load_run(run_dir).summary
         analytical = summary.select("graph_id", "config", "flops") if summary.height else None
-        graphs = derived_metrics.graph_verdicts(metrics, spec, kernels=kernels, analytical=analytical)
+        limiters = graph_limiters(metrics, analytical) if "limiter" in metrics.columns else pl.DataFrame()
+        graphs = graphs_by_limiter(
+            derived_metrics.graph_verdicts(metrics, spec, kernels=kernels, analytical=analytical), limiters)
+        if limiters.height:
+            write_frame(limiters, run_dir, "graph_limiters", parquet=True)
         write_frame(wide, run_dir, "counters_wide", parquet=True)
         write_frame(metrics, run_dir, "kernel_metrics", parquet=True)
         out: dict[str, Any] = {"arch": arch, "gpu": spec.name if spec else None,

@@ -10,10 +10,11 @@ what AMD cannot tell (theoretical occupancy, warp-stall reasons) are in docs/amd
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 
 import polars as pl
+
+from hipdnn_trace.profilers.why import with_limiters
 
 #: rocprof-compute workgroup-manager rows (panel 600) -> the contract's occupancy_limiter words.
 SPI_LIMITERS = {
@@ -110,16 +111,9 @@ def why_columns(metrics: pl.DataFrame, kernels: pl.DataFrame, constants: Mapping
 
 
 def _classified(df: pl.DataFrame) -> pl.DataFrame:
-    """limiter and why from the one vendor-neutral rule (profilers/why.py, h-why-core's module).
-
-    Imported by name so this module works, with the two columns null, on a tree that does not
-    have why.py yet.
-    """
-    try:
-        classify = importlib.import_module("hipdnn_trace.profilers.why").classify
-    except (ImportError, AttributeError):
-        return df.with_columns(pl.lit(None, dtype=pl.String).alias("limiter"),
-                               pl.lit(None, dtype=pl.String).alias("why"))
-    verdicts = [classify(row) for row in df.iter_rows(named=True)]
-    return df.with_columns(pl.Series("limiter", [v[0] for v in verdicts], dtype=pl.String),
-                           pl.Series("why", [v[1] for v in verdicts], dtype=pl.String))
+    """limiter, why and est_speedup_pct from the one vendor-neutral rule (profilers/why.py); the
+    FLOP/DRAM verdict columns go where a limiter replaces them."""
+    out = with_limiters(df)
+    if out["limiter"].is_null().all():   # no why counters (an older preset): the FLOP/DRAM verdict stays
+        return out
+    return out.drop([c for c in ("verdict", "verdict_reason") if c in out.columns])
