@@ -6,7 +6,8 @@ returns ``(limiter, why)``: the limiter's first word is one of
 * ``compute <pipe>`` / ``issue`` / ``memory <level>``: the higher of SM and memory throughput
   is at least ``Thresholds.peak_pct`` of peak (Nsight Compute's SOLBottleneck rule: below 60%
   for both "typically indicate[s] latency issues"). SM side: the busiest pipe names it
-  (HighPipeUtilization), unless instruction issue is busier (``issue``). Memory side: the
+  (HighPipeUtilization; ``compute sm`` where no pipe was collected), unless instruction issue
+  is busier (``issue``). Memory side: the
   level (dram, l2, l1, lds) with the highest throughput.
 * ``parallelism``: neither near peak and the grid does not fill the GPU once (waves per SM
   below ``Thresholds.waves``: SOLBottleneck's "grid is too small to fill the available
