@@ -41,6 +41,8 @@ examples:
   hipdnn-trace compare runs/plugin_a runs/plugin_b --by engine   # pair rows by engine too
   hipdnn-trace compare runs/locked runs/boost --cycles      # time x clock: runs at different clocks
   hipdnn-trace compare runs/ab                              # run --a X --b Y: its interleaved verdicts
+  hipdnn-trace compare runs/base runs/new --why             # SLOWER/FASTER graphs explained kernel by kernel
+  hipdnn-trace compare runs/oracle --why                    # run --oracle --profile ncu: why the tuned plan wins
 """
 
 
@@ -60,6 +62,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="what to print on stdout (default table)")
     parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write everything as JSON")
+    parser.add_argument("--why", action="store_true",
+                        help="explain each SLOWER/FASTER graph kernel by kernel (time, grid and waves, occupancy, "
+                             "limiter, stalls) from the runs' kernel_metrics (run --profile ncu); with RUN_A alone, "
+                             "the oracle's out-of-the-box vs tuned plans and the interleaved A/B pairs")
     parser.add_argument("--top", type=int, default=5,
                         help="regressions and improvements to highlight (default 5)")
     parser.set_defaults(main=main)
@@ -118,12 +124,18 @@ def _write(path: Path, text: str) -> None:
 
 
 def _one_run(args: argparse.Namespace) -> int:
-    """RUN_A alone: the interleaved A/B verdicts it decided as it ran."""
+    """RUN_A alone: the interleaved A/B verdicts it decided as it ran (with --why: and its pairs explained)."""
     from hipdnn_trace.compare import ab_view
     from hipdnn_trace.compare.loading import load_input, run_label
 
     run = load_input(args.run_a)
     df = ab_view.ab_frame(run)
+    if getattr(args, "why", False) and not df.height:
+        from hipdnn_trace.compare.why_sections import one_run
+
+        text, _ = one_run(run, args.threshold)
+        sys.stdout.write("\n".join(escape(line) for line in text.split("\n")))
+        return 0
     if not df.height:
         raise UserError(f"{args.run_a}: no interleaved A/B verdicts (ab.csv: a run --a X --b Y writes them); "
                         "name RUN_B to compare two runs")
@@ -133,6 +145,10 @@ def _one_run(args: argparse.Namespace) -> int:
         _write(args.csv, df.write_csv())
     if args.json:
         _write(args.json, ab_view.to_json(df))
+    if args.format == "table" and getattr(args, "why", False):
+        from hipdnn_trace.compare.why_sections import one_run
+
+        text += "\n" + one_run(run, args.threshold)[0]
     sys.stdout.write("\n".join(escape(line) for line in text.split("\n")) if args.format == "table" else text)
     return ab_view.exit_code(df)
 
@@ -169,6 +185,11 @@ def main(args: argparse.Namespace) -> int:
     }[args.format]()
     if args.format == "table":   # names are data: no control characters on the terminal (csv/json as they are)
         text += _interleaved_sections([args.run_a, args.run_b])
+        if args.why:
+            from hipdnn_trace.compare.loading import load_input
+            from hipdnn_trace.compare.why_sections import two_runs
+
+            text += two_runs(comparison, load_input(args.run_a), load_input(args.run_b))
         text = "\n".join(escape(line) for line in text.split("\n"))
     sys.stdout.write(text)
     return comparison.exit_code

@@ -72,10 +72,29 @@ def execute(request: RunRequest) -> Finished:
         from hipdnn_trace.profilers.external import run_external
 
         code = run_external(plan.profiler, request, list(request.argv))
-        return _into_store(request, Finished(request.out / request.run_id if request.run_id else None, code))
+        folder = request.out / request.run_id if request.run_id else None
+        _explain_pairs(request, folder)
+        return _into_store(request, Finished(folder, code))
     if isinstance(plan, EngineListing):
         return Finished(None, list_engines(plan))
     return _into_store(request, Finished(plan.folder, measure(plan, clock)))
+
+
+def _explain_pairs(request: RunRequest, folder: Path | None) -> None:
+    """``run --oracle`` or an A/B under a counter profiler: why the tuned plan (or B) differs, kernel by kernel
+    (compare/why.py), printed when the counters are in; ``compare RUN --why`` prints it again."""
+    if request.quiet or folder is None or not (request.oracle or request.a) or not (folder / "run.json").is_file():
+        return
+    from hipdnn_trace.compare.why_sections import one_run
+    from hipdnn_trace.results.rundir import load_run
+
+    try:
+        text, found = one_run(load_run(folder), 0.05)
+    except UserError as exc:
+        print(f"hipdnn-trace run: warning: no kernel-level explanation: {exc}", file=sys.stderr)
+        return
+    if found:
+        print("\n".join(escape(line) for line in text.split("\n")), end="")
 
 
 def _into_store(request: RunRequest, finished: Finished) -> Finished:

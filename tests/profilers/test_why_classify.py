@@ -95,4 +95,4 @@ def test_harness_kernel_names(name: str, in_range: bool, expected: bool) -> None
 def test_replay_cost_is_said_up_front() -> None:
     args = SimpleNamespace(profile_set="why", graphs=("graphs/perf/norm",), oracle=True, a=None)
     note = replay_estimate(args, 3)
-    assert "~25 replay passes per kernel (estimate)" in note and "x 2 configuration(s) x 3 iteration(s)" in note
+    assert "~22 replay passes per kernel (measured)" in note and "x 2 configuration(s) x 3 iteration(s)" in note

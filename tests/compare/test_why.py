@@ -1,0 +1,85 @@
+"""``compare --why``: the kernel-level changes behind a time difference (compare/why.py). On the real
+H200 run of cuDNN's LN-backward oracle pair (tests/data/ncu/why_ln_oracle_run: heuristic eng1 2.40 ms,
+autotuned eng5 0.41 ms), it names the two grid-starved kernels as most of the regret."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from repo_paths import TEST_DATA
+
+from hipdnn_trace.cli import main
+from hipdnn_trace.compare.why import explain, summary
+from hipdnn_trace.compare.why_sections import two_runs
+
+RUN = TEST_DATA / "ncu" / "why_ln_oracle_run"
+LN = "35ff2b3905203f5a"
+
+
+def _side(config: str) -> pl.DataFrame:
+    k = pl.read_csv(RUN / "kernel_metrics.csv", infer_schema_length=None)
+    return k.filter((pl.col("graph_id") == LN) & (pl.col("config") == config))
+
+
+def test_the_ln_backward_regret_is_the_two_grid_starved_kernels() -> None:
+    e = explain(_side("cudnn#ootb"), _side("cudnn#tuned"), graph="ln", label_a="ootb", label_b="tuned")
+    text = summary(e)
+    assert "ootb is slower" in text
+    assert "with grids of 64 and 32 blocks on 132 SMs" in text and "limiter parallelism" in text
+    assert "LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in text
+    starved = [c for c in e.changes if c.kernel.startswith("LayerNormGradBetaGamma")]
+    assert sum(c.contribution_ns for c in starved) / e.delta_ns > 0.9   # most of the regret
+    # contributions add up to the difference of the profiled kernel times
+    assert sum(c.contribution_ns for c in e.changes) == pytest.approx(e.delta_ns)
+    assert e.profiled_a_ns > 5 * e.profiled_b_ns
+
+
+def test_compare_one_oracle_run_with_why_prints_the_explanation(tmp_path: Path, capsys) -> None:
+    run = shutil.copytree(RUN, tmp_path / "why_ln")
+    assert main(["compare", str(run), "--why"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("why:\nllm_layernorm_backward_8x2048x4096_bf16: cudnn#ootb is slower by")
+    assert "grid 64x128, 0.03 waves; occupancy 6.2/100.0%" in out
+
+
+def test_a_run_without_kernel_metrics_says_how_to_get_them(tmp_path: Path, capsys) -> None:
+    run = shutil.copytree(RUN, tmp_path / "why_ln")
+    (run / "kernel_metrics.csv").unlink()
+    assert main(["compare", str(run), "--why"]) == 0
+    assert "no kernel_metrics, so no kernel-level explanation; profile the run with --profile ncu" in \
+        capsys.readouterr().out
+
+
+def test_two_runs_explain_only_slower_and_faster_rows(tmp_path: Path) -> None:
+    """The comparison table is a stand-in (two CPU runs cannot differ on purpose); the kernel rows are real."""
+    class Side:
+        def __init__(self, path: Path) -> None:
+            self.path = path
+
+    a, b = shutil.copytree(RUN, tmp_path / "a"), shutil.copytree(RUN, tmp_path / "b")
+    table = pl.DataFrame({"graph": ["ln", "ln"], "graph_id": [LN, LN], "config_a": ["cudnn#ootb"] * 2,
+                          "config_b": ["cudnn#tuned", "cudnn#ootb"], "median_a": [2.4, 2.4],
+                          "median_b": [0.41, 2.4], "verdict": ["FASTER", "SAME"]})
+
+    class Comparison:
+        pass
+
+    c = Comparison()
+    c.table = table
+    text = two_runs(c, Side(a), Side(b))
+    assert text.count("is slower by") == 1 and "A (cudnn#ootb) is slower" in text
+
+
+def test_run_oracle_under_a_counter_profiler_prints_the_explanation(tmp_path: Path, capsys) -> None:
+    """The end of ``run --oracle --profile ncu`` (runs/measure.py), on the real run folder."""
+    from hipdnn_trace.runs.measure import _explain_pairs
+    from hipdnn_trace.runs.request import RunRequest
+
+    run = shutil.copytree(RUN, tmp_path / "why_ln")
+    _explain_pairs(RunRequest(oracle=True), run)
+    assert "LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in capsys.readouterr().out
+    _explain_pairs(RunRequest(oracle=True, quiet=True), run)
+    assert capsys.readouterr().out == ""
