@@ -495,6 +495,11 @@ def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) 
     if tables:
         sections.append(Section("oracle", "Oracle: out-of-the-box vs tuned plan", paragraphs,
                                 [Table(*cells) for cells in tables]))
+    from hipdnn_trace.compare.why_report import why_section
+
+    why = why_section(runs, comparison)   # profiled runs: limiters, hierarchical roofline, the explanation
+    if why is not None:
+        sections.append(why)
     sections += figures_sections(runs, comparison, top)
     throughput = throughput_section(runs)
     if throughput:

@@ -51,6 +51,28 @@ REPORT = "ncu_pass1"
 _LABELS = ["graph_id", "config", "iteration"]
 
 
+#: the why columns drawn as per-kernel counter tracks in the run's trace (beside the raw counters)
+WHY_TRACKS = ("sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "l1_throughput_pct",
+              "l2_throughput_pct", "achieved_occupancy_pct", "issue_active_pct", "tensor_pipe_pct")
+
+
+def why_counters(metrics: pl.DataFrame | None, counters: pl.DataFrame) -> pl.DataFrame:
+    """kernel_metrics' why columns as long counter rows ("why sm_throughput_pct", %) on the same kernels
+    (dispatch_id is the traced correlation id), so the trace shows them as counter tracks."""
+    if metrics is None or metrics.is_empty() or "dispatch_id" not in metrics.columns:
+        return counters.clear()
+    keep = [c for c in WHY_TRACKS if c in metrics.columns]
+    labels = [c for c in ("run_id", "graph", "graph_id", "config", "iteration", "kernel", "device")
+              if c in metrics.columns]
+    if not keep:
+        return counters.clear()
+    long = metrics.select(*labels, pl.col("dispatch_id").cast(pl.Int64).alias("correlation_id"),
+                          *[pl.col(c).cast(pl.Float64) for c in keep]).unpivot(
+        index=[*labels, "correlation_id"], on=keep, variable_name="counter", value_name="value")
+    return long.filter(pl.col("value").is_not_null() & (pl.col("correlation_id") >= 0)).with_columns(
+        ("why " + pl.col("counter")).alias("counter"), pl.lit("%").alias("unit"), pl.lit("ncu").alias("source"))
+
+
 def child_pass_arguments(iters: int) -> list[str]:
     """Appended to the counter pass's child: a short loop (argparse keeps the last value), and
     plain event timing, so staged timing's hold kernel never runs under ncu."""
@@ -173,6 +195,7 @@ class NcuProfiler:
         self._profile: Profile | None = None
         self._metrics: list[str] | None = None
         self._arch: str | None = None
+        self._why_metrics: pl.DataFrame | None = None
 
     # ---------------------------------------------------------------- planning
 
@@ -284,7 +307,8 @@ class NcuProfiler:
         if counters.height:
             meta.update(self._derive(run_dir, run, counters, traced, notes, _write_frame, table))
         if counters.height and traced.height:
-            self._add_tracks(run_dir, counters, traced)
+            self._add_tracks(run_dir, pl.concat([counters, why_counters(self._why_metrics, counters)],
+                                                how="diagonal_relaxed"), traced)
         meta["notes"] = notes
         return Collected(kernels=kernels_out, counters=counters, meta=meta)
 
@@ -299,6 +323,7 @@ class NcuProfiler:
         c = counters.with_columns(pl.col("correlation_id").alias("dispatch_id"))
         wide = derived_metrics.wide_counters(c.with_columns(pl.lit("timed").alias("phase")))
         metrics = with_why(derived_metrics.derive(wide, profile, spec), counters, table)
+        self._why_metrics = metrics
         summary = run.summary
         analytical = summary.select("graph_id", "config", "flops") if summary.height else None
         limiters = graph_limiters(metrics, analytical)

@@ -83,3 +83,25 @@ def test_run_oracle_under_a_counter_profiler_prints_the_explanation(tmp_path: Pa
     assert "LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in capsys.readouterr().out
     _explain_pairs(RunRequest(oracle=True, quiet=True), run)
     assert capsys.readouterr().out == ""
+
+
+def test_the_report_has_the_why_section_with_bars_roofline_and_explanation(tmp_path: Path) -> None:
+    from hipdnn_trace.compare.report_model import Image, build_report
+    from hipdnn_trace.results.rundir import load_run
+
+    run = load_run(shutil.copytree(RUN, tmp_path / "why_ln"))
+    why = next(s for s in build_report([run], None).sections if s.id == "why")
+    assert sum(isinstance(b, Image) for b in why.blocks) == 2   # limiter bars, roofline
+    assert any("LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in p for p in why.paragraphs)
+
+
+def test_roofline_points_and_ceilings_per_level() -> None:
+    """Intensity = FLOPs / bytes at the level, TFLOP/s = FLOPs / duration, ceiling = bytes per cycle x cycles/s."""
+    from hipdnn_trace.compare.why_report import roofline_points
+
+    frame = pl.DataFrame({"kernel": ["k"], "flops": [2.0e9], "duration_ns": [1.0e6], "dram__bytes.sum": [1.0e8],
+                          "dram__bytes.sum.peak_sustained": [512.0], "dram__cycles_elapsed.avg.per_second": [2.6e9],
+                          "lts__t_bytes.sum": [4.0e8]})
+    points, peaks = roofline_points(frame)
+    assert points["DRAM"] == [(20.0, 2.0, "k")] and points["L2"] == [(5.0, 2.0, "k")] and "L1" not in points
+    assert peaks == {"DRAM": pytest.approx(512 * 2.6)}   # GB/s; L2 has no peak metrics here

@@ -94,3 +94,31 @@ def test_a_set_without_the_why_metrics_keeps_the_flop_verdict_with_stand_in_ncu(
     assert got.meta["verdicts"]["bottleneck"].to_list() == got.meta["verdicts"]["verdict"].to_list()
     # (that verdict is null here: the capture has ffma but not fadd/fmul, so no FLOP class is computable)
     assert got.meta["verdicts"]["bottleneck"].to_list() == [None]
+
+
+def test_why_columns_become_counter_tracks_in_the_trace(tmp_path: Path) -> None:
+    """The why columns of the real LN-backward oracle run (tests/data/ncu/why_ln_oracle_run) drawn as
+    per-kernel counter tracks on traced kernels (times here are stand-ins: the run folder kept no trace)."""
+    from hipdnn_trace.profilers.ncu import WHY_TRACKS, why_counters
+    from hipdnn_trace.results import schemas
+    from hipdnn_trace.results.timeline import add_counters
+    from hipdnn_trace.trace import read_trace
+    from hipdnn_trace.trace.writer import TraceWriter
+
+    metrics = pl.read_csv(TEST_DATA / "ncu" / "why_ln_oracle_run" / "kernel_metrics.csv", infer_schema_length=None)
+    long = why_counters(metrics, schemas.empty(schemas.COUNTERS))
+    assert set(long["counter"]) == {f"why {c}" for c in WHY_TRACKS if metrics[c].drop_nulls().len()}
+    kernels = metrics.select("run_id", "graph", "graph_id", "config", "iteration", pl.col("kernel").alias("name"),
+                             pl.col("dispatch_id").cast(pl.Int64).alias("correlation_id"),
+                             pl.col("device").cast(pl.Int64)).with_columns(
+        (pl.int_range(pl.len()) * 10_000).alias("start_ns"), (pl.int_range(pl.len()) * 10_000 + 5_000).alias("end_ns"),
+        pl.lit("ncu").alias("source"))
+    path = tmp_path / "trace.pftrace"
+    with TraceWriter(path) as writer:
+        placed = add_counters(writer, long, kernels)
+    assert placed == long.height
+    contents = read_trace(path)
+    assert "why sm_throughput_pct" in set(contents.tracks["name"])
+    sm = contents.counters.filter(pl.col("track_name") == "why sm_throughput_pct")
+    assert sm.height == 2 * metrics["sm_throughput_pct"].drop_nulls().len()   # its value at the start, 0 at the end
+    assert sm["value"].max() == pytest.approx(metrics["sm_throughput_pct"].max())
