@@ -480,6 +480,43 @@ def headline_section(runs: list[Any], comparison: Comparison | None) -> Section:
     return Section("headline", "At a glance", paragraphs, blocks)
 
 
+def why_section(runs: list[Any], comparison: Comparison | None) -> Section | None:
+    """Profiled runs: limiter bars, the hierarchical roofline and the explanation (compare/why_report.py);
+    None when no run carries kernel_metrics."""
+    from hipdnn_trace.compare.why_report import limiter_bars_png, roofline_png
+    from hipdnn_trace.compare.why_sections import one_run, two_runs
+    from hipdnn_trace.results.profile_frames import load_profile_frame
+    from hipdnn_trace.results.speed_of_light import peaks_of
+
+    blocks: list[Any] = []
+    paragraphs: list[str] = []
+    for tag, run in zip(("A: ", "B: ") if len(runs) == 2 else ("",), runs):
+        metrics = load_profile_frame(run.path, "kernel_metrics")
+        if metrics is None:
+            continue
+        limiters = load_profile_frame(run.path, "graph_limiters")
+        bars = limiter_bars_png(limiters) if limiters is not None else None
+        if bars:
+            blocks.append(Image(bars, "limiter bars", f"{tag}share of each graph's kernel time by limiter"))
+        peaks = peaks_of(run.meta)
+        tflops = max(peaks.tflops.values()) if peaks is not None and peaks.tflops else None
+        image, caption = roofline_png(metrics, tflops)
+        if image:
+            blocks.append(Image(image, "hierarchical roofline", f"{tag}{caption}"))
+        if limiters is not None and limiters.height:
+            top = limiters.sort("kernel_time_ns", descending=True).head(20)
+            blocks.append(Table(["graph", "config", "limiter", "share %", "dominant kernel"],
+                                [[str(r["graph"]), str(r["config"]), str(r["limiter"]), f"{r['share_pct']:.0f}",
+                                  str(r["dominant_kernel"])] for r in top.iter_rows(named=True)],
+                                f"{tag}limiters by kernel time (graph_limiters)"))
+    if not blocks:
+        return None
+    text = two_runs(comparison, runs[0], runs[1]) if comparison is not None and len(runs) == 2 \
+        else one_run(runs[0], 0.05)[0]
+    paragraphs += [line for line in text.strip().split("\n") if line and not line.startswith("  ")]
+    return Section("why", "Why: limiters, roofline, what explains a difference", paragraphs, blocks)
+
+
 def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) -> Report:
     """All sections of the report of one run, or of B against A when ``comparison`` is given."""
     title = (f"hipdnn-trace: {comparison.label_b} vs {comparison.label_a}" if comparison
@@ -495,8 +532,6 @@ def build_report(runs: list[Any], comparison: Comparison | None, top: int = 12) 
     if tables:
         sections.append(Section("oracle", "Oracle: out-of-the-box vs tuned plan", paragraphs,
                                 [Table(*cells) for cells in tables]))
-    from hipdnn_trace.compare.why_report import why_section
-
     why = why_section(runs, comparison)   # profiled runs: limiters, hierarchical roofline, the explanation
     if why is not None:
         sections.append(why)

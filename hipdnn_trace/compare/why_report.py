@@ -1,6 +1,6 @@
-"""The report's "Why" section: per-graph limiter bars (share of kernel time per limiter, graph_limiters), a
-hierarchical roofline (L1, L2, DRAM; each kernel a point per level) and the explanation table of the
-oracle / A/B pairs (compare/why.py). docs/compare.md "Why".
+"""The pictures of the report's "Why" section (report_model.py ``why_section``): per-graph limiter bars
+(share of kernel time per limiter, graph_limiters) and a hierarchical roofline (L1, L2, DRAM; each kernel a
+point per level). docs/compare.md "Why".
 
 Roofline (Nsight Compute Kernel Profiling Guide, "Roofline Charts"; the hierarchical roofline of Yang et al.,
 "Hierarchical Roofline analysis for GPUs", 2020, which measures it with these metrics): a kernel's achieved
@@ -113,39 +113,3 @@ def limiter_bars_png(limiters: pl.DataFrame, top: int = 24) -> bytes | None:
     ax.set_xlim(0, 100)
     ax.legend(fontsize=7, loc="lower right")
     return _png(fig)
-
-
-def why_section(runs: list[Any], comparison: Any | None) -> Any | None:
-    """The report section (None when no run carries kernel_metrics)."""
-    from hipdnn_trace.compare.report_model import Image, Section, Table
-    from hipdnn_trace.compare.why_sections import one_run, two_runs
-    from hipdnn_trace.results.profile_frames import load_profile_frame
-    from hipdnn_trace.results.speed_of_light import peaks_of
-
-    blocks: list[Any] = []
-    paragraphs: list[str] = []
-    for tag, run in zip(("A: ", "B: ") if len(runs) == 2 else ("",), runs):
-        metrics = load_profile_frame(run.path, "kernel_metrics")
-        if metrics is None:
-            continue
-        limiters = load_profile_frame(run.path, "graph_limiters")
-        bars = limiter_bars_png(limiters) if limiters is not None else None
-        if bars:
-            blocks.append(Image(bars, "limiter bars", f"{tag}share of each graph's kernel time by limiter"))
-        peaks = peaks_of(run.meta)
-        tflops = max(peaks.tflops.values()) if peaks is not None and peaks.tflops else None
-        image, caption = roofline_png(metrics, tflops)
-        if image:
-            blocks.append(Image(image, "hierarchical roofline", f"{tag}{caption}"))
-        if limiters is not None and limiters.height:
-            top = limiters.sort("kernel_time_ns", descending=True).head(20)
-            blocks.append(Table(["graph", "config", "limiter", "share %", "dominant kernel"],
-                                [[str(r["graph"]), str(r["config"]), str(r["limiter"]), f"{r['share_pct']:.0f}",
-                                  str(r["dominant_kernel"])] for r in top.iter_rows(named=True)],
-                                f"{tag}limiters by kernel time (graph_limiters)"))
-    if not blocks:
-        return None
-    text = two_runs(comparison, runs[0], runs[1]) if comparison is not None and len(runs) == 2 \
-        else one_run(runs[0], 0.05)[0]
-    paragraphs += [line for line in text.strip().split("\n") if line and not line.startswith("  ")]
-    return Section("why", "Why: limiters, roofline, what explains a difference", paragraphs, blocks)
