@@ -130,9 +130,32 @@ def _recreations(settings: RunSettings, blocks: int) -> int:
     return max(0, math.ceil((blocks // 2) / plan.fresh_every) - 1)
 
 
+def refused_up_front(graph: Graph, configs: Sequence[Config], settings: RunSettings) -> bool:
+    """Whether ``run`` refuses ``graph`` on every configuration before it makes an input, for its
+    host memory or the CPU float64 reference's time (``bench/verdict.py``, the words ``inspect``
+    prints): such a graph costs its load and one row, never the hours of its evaluations. A
+    reference on the GPU is not judged here (the suite's process does not start torch)."""
+    from hipdnn_trace.bench.verdict import REFERENCE, Limits, host_memory_refusal, time_limit_refusal
+
+    if host_memory_refusal(graph):
+        return True
+    limits = Limits(validate=settings.validate == "reference" and not _cached(graph, settings),
+                    max_reference_s=settings.max_reference_s, reference_device=settings.reference_device)
+    for c in configs:
+        as_backend = c.backend == REFERENCE
+        if not as_backend and (not limits.validate or limits.reference_device != "cpu"):
+            return False
+        if time_limit_refusal(graph, limits, as_backend=as_backend) is None:
+            return False
+    return True
+
+
 def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSettings, rates: cost.Rates,
                    *, source: str = "") -> GraphEstimate:
-    """The stages of one graph on ``configs`` under ``settings``."""
+    """The stages of one graph on ``configs`` under ``settings`` (load and a row when ``run``
+    refuses it up front: :func:`refused_up_front`)."""
+    if refused_up_front(graph, configs, settings):
+        return GraphEstimate(source or graph.name, {"load": GRAPH_FIXED_S, "write": WRITE_FIXED_S + WRITE_ROW_S})
     stages = {"load": GRAPH_FIXED_S, "inputs": inputs_s(graph, rates), "reference": 0.0}
     as_backend = any(c.backend == "reference" for c in configs)
     validating = settings.validate == "reference"
