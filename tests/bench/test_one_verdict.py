@@ -189,8 +189,26 @@ def test_reference_device_cuda_without_a_gpu_is_one_line_from_both_gpu_mocked(tm
     capsys.readouterr()
     assert main(["inspect", *flags, str(path)]) == 1
     inspected = capsys.readouterr().err.strip()
-    assert main(["run", str(path), "--backend", "torch", "--out", str(tmp_path / "runs"), *flags]) == 1
+    assert main(["run", str(path), "--out", str(tmp_path / "runs"), *flags]) == 1   # torch or not
     ran = capsys.readouterr().err.strip()
     line = "--reference-device cuda: torch sees no GPU; use --reference-device cpu"
     assert inspected.endswith(line) and ran.endswith(line)
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_reference_device_is_decided_without_importing_torch() -> None:
+    """auto (cuda when torch sees a GPU) and cuda are judged from torch's build file and the driver's GPU
+    count: neither inspect's nor run's decision starts torch (the children, which compute, import it)."""
+    import subprocess
+    import sys
+
+    from reliability_helpers import REPO, cli_env
+
+    code = ("import sys\nfrom hipdnn_trace.bench.verdict import reference_device\n"
+            "for asked in ('auto', 'cpu'):\n    reference_device(True, asked)\n"
+            "try:\n    reference_device(True, 'cuda')\nexcept Exception:\n    pass\n"
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
