@@ -57,6 +57,7 @@ CACHED_TENSOR = Kind("reference-cache tensors", 1 << 40)
 GOLDEN_META = Kind("golden bundle metadata", 1 * MIB)
 GOLDEN_TENSOR = Kind("golden tensors", 1 << 40)
 CHECKSUMS = Kind("checksum manifests", 16 * MIB)
+RATE_CACHE = Kind("float64 rate caches", 64 * KIB)
 
 
 class ReadRefused(UserError):

@@ -130,6 +130,33 @@ def _recreations(settings: RunSettings, blocks: int) -> int:
     return max(0, math.ceil((blocks // 2) / plan.fresh_every) - 1)
 
 
+def refused_up_front(graph: Graph, configs: Sequence[Config], settings: RunSettings) -> bool:
+    """Whether ``run`` refuses ``graph`` on every configuration before it makes an input, for its
+    host memory or the CPU float64 reference's time (``bench/verdict.py``, the words ``inspect``
+    prints): such a graph costs its load and one row, never the hours of its evaluations. A
+    reference on the GPU is not judged here (the suite's process does not start torch)."""
+    try:
+        return _refused_up_front(graph, configs, settings)
+    except Exception:   # noqa: BLE001 - an estimate never stops a run; the run itself says what is wrong
+        return False
+
+
+def _refused_up_front(graph: Graph, configs: Sequence[Config], settings: RunSettings) -> bool:
+    from hipdnn_trace.bench.verdict import REFERENCE, Limits, host_memory_refusal, time_limit_refusal
+
+    if host_memory_refusal(graph):
+        return True
+    limits = Limits(validate=settings.validate == "reference" and not _cached(graph, settings),
+                    max_reference_s=settings.max_reference_s, reference_device=settings.reference_device)
+    for c in configs:
+        as_backend = c.backend == REFERENCE
+        if not as_backend and (not limits.validate or limits.reference_device != "cpu"):
+            return False
+        if time_limit_refusal(graph, limits, as_backend=as_backend) is None:
+            return False
+    return True
+
+
 def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSettings, rates: cost.Rates,
                    *, source: str = "") -> GraphEstimate:
     """The stages of one graph on ``configs`` under ``settings``."""
@@ -162,7 +189,9 @@ def estimate_suite(sources: Sequence[GraphSource], configs: Sequence[Config], se
     """One estimate per source, in suite order. Without ``rates`` the default ones price the suite
     first and this machine's are measured only when that comes to more than a few seconds.
     ``isolation``: ``resident`` (one child starts) or ``fresh`` (one per graph)."""
-    graphs = [_load(src, settings.allow_unknown) for src in sources]
+    # a graph run refuses up front costs what an unreadable one does: its load and one row
+    graphs = [None if g is None or refused_up_front(g, configs, settings) else g
+              for g in (_load(src, settings.allow_unknown) for src in sources)]
     if rates is None:
         quick = _suite(sources, graphs, configs, settings, DEFAULT_RATES, isolation)
         if sum(e.seconds for e in quick) < CALIBRATE_ABOVE_S:

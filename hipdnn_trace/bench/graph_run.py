@@ -33,12 +33,13 @@ from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.stages import with_stages
 from hipdnn_trace.bench.verdict import (
+    SUPPORT,
+    TIME,
     Limits,
     graph_notes,
-    host_bytes,
     host_memory_refusal,
-    support as verdict_support,
-    time_limit_refusal,
+    oracle_memory_note,
+    refusal,
 )
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
@@ -48,7 +49,6 @@ from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers, graph_range_name
-from hipdnn_trace.validate.compare import CHUNK_BYTES_PER_ELEMENT, CHUNK_ELEMENTS
 
 
 class Hooks(Protocol):
@@ -98,43 +98,27 @@ def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Gr
     return graph
 
 
-def _time_plan(graph: Graph, configs: Sequence[Config], settings: RunSettings, run: GraphRun) -> bool:
-    """Refuse, before any input exists, a graph whose float64 reference (for validation, unless
-    the memory plan dropped it or the cache holds it, or as the backend) would take longer than
-    ``--max-reference-seconds``; the words are ``inspect``'s (``bench/verdict.py``)."""
-    as_backend = any(c.backend == "reference" for c in configs)
+def _limits(graph: Graph, settings: RunSettings, run: GraphRun) -> Limits:
+    """The limits ``bench/verdict.py`` judges this graph's configurations with: the float64 reference
+    validates unless ``--validate none``, the memory plan dropped it or the cache holds it."""
     validating = settings.validate == "reference" and not run.skip_reference and not _cached(graph, settings)
-    limits = Limits(validate=validating, max_reference_s=settings.max_reference_s,
-                    reference_device=settings.reference_device)
-    reason = time_limit_refusal(graph, limits, as_backend=as_backend)
-    if reason is None:
-        return True
-    run.status, run.error = ERROR, f"{run.source}: {reason}"
-    return False
+    return Limits(validate=validating, max_reference_s=settings.max_reference_s,
+                  reference_device=settings.reference_device)
 
 
 def _memory_plan(graph: Graph, settings: RunSettings, run: GraphRun) -> bool:
     """Refuse, before allocating anything, a graph whose host tensors cannot fit; drop the
     float64 reference (with a note) when only the reference would not fit."""
-    from hipdnn_trace.backends.reference import available_memory_bytes, needed_memory_bytes
-    from hipdnn_trace.backends.reference.memory import cached_reference_bytes, validation_memory_bytes
-
-    have = available_memory_bytes()
-    if have is None:
-        return True
     refusal = host_memory_refusal(graph)
     if refusal is not None:
         run.status = ERROR
         run.error = f"{run.source}: {refusal}"
         return False
-    need = host_bytes(graph)
     if settings.validate != "reference":
         return True
-    reference = (cached_reference_bytes(graph) if _cached(graph, settings) else needed_memory_bytes(graph)) \
-        + validation_memory_bytes(graph, CHUNK_ELEMENTS, CHUNK_BYTES_PER_ELEMENT)
-    if need + reference > have:
-        run.notes.append(f"not validated against the reference: float64 copies need about "
-                         f"{reference / 2**30:.1f} GiB more host memory than is available")
+    note = oracle_memory_note(graph, cached=_cached(graph, settings))
+    if note:
+        run.notes.append(note)
         run.skip_reference = True
     return True
 
@@ -261,11 +245,14 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun,
     return make_inputs(graph, settings.seed, device=device), {}
 
 
-def _expand_configs(graph: Graph, configs: Sequence[Config],
-                    settings: RunSettings) -> list[tuple[Config, Engine | None, tuple[str, str] | None]]:
+def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettings, run: GraphRun,
+                    timed_out: list[str] | None = None) -> list[tuple[Config, Engine | None, tuple[str, str] | None]]:
     """(config, engine, problem) per concrete configuration, a problem being (status, message)
-    for a configuration that cannot run; ``--engine all`` expands here."""
+    for a configuration that cannot run: ``inspect``'s verdict for its backend (``bench/verdict.py``
+    ``refusal``, an unsupported row, or an error row naming the file; ``timed_out`` collects the
+    reference-time refusals); ``--engine all`` expands here."""
     out: list[tuple[Config, Engine | None, tuple[str, str] | None]] = []
+    limits = _limits(graph, settings, run)
     for cfg in configs:
         options = cfg.run_options(settings.options)
         try:
@@ -274,9 +261,13 @@ def _expand_configs(graph: Graph, configs: Sequence[Config],
             if not available:
                 out.append((cfg, None, (UNSUPPORTED, f"backend {cfg.backend} not available: {available.reason}")))
                 continue
-            support = verdict_support(graph, cfg.backend, backend)
-            if not support:
-                out.append((cfg, None, (UNSUPPORTED, support.reason)))
+            refused = refusal(graph, cfg.backend, backend, limits)
+            if refused is not None:
+                problem = (UNSUPPORTED, refused.reason) if refused.kind == SUPPORT else \
+                    (ERROR, f"{run.source}: {refused.reason}")
+                if refused.kind == TIME and timed_out is not None:
+                    timed_out.append(problem[1])
+                out.append((cfg, None, problem))
                 continue
             if cfg.engine == ENGINE_ALL:
                 listed = backend.engines(graph, options)
@@ -599,9 +590,15 @@ def run_graph(
     markers = with_stages(markers, on_stage)
     run = GraphRun(source=source.name, name=Path(source.name).stem)
     graph = _load(source, run, settings.allow_unknown)
-    if graph is None or not _memory_plan(graph, settings, run) or not _time_plan(graph, configs, settings, run):
+    if graph is None or not _memory_plan(graph, settings, run):
         return run
-    expanded = _expand_configs(graph, configs, settings)
+    timed_out: list[str] = []
+    expanded = _expand_configs(graph, configs, settings, run, timed_out)
+    if len(timed_out) == len(expanded) and len(set(timed_out)) == 1:
+        # every configuration refused for the reference's time, in one line: the graph's error row,
+        # made before any input, as inspect says it (nothing is saved with --save-tensors either)
+        run.status, run.error = ERROR, timed_out[0]
+        return run
     if all(problem is not None for _, _, problem in expanded) and settings.save_tensors is None:
         # nothing can run: no inputs, no reference (a refused 4096-token graph cost 32 s and 2.7 GB)
         run.configs.extend(ConfigRun(config=cfg, status=problem[0], error=problem[1])

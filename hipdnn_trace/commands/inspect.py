@@ -19,6 +19,7 @@ from hipdnn_trace.graph import ops, sources
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 from hipdnn_trace.results.speed_of_light import speed_of_light
+from hipdnn_trace.runs.request import REFERENCE_DEVICES
 
 DESCRIPTION = """\
 For each graph: name, graph_id, data types, ops, every tensor (uid, name, role, dtype,
@@ -38,6 +39,13 @@ examples:
   hipdnn-trace inspect graphs/perf/ --peaks h100-sxm   # speed of light on H100 SXM, before any run
   hipdnn-trace inspect g.json --json --peaks my-gpu.toml   # peaks measured by hipdnn-trace calibrate
   hipdnn-trace inspect big.json --max-reference-seconds 0   # as run with the same limit would judge
+  hipdnn-trace inspect big.json --reference-device cpu --validate reference   # run's flags, run's verdict
+
+"cannot run" is run's own verdict (bench/verdict.py): run refuses the same graph on the same backend,
+before it makes an input, with the same line. The float64 reference's time is judged at this
+machine's one kept float64 rate (measured once, then read from the user's cache folder; the
+HIPDNN_TRACE_FLOAT64_GFLOPS variable sets it instead), so both commands judge a graph near
+--max-reference-seconds alike (docs/reliability.md).
 """
 
 
@@ -63,6 +71,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--max-reference-seconds", type=argtypes.seconds, default=DEFAULT_MAX_REFERENCE_S,
                         metavar="S", help="judge the float64 reference's time as run with this limit would "
                         f"(default {DEFAULT_MAX_REFERENCE_S:g}, run's; 0: no limit)")
+    parser.add_argument("--validate", choices=("reference", "none"), default="reference",
+                        help="judge as run with this --validate would: none never evaluates the validating "
+                             "float64 reference, so only the reference backend's own time is judged (default "
+                             "reference, run's)")
+    parser.add_argument("--reference-device", choices=REFERENCE_DEVICES, default="auto",
+                        help="judge the validating reference's time where run would evaluate it: cpu, cuda "
+                             "(torch float64 on the GPU), auto (default, run's) = cuda when torch sees a GPU")
     parser.set_defaults(main=main)
     return parser
 
@@ -249,11 +264,22 @@ def _peaks(asked: str | None) -> Peaks | None:
     return found
 
 
+def limits(args: argparse.Namespace) -> shared.Limits:
+    """The limits run would judge with under the same flags; a flag run refuses (--reference-device
+    cuda without a GPU, a bad HIPDNN_TRACE_FLOAT64_GFLOPS) is refused here in run's words."""
+    from hipdnn_trace.backends.reference.rate import override
+
+    override()
+    validate = args.validate == "reference"
+    return shared.Limits(validate=validate, max_reference_s=args.max_reference_seconds,
+                         reference_device=shared.reference_device(validate, args.reference_device))
+
+
 def main(args: argparse.Namespace) -> int:
     graph_sources = sources.expand(args.graphs)
     if not graph_sources:
         raise UserError(f"no graph files in {' '.join(args.graphs)}")
-    checker = _Backends(shared.Limits(max_reference_s=args.max_reference_seconds))
+    checker = _Backends(limits(args))
     peaks = _peaks(args.peaks)
     failed = 0
     infos: list[dict[str, Any]] = []

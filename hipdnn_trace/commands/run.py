@@ -46,6 +46,8 @@ examples:
   hipdnn-trace run suite/ --backend hipdnn --shard 3/16 --run-id shard3   # then: hipdnn-trace merge
   hipdnn-trace run suite/ --shard auto --run-id shard-$SLURM_ARRAY_TASK_ID  # in a Slurm array task
   hipdnn-trace run --config nightly.toml --iters 500   # recipe (graphs = [...], iters = 200, ...); flags win
+  hipdnn-trace inspect big.json && hipdnn-trace run big.json   # "cannot run" there: refused here, same line
+  HIPDNN_TRACE_FLOAT64_GFLOPS=110 hipdnn-trace run suite/   # judge --max-reference-seconds at a fixed rate
 
 exit codes: 0 ok, 1 error (bad input, tool missing, a graph errored or nothing ran),
             2 validation mismatch, 130/143/141 interrupted by SIGINT/SIGTERM or a closed stdout
@@ -201,7 +203,8 @@ def _reliability(p: argparse.ArgumentParser) -> None:
     r.add_argument("--max-reference-seconds", type=argtypes.seconds, default=_D.max_reference_seconds,
                    metavar="S", help="refuse (one error row) a graph whose float64 CPU reference would take longer "
                    f"than this, estimated from its FLOPs before any work (default {DEFAULT_MAX_REFERENCE_S:g}; "
-                   "0: no limit)")
+                   "0: no limit), at this machine's float64 rate, measured once and kept in the user's cache "
+                   "folder (HIPDNN_TRACE_FLOAT64_GFLOPS sets it): inspect gives the same verdict")
     r.add_argument("--reference-device", choices=REFERENCE_DEVICES, default=_D.reference_device,
                    help="where the float64 reference that validates runs: cuda = torch float64 on the GPU, "
                         "same ops, equal to the CPU's within 1e-12 relative; auto (default) = cuda when torch "

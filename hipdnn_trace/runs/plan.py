@@ -17,7 +17,6 @@ from typing import Any
 
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
-from hipdnn_trace.backends.installed import torch_gpu_missing
 from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, Config, build_configs
 from hipdnn_trace.bench.estimate import GraphEstimate
@@ -30,6 +29,7 @@ from hipdnn_trace.bench.pins import GpuPins, pin_gpus
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
 from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.split import groups, needs_split
+from hipdnn_trace.bench.verdict import reference_device
 from hipdnn_trace.commands.argtypes import MAX_ATOL, MAX_RTOL
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import UserError
@@ -198,7 +198,10 @@ def _with_record(plan: RunPlan, graph_ids: dict[str, str | None]) -> RunPlan:
 
 
 def _refuse_flags(request: RunRequest) -> None:
-    """Flag combinations that are never a run."""
+    """Flag combinations that are never a run (and a HIPDNN_TRACE_FLOAT64_GFLOPS that is no rate)."""
+    from hipdnn_trace.backends.reference.rate import override
+
+    override()
     for flag, value, top in (("--rtol", request.rtol, MAX_RTOL), ("--atol", request.atol, MAX_ATOL)):
         if value is not None and value > top:   # every finite output would pass: not a check any more
             raise UserError(f"{flag} {value:g} would let any result pass validation (at most {top:g}); "
@@ -410,17 +413,13 @@ def clock_samplers(vendor: str | None, device: int) -> tuple[tuple, dict[str, An
 
 
 def resolve_reference_device(request: RunRequest, only_reference: bool = False) -> ResolvedDevice:
-    """Where the validating float64 reference runs (--reference-device), decided here only. A
-    CPU-reference run stays on the CPU under auto (no torch import, no GPU context for a run that
-    needs neither); auto elsewhere is cuda when torch sees a GPU."""
-    if request.validate != "reference" or (only_reference and request.reference_device == "auto"):
-        return "cpu"
-    if request.reference_device == "cpu":
-        return "cpu"
-    reason = torch_gpu_missing()   # asked without importing torch: the children import it
-    if request.reference_device == "cuda" and reason:
-        raise UserError(f"--reference-device cuda: {reason}; use --reference-device cpu")
-    return "cpu" if reason else "cuda"
+    """Where the validating float64 reference runs (--reference-device), decided here only, by the
+    rule ``inspect`` judges with (``bench/verdict.py`` ``reference_device``): a CPU-reference run stays
+    on the CPU under auto (no torch import, no GPU context for a run that needs neither); auto
+    elsewhere is cuda when torch sees a GPU."""
+    device = reference_device(request.validate == "reference", request.reference_device,
+                              only_reference=only_reference)
+    return "cuda" if device == "cuda" else "cpu"
 
 
 def reference_cache(request: RunRequest) -> ReferenceCache | None:

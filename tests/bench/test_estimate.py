@@ -110,3 +110,26 @@ def test_the_note_names_the_total_and_the_longest_graph_only_when_long() -> None
     note = estimate_note(long)
     assert note is not None and note.startswith("estimate: about 5m00s for 2 graph(s)")
     assert "longest b about 4m10s" in note
+
+
+@pytest.mark.parametrize("backend", ["reference", "faulty"])
+def test_a_graph_run_refuses_up_front_costs_only_its_load_and_row(backend, tmp_path: Path, monkeypatch) -> None:
+    """Issue 33's conv (66 TFLOP, fp32): refused for the float64 reference's time (as the backend, or as
+    the CPU oracle of a GPU-like backend), so the estimate is not its hours ("about 25h20m" before)."""
+    from hipdnn_trace.backends.reference import rate
+
+    monkeypatch.setenv(rate.RATE_ENV, "100")   # 66 TFLOP at 100 GFLOP/s: 11 min, over 600 s
+    rate.float64_rate.cache_clear()
+    b = GraphBuilder("conv_hours", io="float")
+    b.conv_fwd(b.tensor("x", [512, 256, 32, 32]), b.tensor("w", [256, 256, 31, 31]), pad=15, out="y")
+    (tmp_path / "conv_hours.json").write_text(json.dumps(graph_to_json(b.build())))
+    sources = expand([str(tmp_path)])
+    configs = [Config(backend, backend)]
+    try:
+        [refused] = estimate.estimate_suite(sources, configs, _settings(0, 1, reference_device="cpu"), rates=RATES)
+        [hours] = estimate.estimate_suite(sources, configs, _settings(0, 1, reference_device="cpu",
+                                                                      max_reference_s=0), rates=RATES)
+    finally:
+        rate.float64_rate.cache_clear()
+    assert refused.seconds == pytest.approx(estimate.GRAPH_FIXED_S + estimate.WRITE_FIXED_S)
+    assert hours.seconds > 3600

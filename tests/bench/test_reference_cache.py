@@ -234,9 +234,10 @@ def test_time_limit_does_not_refuse_a_cached_reference(tmp_path: Path, monkeypat
     monkeypatch.setattr(verdict, "time_refusal", lambda *a, **k: "too slow (mocked estimate)")
     settings = graph_run.RunSettings(reference_cache=cache)
     run = graph_run.GraphRun(source="cached_matmul.json", name="cached_matmul")
-    assert graph_run._time_plan(graph, [Config("cuda", "cudnn")], settings, run)
-    assert not graph_run._time_plan(graph, [Config("cuda", "cudnn")], graph_run.RunSettings(), run)
-    assert "too slow" in (run.error or "")
+    cached = graph_run._limits(graph, settings, run)   # the limits run's verdict judges cudnn with
+    assert verdict.time_limit_refusal(graph, cached, as_backend=False) is None
+    evaluated = graph_run._limits(graph, graph_run.RunSettings(), run)
+    assert "too slow" in (verdict.time_limit_refusal(graph, evaluated, as_backend=False) or "")
 
 
 @pytest.mark.parametrize("flags, needle", [

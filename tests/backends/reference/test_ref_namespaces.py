@@ -149,11 +149,12 @@ def test_generic_contraction_equals_einsum():
 
 
 def test_auto_is_cpu_and_cuda_is_a_one_line_refusal_without_a_gpu(monkeypatch):
+    from hipdnn_trace.backends import installed
     from hipdnn_trace.errors import UserError
     from hipdnn_trace.runs import plan
     from hipdnn_trace.runs.request import RunRequest
 
-    monkeypatch.setattr(plan, "torch_gpu_missing", lambda: "torch sees no GPU")
+    monkeypatch.setattr(installed, "torch_gpu_missing", lambda: "torch sees no GPU")
     monkeypatch.setattr(shim, "cuda_missing", lambda: "torch sees no GPU")
     assert plan.resolve_reference_device(RunRequest(reference_device="auto")) == "cpu"
     with pytest.raises(UserError, match="^--reference-device cuda: torch sees no GPU; use --reference-device cpu$"):
