@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -93,18 +94,33 @@ def bundle_name(row: Mapping[str, Any], configs: int) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._") or "graph"
 
 
+def unique_targets(rows: list[Mapping[str, Any]], out: Path, configs: int) -> list[tuple[Mapping[str, Any], Path]]:
+    """One folder per row: two graphs of one name (from two folders) get their graph_ids (or places) added."""
+    names = [bundle_name(row, configs) for row in rows]
+    seen: dict[str, int] = {}
+    targets = []
+    for row, name in zip(rows, names):
+        if names.count(name) > 1:
+            seen[name] = seen.get(name, 0) + 1
+            tag = re.sub(r"[^A-Za-z0-9]+", "", str(row.get("graph_id") or "")) or str(seen[name])
+            name = f"{name}--{tag}" if f"{name}--{tag}" not in names else f"{name}--{seen[name]}"
+        targets.append((row, out / name))
+    return targets
+
+
 def main(args: argparse.Namespace) -> int:
     from hipdnn_trace.results.rundir import load_run
 
     folder = Path(args.run_dir)
     if not folder.is_dir():
         raise UserError(f"{folder}: no such run folder")
-    if args.shrink_steps < 1 or args.shrink_seconds <= 0:
-        raise UserError("--shrink-steps and --shrink-seconds must be positive")
+    if args.shrink_steps < 1 or not (math.isfinite(args.shrink_seconds) and args.shrink_seconds > 0):
+        raise UserError(f"--shrink-steps and --shrink-seconds must be positive and finite (got "
+                        f"{args.shrink_steps}, {args.shrink_seconds})")
     run = load_run(folder, strict=True)
     rows = select_rows(run.summary.to_dicts(), args.graph, folder)
     configs = len({r.get("config") for r in run.summary.to_dicts()})
-    targets = [(row, Path(args.out) / bundle_name(row, configs)) for row in rows]
+    targets = unique_targets(rows, Path(args.out), configs)
     taken = [str(t) for _, t in targets if t.exists()]
     if taken:
         raise UserError(f"{taken[0]}: already exists; choose another --out or remove it")
@@ -128,23 +144,26 @@ def write_bundle(meta: Mapping[str, Any], row: Mapping[str, Any], target: Path,
                  validation: Sequence[Mapping[str, Any]], args: argparse.Namespace) -> str:
     """The bundle of ``row`` in ``target``; what it holds, in a few words."""
     from hipdnn_trace.bench.suite import exit_code_for
-    from hipdnn_trace.commands.repro_flags import rerun_flags, run_sh
+    from hipdnn_trace.commands.repro_flags import environment_block, rerun_flags, run_sh
     from hipdnn_trace.commands.repro_source import graph_bytes
 
-    argv = [str(a) for a in meta.get("argv") or []]
+    meta = {**meta, "environment": environment_block(meta)}   # an edited run.json's block of another type: none
+    argv = [str(a) for a in meta.get("argv") or []] if isinstance(meta.get("argv"), list) else []
     found = graph_bytes(meta, row, allow_unknown="--allow-unknown-fields" in argv)
     file_name = Path(found.origin.split(":")[-1]).name
     if not SAFE_FILE.fullmatch(file_name):   # run.sh names it: nothing the shell would read as code
         file_name = "graph.json"
     exit_code = exit_code_for([str(row.get("status"))])
     flags = rerun_flags(meta, engine=row.get("engine") or None)
-    variables = dict((meta.get("environment") or {}).get("variables") or {})
+    environment = meta["environment"] or {}
+    variables = environment.get("variables") or {}
     title = SAFE_TITLE.sub("_", f"{row.get('graph')} ({row.get('config')}): {str(row.get('status')).upper()} "
                                 f"in run {meta.get('run_id')}")   # it heads run.sh and the programs
     target.mkdir(parents=True)
     (target / file_name).write_bytes(found.data)
     script = target / "run.sh"
-    script.write_text(run_sh(graph_file=file_name, flags=flags, variables=variables, title=title, exit_code=exit_code))
+    script.write_text(run_sh(graph_file=file_name, flags=flags, variables=variables, title=title, exit_code=exit_code,
+                             interpreter=environment.get("python")))
     script.chmod(0o755)
     facts: dict[str, Any] = {"title": title, "graph_file": file_name, "source": row.get("source"),
                              "read_from": found.origin, "graph_id": row.get("graph_id"), "verified": found.verified,

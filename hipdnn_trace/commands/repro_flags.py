@@ -12,11 +12,14 @@ are made absolute, so the bundle's ``run.sh`` runs from its own folder.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from hipdnn_trace.errors import UserError
 
 #: run options (argparse dests) a one-graph rerun leaves out
 DROPPED = frozenset({"out", "run_id", "resume", "shard", "gpus", "profile", "profile_set", "profile_child",
@@ -77,7 +80,8 @@ def rerun_flags(meta: Mapping[str, Any], *, engine: str | None = None) -> list[s
 
     ``engine``: pin this engine where the run chose it per row (``--engine all``, ``--autotune``)."""
     argv = [str(a) for a in meta.get("argv") or []]
-    cwd = ((meta.get("environment") or {}).get("cwd"))
+    environment = meta.get("environment") if isinstance(meta.get("environment"), dict) else {}
+    cwd = environment.get("cwd") if isinstance(environment.get("cwd"), str) else None
     cwd_path = Path(cwd) if cwd else None
     flags: list[str] = []
     pinned = False
@@ -107,26 +111,83 @@ def isolation_flags(meta: Mapping[str, Any], flags: Sequence[str]) -> list[str]:
     return ["--isolate"] + (["--graph-timeout", repr(float(timeout))] if timeout else [])
 
 
+def environment_block(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """run.json's ``environment`` with each key of the type the run writes (an edited one's others dropped):
+    ``cwd`` and ``python`` text, ``variables`` a mapping of text to text; None when there is none."""
+    env = meta.get("environment")
+    if not isinstance(env, dict):
+        return None
+    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
+    return {"cwd": env.get("cwd") if isinstance(env.get("cwd"), str) else None,
+            "python": env.get("python") if isinstance(env.get("python"), str) else None,
+            "variables": {str(k): str(v) for k, v in variables.items()}}
+
+
+def _recorded_number(value: Any, where: str, *, integer: bool) -> int | float:
+    """A number run.json recorded; one line naming the key when an edit made it something else."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or (integer and value != int(value)) or (not integer and value < 0):
+        raise UserError(f"run.json: {where} is {value!r}, not a {'whole' if integer else 'finite, non-negative'} "
+                        "number (damaged or edited run.json)")
+    return int(value) if integer else float(value)
+
+
 def verdict_flags(meta: Mapping[str, Any]) -> list[str]:
     """Seed, what validates and the tolerances, from run.json (whatever set them)."""
-    validation = meta.get("validation") or {}
-    flags = ["--seed", str(int(meta.get("seed") or 0)), "--validate", str(validation.get("against") or "reference")]
+    validation = meta.get("validation") if isinstance(meta.get("validation"), dict) else {}
+    seed = _recorded_number(meta.get("seed") or 0, "seed", integer=True)
+    flags = ["--seed", str(seed), "--validate", str(validation.get("against") or "reference")]
     for name in ("rtol", "atol"):
         if validation.get(name) is not None:
-            flags += [f"--{name}", repr(float(validation[name]))]
+            flags += [f"--{name}", repr(_recorded_number(validation[name], f"validation.{name}", integer=False))]
     return flags
 
 
-def run_sh(*, graph_file: str, flags: Sequence[str], variables: Mapping[str, str], title: str,
-           exit_code: int) -> str:
+#: recorded variables run.sh writes down but never exports: they load code (a shared bundle must not), or
+#: choose the tool itself (the caller's own HIPDNN_TRACE does that, never one from run.json)
+NOT_EXPORTED = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "HIPDNN_TRACE"})
+#: the interpreter that made the run, when it is one: an absolute path to a file named python*
+INTERPRETER = re.compile(r"/[^\0\n\r]*/python[0-9.]*")
+
+
+def _exports(variables: Mapping[str, Any]) -> str:
+    """``export`` lines for the recorded variables the run's recording rule keeps (results/environment.py),
+    each value quoted; the ones that load code only as comments."""
+    from hipdnn_trace.results.environment import matters
+
+    lines = []
+    for name, value in variables.items():
+        if not isinstance(name, str) or not SHELL_NAME.fullmatch(name) or not matters(name):
+            continue
+        text = " ".join(str(value).split("\n"))
+        if name in NOT_EXPORTED:
+            lines.append(f"# {name}={shlex.quote(text)}   (recorded; not exported: it loads code or picks the tool)")
+        else:
+            lines.append(f"export {name}={shlex.quote(str(value))}")
+    return "".join(line + "\n" for line in lines)
+
+
+def launcher(interpreter: Any) -> str:
+    """How run.sh starts the tool: the caller's HIPDNN_TRACE, else hipdnn-trace on PATH, else the interpreter
+    that made the run (``python -m hipdnn_trace``, as on a machine without the console script), else python3."""
+    python = interpreter if isinstance(interpreter, str) and INTERPRETER.fullmatch(interpreter) else "python3"
+    python = shlex.quote(python)
+    return ("tool() {\n"
+            '  if [ -n "${HIPDNN_TRACE:-}" ]; then $HIPDNN_TRACE "$@"   # the caller\'s own choice\n'
+            '  elif command -v hipdnn-trace >/dev/null 2>&1; then hipdnn-trace "$@"\n'
+            f'  elif command -v {python} >/dev/null 2>&1; then {python} -m hipdnn_trace "$@"\n'
+            '  else python3 -m hipdnn_trace "$@"; fi\n'
+            "}\n")
+
+
+def run_sh(*, graph_file: str, flags: Sequence[str], variables: Mapping[str, Any], title: str,
+           exit_code: int, interpreter: Any = None) -> str:
     """``run.sh``: the recorded environment, then ``hipdnn-trace run`` of the bundle's graph."""
-    exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in variables.items()
-                      if SHELL_NAME.fullmatch(name))
     command = " ".join(shlex.quote(a) for a in flags)
     return (f"#!/bin/sh\n# {title}\n# Reruns it with the run's configuration, seed and validation flags; exits as the\n"
             f"# run did for this row ({exit_code}). REPRO_GRAPH=shrunk/<file> ./run.sh reruns the shrunk graph;\n"
             "# HIPDNN_TRACE='python -m hipdnn_trace' picks another way to start the tool; extra arguments\n"
             "# are appended to the command line (e.g. --out elsewhere).\n"
             'cd "$(dirname "$0")" || exit 1\n'
-            f"{exports}"
-            f'exec ${{HIPDNN_TRACE:-hipdnn-trace}} run "${{REPRO_GRAPH:-{graph_file}}}" {command} --out runs "$@"\n')
+            f"{_exports(variables)}{launcher(interpreter)}"
+            f'tool run "${{REPRO_GRAPH:-{graph_file}}}" {command} --out runs "$@"\n')

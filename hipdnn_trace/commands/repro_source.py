@@ -9,6 +9,7 @@ bundle of something else, so it is refused in one line.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,12 +57,22 @@ def _read(source: str, cwd: str | None) -> tuple[bytes, str]:
     raise UserError(f"{source}: the run's graph file is gone{where}")
 
 
+def _json_object(data: bytes) -> bool:
+    """The bytes are one JSON object (a hipDNN graph file that may still fail to load)."""
+    try:
+        return isinstance(json.loads(data), dict)
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
 def graph_bytes(meta: Mapping[str, Any], row: Mapping[str, Any], *, allow_unknown: bool = False) -> GraphBytes:
     """The bytes ``row``'s graph was read from; UserError when gone or changed since the run."""
     source = str(row.get("source") or "")
     if not source:
         raise UserError(f"{row.get('graph')}: the run recorded no source for this graph")
-    data, origin = _read(source, (meta.get("environment") or {}).get("cwd"))
+    environment = meta.get("environment") if isinstance(meta.get("environment"), dict) else {}
+    cwd = environment.get("cwd") if isinstance(environment.get("cwd"), str) else None
+    data, origin = _read(source, cwd)
     want = row.get("graph_id") or None
     try:
         graph = load_bytes(data, origin, allow_unknown=allow_unknown)
@@ -69,6 +80,9 @@ def graph_bytes(meta: Mapping[str, Any], row: Mapping[str, Any], *, allow_unknow
         if want:
             raise UserError(f"{origin}: no longer the graph the run read (it does not load now; the run's "
                             f"graph_id was {want})") from None
+        if not _json_object(data):   # a bundle is shared: only a graph file (a broken one too) goes in it
+            raise UserError(f"{origin}: the row records no graph_id and the file is not a JSON graph file; "
+                            "not copied into a bundle") from None
         return GraphBytes(data, origin, None, verified=False)
     if want and graph.graph_id != want:
         raise UserError(f"{origin}: no longer the graph the run read (graph_id {graph.graph_id}, the run's {want})")

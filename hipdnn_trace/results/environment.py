@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,17 @@ PREFIXES = ("HIPDNN_", "CUDNN_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUBLASLT_", "
 SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|AUTH", re.IGNORECASE)
 
 
+#: names the prefixes would take that are no library switch: the tool's own launcher (repro's run.sh)
+NOT_RECORDED = frozenset({"HIPDNN_TRACE"})
+
+
 def matters(name: str) -> bool:
-    return (name in NAMES or name.startswith(PREFIXES)) and not SECRET.search(name)
+    return (name in NAMES or name.startswith(PREFIXES)) and not SECRET.search(name) and name not in NOT_RECORDED
 
 
 def recorded_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """run.json's ``environment``: the folder the run started in (its relative paths are relative to
     it) and the variables that matter, sorted by name."""
     env = os.environ if environ is None else environ
-    return {"cwd": str(Path.cwd()), "variables": {k: env[k] for k in sorted(env) if matters(k)}}
+    return {"cwd": str(Path.cwd()), "python": sys.executable,   # repro's run.sh falls back to it
+            "variables": {k: env[k] for k in sorted(env) if matters(k)}}
