@@ -44,7 +44,7 @@ from hipdnn_trace.atomic import write_atomic, write_text_atomic
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results import frame_cells, rows as R, schemas, summary_checks
+from hipdnn_trace.results import frame_cells, frame_values, rows as R, schemas, summary_checks
 from hipdnn_trace.results.breakdown import breakdown_rows
 from hipdnn_trace.results.oracle import oracle_rows, pairs_of
 from hipdnn_trace.results.run_record import RunRecord, as_record
@@ -601,6 +601,8 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
         if strict_summary:
             summary_checks.check_statistics(path, conformed)
             summary_checks.check_repeated_rows(path, conformed)
+        if strict:   # what compare, report, merge and repro show or carry: values no run writes are refused
+            frame_values.check(name, path, conformed)
         return conformed
     return schemas.empty(schema)
 
