@@ -413,31 +413,40 @@ class RunWriter:
 
 #: run.json blocks that must match for a resumed run to equal an uninterrupted one.
 RESUME_MUST_MATCH = ("timing", "configs", "seed", "validation", "shard", "graphs")
+#: of those, the blocks that tell the slices of one suite apart (merge joins runs that differ there)
+SLICE_KEYS = ("shard", "graphs")
 
 
-def _first_difference(old: Any, new: Any, where: str) -> str | None:
+def first_difference(old: Any, new: Any, where: str, labels: tuple[str, str] = ("then", "now")) -> str | None:
+    """The first leaf where two run.json blocks differ, ``where: OLD then, NEW now`` (``labels``), or None."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in dict.fromkeys([*old, *new]):
-            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}")
+            found = first_difference(old.get(key), new.get(key), f"{where}.{key}", labels)
             if found:
                 return found
         return None
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new)):
-            found = _first_difference(a, b, f"{where}[{i}]")
+            found = first_difference(a, b, f"{where}[{i}]", labels)
             if found:
                 return found
         return None
     if old != new:
         show = (lambda v: f"{len(v)} items" if isinstance(v, list) and len(v) > 3 else repr(v))
-        return f"{where}: {show(old)} then, {show(new)} now"
+        return f"{where}: {show(old)} {labels[0]}, {show(new)} {labels[1]}"
     return None
+
+
+def input_generator(meta: Mapping[str, Any]) -> str | None:
+    """run.json's input generator (None: a run written before it was recorded used the old stream one)."""
+    block = meta.get("inputs")
+    return block.get("generator") if isinstance(block, Mapping) else None
 
 
 def _check_same_inputs(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """Rows validated against inputs of two generators never share a run (run.json ``inputs``;
     a run written before it existed used the old stream generator)."""
-    then, now = ((m.get("inputs") or {}).get("generator") for m in (old, new))
+    then, now = (input_generator(m) for m in (old, new))
     if then != now:
         raise UserError(f"--resume: the interrupted run's inputs came from "
                         f"{then or 'an older input generator'}, this version makes them with {now}; "
@@ -453,7 +462,7 @@ def check_resumable(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str,
     for key in RESUME_MUST_MATCH:
         if key == "graphs" and old.get("shard") != new.get("shard"):
             continue   # reported as the shard difference
-        found = _first_difference(old.get(key), new.get(key), key)
+        found = first_difference(old.get(key), new.get(key), key)
         if found:
             raise UserError(f"--resume: not the same run ({found}); resume with the flags and graphs "
                             f"of the interrupted run")
