@@ -6,9 +6,9 @@ Each cell already has its column's type (results/frame_cells.py); these are the 
 B/A ratio at or below 0, a NaN ratio beside a decided verdict, a verdict outside
 FASTER/SLOWER/SAME/UNDECIDED or one its own interval and band do not give, a status or validation word
 no run writes, a negative time, count or tolerance, a regret at or below 0 or NaN, a regret that is not
-ootb_ms / tuned_ms, a flag no run writes, and a graph's A/B or oracle row twice. Read as they stood, an
-edited ab.csv's SLOWER turned SAME hid a regression at exit 0 and a NaN regret became the report's
-geomean. Each is one line naming the file, the line (header = line 1), the graph and the column.
+ootb_ms / tuned_ms, a flag no run writes, and a graph's A/B, oracle or validation row twice. Read as
+they stood, an edited ab.csv's SLOWER turned SAME hid a regression at exit 0 and a NaN regret became the
+report's geomean. Each is one line naming the file, the line (header = line 1), the graph and the column.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ RULES: dict[str, tuple[Callable[[], _Rules], tuple[str, ...]]] = {
     "summary": (_summary_rules, ()),
     "ab": (_ab_rules, ("source", "graph_id", "config", "config_b")),
     "oracle": (_oracle_rules, ("source", "graph_id", "config", "tuned_config")),
-    "validation": (_validation_rules, ()),
+    "validation": (_validation_rules, ("source", "graph_id", "config", "output_uid", "against")),
 }
 
 
@@ -127,8 +127,9 @@ def _check_once(path: Path, indexed: pl.DataFrame, key: tuple[str, ...]) -> None
     if twice.height:
         first = twice.row(0, named=True)
         again = twice.filter(pl.col("_key") == first["_key"]).row(1, named=True)
-        raise UserError(f"{path}: graph {first.get('graph')!r} on config {first.get('config')!r} is recorded twice "
-                        f"(lines {first['_row'] + 2} and {again['_row'] + 2}); a run writes it once (damaged or "
+        what = f", output {first['output']!r} against {first.get('against')!r}" if "output" in first else ""
+        raise UserError(f"{path}: graph {first.get('graph')!r} on config {first.get('config')!r}{what} is recorded "
+                        f"twice (lines {first['_row'] + 2} and {again['_row'] + 2}); a run writes it once (damaged or "
                         "edited)")
 
 
