@@ -157,3 +157,13 @@ def test_a_list_where_a_number_belongs_in_parquet_is_one_line(tmp_path: Path) ->
     raw = pl.DataFrame({"graph": ["g"], "config": ["c"], "iteration": [[1, 2]], "kernel_ms": ["fast"]})
     with pytest.raises(UserError, match=r"iterations.parquet: row 1: column 'iteration' holds .*not an integer"):
         frame_cells.typed(path, raw, schemas.ITERATIONS, frame_cells.table_row)
+
+
+def test_a_bare_iterations_parquet_with_text_in_a_boolean_column_is_one_line(
+        failed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compare's lone iterations file (no run.json) is read the same way (a polars traceback before)."""
+    bare = tmp_path / "bare.parquet"
+    pl.read_parquet(failed / "iterations.parquet").with_columns(pl.lit("maybe").alias("throttled")).write_parquet(bare)
+    capsys.readouterr()
+    assert main(["compare", str(bare), str(bare)]) == 1
+    one_line_error(capsys, str(bare), "row 1", "'throttled'", "not true or false")
