@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from types import FrameType
 
 from hipdnn_trace import __version__
-from hipdnn_trace.bench.interrupts import Interrupted
+from hipdnn_trace.bench.interrupts import RECEIVED, Interrupted
 from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
@@ -111,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(given, command)
     except (KeyboardInterrupt, Interrupted) as exc:   # before the command's own handling began (imports, planning)
         return _interrupted(command, exc)
+    except Exception:
+        if RECEIVED:   # the signal, turned into a library's own error on its way up (interrupts.RECEIVED)
+            return _interrupted(command, Interrupted(RECEIVED[-1]))
+        raise
 
 
 def _interrupted(command: str | None, exc: BaseException) -> int:
@@ -172,11 +176,15 @@ def _parse_and_run(given: list[str], command: str | None) -> int:
     args.argv = given[given.index(args.command) + 1:] if args.command in given else given
     try:
         code = int(args.main(args) or 0)
-    except UserError as exc:
-        print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
-        return exc.exit_code
+        if RECEIVED:   # a signal a library swallowed (interrupts.RECEIVED): the command did not run as asked
+            raise Interrupted(RECEIVED[-1])
     except (KeyboardInterrupt, Interrupted) as exc:
         return _interrupted(args.command, exc)
+    except UserError as exc:
+        if RECEIVED:   # e.g. "torch cannot run: ImportError ..." where the signal stopped torch's import
+            return _interrupted(args.command, Interrupted(RECEIVED[-1]))
+        print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         return 0
     _RETURNED[:] = [code]   # its files are whole: a signal from here on ends the process with this code
@@ -197,12 +205,14 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(_RETURNED[0])
+    RECEIVED.append(signum)
     raise Interrupted(signum)
 
 
 def handle_signals() -> None:
     """Install :func:`_on_signal` for SIGINT and SIGTERM (the entry points call it first)."""
     _RETURNED.clear()
+    RECEIVED.clear()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
 

@@ -21,6 +21,12 @@ from types import FrameType, TracebackType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+#: signals the command line's own handler (``cli.run_and_exit``) raised outside a guard. A library can turn the
+#: exception into one of its own (a C extension's import gives "ImportError: PyCapsule_Import could not import
+#: module", which an optional import then swallows), so the signal is kept here too: a guard opened later
+#: raises it, and the command line reports it instead of the error it became.
+RECEIVED: list[int] = []
+
 
 class Interrupted(BaseException):
     """A suite stopped by a signal (a BaseException, so ``except Exception`` in a
@@ -50,6 +56,9 @@ class InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            if RECEIVED:   # one that came before the guard and was lost in a library: raised at raise_pending
+                self._pending = RECEIVED[-1]
+                RECEIVED.clear()   # this guard's now: the suite reports it
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

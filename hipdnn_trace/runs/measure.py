@@ -86,6 +86,7 @@ def measure(plan: RunPlan, clock: PhaseClock | None = None) -> int:
     record = plan.record
     with InterruptGuard() as guard, ClockLock(request.clocks, plan.vendor, request.device,
                                               run_dir=str(plan.folder)) as clocks:
+        guard.raise_pending()   # a signal during planning that a library swallowed: stop before the folder exists
         plan.settings.loop = throttle_rule(plan.settings.loop, clocks, record.gpu)
         record.clocks = clocks.record()
         # a signal while the folder opens (a resume rewrites run.json "running" first) or the suite starts

@@ -7,15 +7,19 @@ is never left ``running``: a resume that was stopped says ``interrupted`` and ke
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 import pytest
 from reliability_helpers import cli, write_graphs
 
+from hipdnn_trace.bench.interrupts import RECEIVED, Interrupted
+from hipdnn_trace.cli import handle_signals, main
 from hipdnn_trace.results.rundir import load_run
 
 FLAGS = ["--backend", "faulty", "--no-isolate", "-w", "1", "-i", "2", "-q"]
@@ -114,3 +118,43 @@ def test_a_resume_stopped_early_can_be_finished(interrupted: tuple[Path, int], t
     assert finish.returncode == 0, err
     run = load_run(folder, strict=True)
     assert run.meta["status"] == "complete" and sorted(run.summary["graph"].to_list()) == sorted(NAMES)
+
+
+@pytest.fixture
+def command_line_handler() -> Iterator[None]:
+    """This process with the command line's handler, as ``run_and_exit`` installs it; Python's defaults after."""
+    handle_signals()
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        RECEIVED.clear()
+
+
+def _swallowed_sigterm() -> None:
+    """A real SIGTERM to this process, lost the way an optional import loses it: the C extension being imported
+    turns the exception into an ImportError, and ``except ImportError`` drops it."""
+    try:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)   # the handler raises before this ends
+        except Interrupted as exc:
+            raise ImportError("PyCapsule_Import could not import module \"datetime\"") from exc
+    except ImportError:
+        pass
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_signal_a_library_swallowed_still_stops_the_command(command_line_handler: None, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str],
+                                                              command: str) -> None:
+    paths = write_graphs(tmp_path / "g", ["ok__a"])
+    argv = {"run": ["run", str(paths[0]), "-w", "0", "-i", "2", "-q", "--out", str(tmp_path / "runs"),
+                    "--run-id", "s"],
+            "compare": ["compare", str(tmp_path / "nowhere"), str(tmp_path / "nowhere")]}[command]
+    _swallowed_sigterm()
+    assert main(argv) == 143
+    err = capsys.readouterr().err.strip()
+    assert err == f"hipdnn-trace {command}: interrupted by SIGTERM", err
+    assert not (tmp_path / "runs" / "s").exists()   # stopped before the run folder was made
