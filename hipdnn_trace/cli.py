@@ -10,13 +10,17 @@ the command that runs is imported (the others are listed by their summary), so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
+import signal
 import sys
 from collections.abc import Collection, Sequence
+from types import FrameType
 
 from hipdnn_trace import __version__
+from hipdnn_trace.bench.interrupts import RECEIVED, Interrupted
 from hipdnn_trace.commands import SUMMARIES
 from hipdnn_trace.console import escape
 from hipdnn_trace.errors import UserError
@@ -100,13 +104,34 @@ def command_named(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: the command's exit code; a user error or an interrupt is one line on stderr."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = command_named(given)
+    try:
+        return _main(given, command)
+    except (KeyboardInterrupt, Interrupted) as exc:   # before the command's own handling began (imports, planning)
+        return _interrupted(command, exc)
+    except Exception:
+        if RECEIVED:   # the signal, turned into a library's own error on its way up (interrupts.RECEIVED)
+            return _interrupted(command, Interrupted(RECEIVED[-1]))
+        raise
+
+
+def _interrupted(command: str | None, exc: BaseException) -> int:
+    """One line for a SIGINT/SIGTERM that stopped a command; 128 + the signal (docs/reliability.md)."""
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    where = f"hipdnn-trace {command}" if command in COMMANDS else "hipdnn-trace"
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{where}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+    return 128 + signum
+
+
+def _main(given: list[str], command: str | None) -> int:
     try:
         register_extra_backends()
     except UserError as exc:
         print(f"hipdnn-trace: error: {escape(exc)}", file=sys.stderr)
         return exc.exit_code
-    given = list(sys.argv[1:] if argv is None else argv)
-    command = command_named(given)
     if command == "run" and "--help" not in given and "-h" not in given:   # before the harness is imported
         from hipdnn_trace.bench.early import start_servers
 
@@ -150,26 +175,55 @@ def _parse_and_run(given: list[str], command: str | None) -> int:
     # the subcommand's own arguments as given (a profiled run re-runs itself with them)
     args.argv = given[given.index(args.command) + 1:] if args.command in given else given
     try:
-        return int(args.main(args) or 0)
+        code = int(args.main(args) or 0)
+        if RECEIVED:   # a signal a library swallowed (interrupts.RECEIVED): the command did not run as asked
+            raise Interrupted(RECEIVED[-1])
+    except (KeyboardInterrupt, Interrupted) as exc:
+        return _interrupted(args.command, exc)
     except UserError as exc:
+        if RECEIVED:   # e.g. "torch cannot run: ImportError ..." where the signal stopped torch's import
+            return _interrupted(args.command, Interrupted(RECEIVED[-1]))
         print(f"hipdnn-trace {args.command}: error: {escape(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"hipdnn-trace {args.command}: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         return 0
+    _RETURNED[:] = [code]   # its files are whole: a signal from here on ends the process with this code
+    return code
+
+
+#: the running command's exit code once it returned (``run_and_exit``'s handler exits with it)
+_RETURNED: list[int] = []
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """SIGINT / SIGTERM outside a suite's own guard (bench/interrupts.py): before the command returned, raised as
+    :class:`Interrupted` so ``main`` prints one line and exits 130 / 143 with every ``finally`` run (not as
+    KeyboardInterrupt: one that passed through a library's embedded ``PyRun`` made Python kill itself with
+    SIGINT at exit, -2, even when caught); after, the process ends with the command's code, its files whole."""
+    if _RETURNED:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(_RETURNED[0])
+    RECEIVED.append(signum)
+    raise Interrupted(signum)
+
+
+def handle_signals() -> None:
+    """Install :func:`_on_signal` for SIGINT and SIGTERM (the entry points call it first)."""
+    _RETURNED.clear()
+    RECEIVED.clear()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _on_signal)
 
 
 def run_and_exit() -> None:
-    """The console entry point: run the command, then exit with its code. Once the command has
-    returned, its files are whole; a SIGTERM or SIGINT that arrives while the interpreter tears down
+    """The console entry point: run the command, then exit with its code. A SIGINT or SIGTERM before
+    the command returns is one line and 130 / 143 (a suite marks run.json ``interrupted`` first); once
+    it has returned, its files are whole, and a signal that arrives while the interpreter tears down
     (seconds with torch loaded) ends the process with that code instead of the signal's default
     death, which read as a run killed mid-write."""
-    import os
-    import signal
-
+    handle_signals()
     code = main()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: os._exit(code))
+    _RETURNED[:] = [code]
     raise SystemExit(code)

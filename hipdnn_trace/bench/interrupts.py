@@ -4,8 +4,10 @@ Python turns SIGINT into KeyboardInterrupt wherever the main thread happens to b
 and SIGTERM (what Slurm and ``kill`` send) ends the process without running any
 ``finally``. Inside :class:`InterruptGuard` both raise :class:`Interrupted` instead,
 except while a :meth:`~InterruptGuard.protect` block runs (writing one graph's
-results): there the signal waits until the block is done. The run command then
-marks run.json ``interrupted`` and exits 128 + the signal number (130, 143).
+results; opening the run folder and starting the suite): there the signal waits until the block is
+done. The run command then marks run.json ``interrupted`` and exits 128 + the signal number (130, 143).
+Outside a guard, the command line's own handler (``cli.run_and_exit``) turns both into one line and
+the same exit codes, from the process's first moments until the command returns.
 SIGKILL cannot be caught; atomic writes and trace repair cover it.
 """
 
@@ -18,6 +20,12 @@ from collections.abc import Iterator
 from types import FrameType, TracebackType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: signals the command line's own handler (``cli.run_and_exit``) raised outside a guard. A library can turn the
+#: exception into one of its own (a C extension's import gives "ImportError: PyCapsule_Import could not import
+#: module", which an optional import then swallows), so the signal is kept here too: a guard opened later
+#: raises it, and the command line reports it instead of the error it became.
+RECEIVED: list[int] = []
 
 
 class Interrupted(BaseException):
@@ -48,6 +56,9 @@ class InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            if RECEIVED:   # one that came before the guard and was lost in a library: raised at raise_pending
+                self._pending = RECEIVED[-1]
+                RECEIVED.clear()   # this guard's now: the suite reports it
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -67,6 +78,12 @@ class InterruptGuard:
         """A signal that arrived during a protected block and was not raised."""
         return self._pending
 
+    def raise_pending(self) -> None:
+        """Raise the signal a ``protect(raise_pending=False)`` block deferred, now that it can be handled."""
+        if self._pending is not None and not self._depth:
+            signum, self._pending = self._pending, None
+            raise Interrupted(signum)
+
     @contextlib.contextmanager
     def protect(self, *, raise_pending: bool = True) -> Iterator[None]:
         """Run the block whole; a signal that arrives meanwhile is raised at its end."""
@@ -75,6 +92,5 @@ class InterruptGuard:
             yield
         finally:
             self._depth -= 1
-        if raise_pending and not self._depth and self._pending is not None:
-            signum, self._pending = self._pending, None
-            raise Interrupted(signum)
+        if raise_pending:
+            self.raise_pending()

@@ -18,7 +18,7 @@ import polars as pl
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results import schemas
+from hipdnn_trace.results import frame_cells, schemas
 from hipdnn_trace.results.rundir import Run, load_run
 
 
@@ -29,7 +29,7 @@ def _load_bare_iterations(path: Path) -> Run:
         iterations = pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for corrupt files
         raise UserError(f"{path}: cannot read ({' '.join(str(exc).split())[:200]})") from None
-    iterations = schemas.conform(iterations, schemas.ITERATIONS)
+    iterations = frame_cells.typed(path, iterations, schemas.ITERATIONS, frame_cells.table_row)
     run_ids = iterations["run_id"].drop_nulls().unique().to_list()
     meta: dict[str, Any] = {"run_id": run_ids[0] if len(run_ids) == 1 else path.stem}
     empty = {name: schemas.empty(schema) for name, schema in schemas.FRAMES.items()}

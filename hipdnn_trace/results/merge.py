@@ -1,7 +1,9 @@
 """Combine run directories (the shards of one sweep) into one run directory.
 
 Shard runs are pieces of one measurement, so they must have been made the same
-way: runs whose timing blocks differ are refused, and so is a graph (graph_id)
+way: runs whose timing blocks differ are refused, and so are runs whose run.json differs in any other
+block a resume must match but the suite's slice (configurations, seed, validation with --rtol/--atol,
+``rundir.RESUME_MUST_MATCH``) or in the input generator; so is a graph (graph_id)
 on a configuration that two runs both measured. Rows are put back in suite order
 when every input is a shard of the same suite (``run.json`` ``shard.positions``),
 so merging shards 1..N gives the tables an unsharded run would have written.
@@ -29,7 +31,18 @@ from hipdnn_trace import read_gate
 from hipdnn_trace.atomic import write_bytes_atomic
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import schemas
-from hipdnn_trace.results.rundir import Run, RunWriter, holds_results, load_run, split_finished, written_formats
+from hipdnn_trace.results.rundir import (
+    RESUME_MUST_MATCH,
+    SLICE_KEYS,
+    Run,
+    RunWriter,
+    first_difference,
+    holds_results,
+    input_generator,
+    load_run,
+    split_finished,
+    written_formats,
+)
 from hipdnn_trace.results.runlock import lock_run_dir, releasing
 from hipdnn_trace.results.summary_checks import check_repeated_rows, check_statistics
 
@@ -59,6 +72,25 @@ def _check_methods(runs: Sequence[Run]) -> None:
         if diff:
             raise UserError(f"{other.path} was timed differently from {first.path} ({diff}); "
                             f"only runs made the same way can be merged")
+
+
+def _check_same_measurement(runs: Sequence[Run]) -> None:
+    """Every block a resume must match but the suite's slice (configurations, seed, validation and its
+    tolerances; timing: :func:`_check_methods`) and the input generator is one for all inputs: run.json
+    keeps the first input's, so a shard made with another --seed or --rtol would be claimed as made
+    with these, and its rows validated against other inputs or tolerances joined as one measurement."""
+    first = runs[0]
+    keys = [k for k in RESUME_MUST_MATCH if k not in (*SLICE_KEYS, "timing")]
+    for other in runs[1:]:
+        labels = (f"in {first.path}", f"in {other.path}")
+        found = next(filter(None, (first_difference(first.meta.get(k), other.meta.get(k), k, labels) for k in keys)),
+                     None)
+        if found is None and input_generator(first.meta) != input_generator(other.meta):
+            found = (f"inputs.generator: {input_generator(first.meta)!r} {labels[0]}, "
+                     f"{input_generator(other.meta)!r} {labels[1]}")
+        if found:
+            raise UserError(f"{other.path} was not made like {first.path} ({found}); only shards of one "
+                            "measurement (same configurations, --seed, --rtol/--atol, validation) can be merged")
 
 
 def _check_statistics(runs: Sequence[Run]) -> None:
@@ -184,6 +216,7 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, *, formats: Sequen
         raise UserError(f"{folder} already exists and is not an empty folder")
     runs = [load_run(p, strict=True) for p in inputs]
     _check_methods(runs)
+    _check_same_measurement(runs)
     _check_statistics(runs)
     _check_duplicates(runs)
     warnings: list[str] = []

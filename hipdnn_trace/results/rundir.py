@@ -44,7 +44,7 @@ from hipdnn_trace.atomic import write_atomic, write_text_atomic
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results import rows as R, schemas, summary_checks
+from hipdnn_trace.results import frame_cells, frame_values, rows as R, schemas, summary_checks
 from hipdnn_trace.results.breakdown import breakdown_rows
 from hipdnn_trace.results.oracle import oracle_rows, pairs_of
 from hipdnn_trace.results.run_record import RunRecord, as_record
@@ -413,31 +413,40 @@ class RunWriter:
 
 #: run.json blocks that must match for a resumed run to equal an uninterrupted one.
 RESUME_MUST_MATCH = ("timing", "configs", "seed", "validation", "shard", "graphs")
+#: of those, the blocks that tell the slices of one suite apart (merge joins runs that differ there)
+SLICE_KEYS = ("shard", "graphs")
 
 
-def _first_difference(old: Any, new: Any, where: str) -> str | None:
+def first_difference(old: Any, new: Any, where: str, labels: tuple[str, str] = ("then", "now")) -> str | None:
+    """The first leaf where two run.json blocks differ, ``where: OLD then, NEW now`` (``labels``), or None."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in dict.fromkeys([*old, *new]):
-            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}")
+            found = first_difference(old.get(key), new.get(key), f"{where}.{key}", labels)
             if found:
                 return found
         return None
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new)):
-            found = _first_difference(a, b, f"{where}[{i}]")
+            found = first_difference(a, b, f"{where}[{i}]", labels)
             if found:
                 return found
         return None
     if old != new:
         show = (lambda v: f"{len(v)} items" if isinstance(v, list) and len(v) > 3 else repr(v))
-        return f"{where}: {show(old)} then, {show(new)} now"
+        return f"{where}: {show(old)} {labels[0]}, {show(new)} {labels[1]}"
     return None
+
+
+def input_generator(meta: Mapping[str, Any]) -> str | None:
+    """run.json's input generator (None: a run written before it was recorded used the old stream one)."""
+    block = meta.get("inputs")
+    return block.get("generator") if isinstance(block, Mapping) else None
 
 
 def _check_same_inputs(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """Rows validated against inputs of two generators never share a run (run.json ``inputs``;
     a run written before it existed used the old stream generator)."""
-    then, now = ((m.get("inputs") or {}).get("generator") for m in (old, new))
+    then, now = (input_generator(m) for m in (old, new))
     if then != now:
         raise UserError(f"--resume: the interrupted run's inputs came from "
                         f"{then or 'an older input generator'}, this version makes them with {now}; "
@@ -453,7 +462,7 @@ def check_resumable(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str,
     for key in RESUME_MUST_MATCH:
         if key == "graphs" and old.get("shard") != new.get("shard"):
             continue   # reported as the shard difference
-        found = _first_difference(old.get(key), new.get(key), key)
+        found = first_difference(old.get(key), new.get(key), key)
         if found:
             raise UserError(f"--resume: not the same run ({found}); resume with the flags and graphs "
                             f"of the interrupted run")
@@ -582,8 +591,8 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
                 raise UserError(f"{path}: empty file (0 bytes); a run writes at least the header")
             if fmt == "parquet":
                 df = pl.read_parquet(path)
-            elif fmt == "csv":
-                df = pl.read_csv(path, infer_schema_length=None)
+            elif fmt == "csv":   # by the schema: a graph_id of digits and one "e" is text, not a float
+                df = frame_cells.read_csv(path, schema)
             else:
                 df = pl.read_json(path)
         except UserError:
@@ -597,11 +606,12 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
                   if c not in df.columns]
         if absent:
             raise UserError(f"{path}: not a {name} table (no column {', '.join(absent)})")
-        conformed = schemas.conform(df, schema)
+        conformed = frame_cells.typed(path, df, schema, frame_cells.csv_line if fmt == "csv" else frame_cells.table_row)
         if strict_summary:
-            summary_checks.check_cells_kept_type(path, df, conformed)
             summary_checks.check_statistics(path, conformed)
             summary_checks.check_repeated_rows(path, conformed)
+        if strict:   # what compare, report, merge and repro show or carry: values no run writes are refused
+            frame_values.check(name, path, conformed)
         return conformed
     return schemas.empty(schema)
 

@@ -1,10 +1,10 @@
 """What a run's summary.csv must be before compare, report or merge take it as a record.
 
-A run writes each (file, graph, configuration) once, every statistic finite or null, and every cell in
-its column's type; a row that breaks one of these was damaged or edited, and read as it stands it would
-become a NaN median in a report, a doubled graph in a comparison, or a null the reader takes for "not
-measured" (polars' lenient cast turns ``n = many`` into null). Each check names the file, the line
-(as in summary.csv, header = line 1) and the column, in one line.
+A run writes each (file, graph, configuration) once and every statistic finite or null; a row that breaks
+one of these was damaged or edited, and read as it stands it would become a NaN median in a report or a
+doubled graph in a comparison. (A cell its column's type cannot hold, ``n = many``, is refused as every
+frame is read: results/frame_cells.py.) Each check names the file, the line (as in summary.csv, header =
+line 1) and the column, in one line.
 """
 
 from __future__ import annotations
@@ -18,16 +18,6 @@ from hipdnn_trace.errors import UserError
 #: a run writes these finite or null; NaN or Inf here is a damaged or hand-edited table
 #: (median_ci_* are NaN for n = 0, so they are not listed)
 FINITE_STATISTICS = ("n", "mean", "std", "min", "p5", "p25", "median", "p75", "p95", "p99", "max")
-
-
-def check_cells_kept_type(path: Path, raw: pl.DataFrame, conformed: pl.DataFrame) -> None:
-    """A cell with a value in the file that the table's type could not hold (cast to null) is refused."""
-    for column in (c for c in raw.columns if c in conformed.columns):
-        lost = raw[column].is_not_null() & conformed[column].is_null()
-        if lost.any():
-            row = int(lost.arg_max() or 0)
-            raise UserError(f"{path}: line {row + 2}: column {column!r} holds {raw[column][row]!r}, not of "
-                            f"type {conformed[column].dtype} (damaged or edited)")
 
 
 def check_statistics(path: Path, summary: pl.DataFrame) -> None:

@@ -124,13 +124,19 @@ def measure(plan: RunPlan, clock: PhaseClock | None = None) -> int:
     record = plan.record
     with InterruptGuard() as guard, ClockLock(request.clocks, plan.vendor, request.device,
                                               run_dir=str(plan.folder)) as clocks:
+        guard.raise_pending()   # a signal during planning that a library swallowed: stop before the folder exists
         plan.settings.loop = throttle_rule(plan.settings.loop, clocks, record.gpu)
         record.clocks = clocks.record()
-        writer = RunWriter(plan.folder, record, formats=request.format, trace=request.trace, resume=plan.resuming,
-                           exclusive=request.resume is None and not request.profile_child)   # mkdir: one run per folder
-        if plan.gpus is not None:   # graphs finish out of order: the tables stay in suite order
-            writer.suite_order = {name: i for i, name in enumerate(record.graphs)}
-        return _Suite(plan, writer, guard, clocks, clock or PhaseClock()).run()
+        # a signal while the folder opens (a resume rewrites run.json "running" first) or the suite starts
+        # waits until the suite can end as interrupted: run.json never stays "running" after it
+        with guard.protect(raise_pending=False):
+            exclusive = request.resume is None and not request.profile_child   # mkdir: one run per folder
+            writer = RunWriter(plan.folder, record, formats=request.format, trace=request.trace,
+                               resume=plan.resuming, exclusive=exclusive)
+            if plan.gpus is not None:   # graphs finish out of order: the tables stay in suite order
+                writer.suite_order = {name: i for i, name in enumerate(record.graphs)}
+            suite = _Suite(plan, writer, guard, clocks, clock or PhaseClock())
+        return suite.run()
 
 
 def _successors(pool: gpu_pool.GpuPool) -> dict[str, list[float]] | None:
@@ -296,6 +302,7 @@ class _Suite:
         started = time.monotonic()
         status, interrupted, outcome = "error", None, None
         try:
+            self.guard.raise_pending()   # a signal that came while the folder opened
             outcome = self._suite()
             status = "complete"
             if self.pool is not None and self.pool.set_up_at is not None:
@@ -312,6 +319,14 @@ class _Suite:
             self._close(status, started)
         if interrupted is not None:
             return self._interrupted(interrupted)
+        with self.guard.protect(raise_pending=False):   # recorded complete: a signal now ends nothing half-done
+            self._final_table(outcome, started)
+        statuses = self.writer.frame("summary").get_column("status").to_list()
+        if not statuses and self.plan.request.shard is not None:
+            return 0   # more shards than graphs: an empty slice is not a failure
+        return exit_code_for(statuses)
+
+    def _final_table(self, outcome: SuiteOutcome | None, started: float) -> None:
         try:
             self.reporter.final(outcome.runs if outcome else [], str(self.writer.folder), time.monotonic() - started)
             if self.plan.request.oracle:   # -q: the geomean line alone
@@ -319,10 +334,6 @@ class _Suite:
                     self.reporter.print(line)
         except BrokenPipeError:   # every graph finished; only the table had no reader
             _silence_stdout()
-        statuses = self.writer.frame("summary").get_column("status").to_list()
-        if not statuses and self.plan.request.shard is not None:
-            return 0   # more shards than graphs: an empty slice is not a failure
-        return exit_code_for(statuses)
 
     def _close(self, status: str, started: float) -> None:
         with self.guard.protect(raise_pending=False):
