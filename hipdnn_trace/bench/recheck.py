@@ -79,7 +79,7 @@ def recheck_one(graph: Graph, run: GraphRun, c: ConfigRun, inputs: dict[int, Any
                 expected: dict[str, dict[int, np.ndarray]], settings: Any) -> None:
     """Recheck one FAILED configuration; its reason and ``info["recheck"]`` say whose fault it is."""
     target = _failed_target(run, c, expected)
-    if c.status != FAILED or target is None:
+    if c.status != FAILED or target is None or c.config.backend == "reference":   # the oracle has no second
         return
     backend = backends.get(c.config.backend)
     opinion = second_opinion(backend, graph, c.engine, c.config.run_options(settings.options))
