@@ -120,9 +120,9 @@ def _int(text: str, scale: int = 1) -> int | None:
 _ELEMENTWISE_TEMPS = 2
 #: same-sized float64 temporaries of one attention tile's scores alive at once (forward: scores, the
 #: masked scores, exp, probabilities; backward adds dO V^T and dS), measured (benchmarks/reference_memory.py)
-_SCORE_TEMPS = {False: 5, True: 6}
+_SCORE_TEMPS = {False: 5.5, True: 6.0}
 #: more of them with an additive mask (its float64 slice, the sum) or a boolean one (bytes, not float64)
-_MASK_TEMPS = {"additive": 1.25, "boolean": 0.25, None: 0.0}
+_MASK_TEMPS = {"additive": 1.5, "boolean": 0.5, None: 0.0}
 #: float64 arrays of one value per query row an attention forward holds (max, sum_exp, stats, temporaries)
 _ROW_ARRAYS = 5
 #: the attention ops never copy their inputs whole: each tile converts its own slice (ops/sdpa.py)
@@ -204,7 +204,7 @@ def _attention_scratch(node: Node, graph: Graph) -> int:
     float64 slices of q, k, v (and dO, O backward; the additive mask's slice), paged keys gathered
     in their own type, and the forward's per-row statistics. Nothing here grows with the sequence
     but the per-row arrays (d_v times smaller than O)."""
-    from hipdnn_trace.backends.reference.ops.sdpa import tile_shape
+    from hipdnn_trace.backends.reference.ops.sdpa import key_chunk, tile_shape
     from hipdnn_trace.graph.dtypes import DTYPES
 
     cfg = attention.config(node, graph)
@@ -212,13 +212,15 @@ def _attention_scratch(node: Node, graph: Graph) -> int:
     rows = min(rows, max(cfg.seq_q, 1))
     cols = _tile_keys(cfg, rows)
     block = 8 * heads * rows * cols
-    temps = _SCORE_TEMPS[cfg.backward] + _MASK_TEMPS.get(cfg.mask_kind, 1.25)
-    keys = 8 * cols * max(cfg.d_qk, cfg.d_v)   # one float64 slice of k or v
-    if cfg.paged:      # gathered first: a tile's pages of every kv head in the cache's type, and one head of them
+    temps = _SCORE_TEMPS[cfg.backward] + _MASK_TEMPS.get(cfg.mask_kind, 1.5)
+    d = max(cfg.d_qk, cfg.d_v)
+    chunk = min(cols, key_chunk(d))
+    keys = 8 * chunk * d   # one float64 chunk of k or v
+    if cfg.paged:      # gathered first: a chunk's pages of every kv head in the cache's type, and one head of them
         itemsize = DTYPES[graph.by_uid[node.inputs["k"]].data_type].itemsize
-        keys = max(keys, itemsize * (cols + cfg.page_size) * (cfg.heads_kv + 1) * max(cfg.d_qk, cfg.d_v))
+        keys = max(keys, itemsize * (chunk + cfg.page_size) * (cfg.heads_kv + 1) * d)
     if cfg.backward:   # q, k, v, dO and O slices alive together
-        slices = 8 * (heads * rows * (cfg.d_qk + 2 * cfg.d_v) + cols * (cfg.d_qk + cfg.d_v))
+        slices = 8 * heads * rows * (cfg.d_qk + 2 * cfg.d_v) + 2 * keys
     else:              # the keys' slice is freed before the values' is made; per-row statistics
         slices = 8 * heads * rows * cfg.d_qk + keys + 8 * _ROW_ARRAYS * cfg.batch * cfg.heads_q * cfg.seq_q
     return int(temps * block) + slices

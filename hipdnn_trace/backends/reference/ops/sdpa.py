@@ -8,18 +8,19 @@ sink logits that join the softmax's denominator, and the softmax statistics
 (``stats`` = natural-log sum-exp of the masked scaled scores, ``max``, ``sum_exp``).
 docs/hipdnn-format.md section 3.10 gives the sources for each rule.
 
-Memory: nothing sequence-sized is made beyond the inputs and the outputs. The work is cut
-into tiles of (batch entry, key/value head, a chunk of its query group's heads, a block of
-query rows) so one tile's scores, ``heads * rows * Skv`` float64 values, stay under the
-budget (:data:`SCORE_BLOCK_BYTES`, 64 MiB, or the ``budget`` argument); a group whose
-heads do not fit together is split, down to one head and one row. Each tile reads its
-slice of q, k, v, dO, O and the mask in their stored types and converts only that slice
-to float64; paged K/V is gathered per tile, only the pages the tile's keys live in
-(:class:`PagedKV`). Keys a tile cannot see (beyond a causal diagonal or outside a window)
-are not computed at all. Every tile is the same float64 math on a subset of rows and
-heads, so results do not depend on the budget beyond float64 rounding (the sums over keys
-are per row, never split across tiles; the backward's dk, dv, dsink and dbias sums over
-query rows and heads are added tile by tile).
+Memory: nothing sequence-sized is made beyond the inputs and the outputs. The work is cut into
+tiles of (batch entry, key/value head, a chunk of its query group's heads, a block of query
+rows) so one tile's scores, ``heads * rows * Skv`` float64 values, stay under the budget
+(:data:`SCORE_BLOCK_BYTES`, 64 MiB, or the ``budget`` argument); a group whose heads do not fit
+together is split, down to one head and one row. Each tile reads its slice of q, k, v, dO, O and
+the mask in their stored types and converts only that slice to float64, keys and values a chunk
+of :func:`key_chunk` keys at a time (so one kv head's keys are never converted whole: 1 GiB at a
+million tokens); paged K/V is gathered the same way, only the pages a chunk's keys live in
+(:class:`PagedKV`). Keys a tile cannot see (beyond a causal diagonal or outside a window) are
+not computed at all. Every tile is the same float64 math on a subset of rows and heads, so
+results do not depend on the budget beyond float64 rounding (the sums over keys are per row,
+never split across tiles; ``P V`` and ``dS K`` over more keys than one chunk, and the backward's
+dk, dv, dsink and dbias sums over query rows and heads, are added chunk by chunk).
 
 The backward pass recomputes the probabilities in float64 from q and k (not from the
 rounded stats a GPU kernel reads) and forms ``D = rowsum(dO * O)`` from the O the op
@@ -28,7 +29,7 @@ was given, which is how the backward op is defined (see :func:`sdpa_backward`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,7 @@ from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import as_array, f64, shape_of
 from hipdnn_trace.errors import UnsupportedError
 
-__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "gather_pages", "sdpa_backward", "sdpa_forward",
+__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "gather_pages", "key_chunk", "sdpa_backward", "sdpa_forward",
            "tile_shape"]
 
 #: Upper bound of one tile of float64 scores (and each same-sized temporary): the default budget.
@@ -158,6 +159,43 @@ def _keys(src: np.ndarray | PagedKV, b: int, h: int, cs: slice) -> np.ndarray:
     return f64(src.keys(b, h, cs) if isinstance(src, PagedKV) else src[b, h, cs, ...])
 
 
+def key_chunk(d: int, budget: int | None = None) -> int:
+    """Keys converted to float64 at a time: ``key_chunk * d`` float64 values within the budget (65536
+    keys of d 128 at 64 MiB; a tile over more keys goes through them in chunks, so a kv head's keys
+    are never converted whole at a million tokens)."""
+    return max(1, (budget or SCORE_BLOCK_BYTES) // (8 * max(d, 1)))
+
+
+def _chunks(cs: slice, n: int) -> list[slice]:
+    return [slice(a, min(cs.stop, a + n)) for a in range(cs.start, cs.stop, n)]
+
+
+def _against_keys(x: np.ndarray, src: np.ndarray | PagedKV, b: int, h: int, cs: slice,
+                  budget: int | None) -> np.ndarray:
+    """``x @ keys^T`` ([heads, r, d] -> [heads, r, c]) with the keys converted a chunk at a time: each
+    element is the same dot product over d."""
+    xp = shim.namespace(x)
+    n = key_chunk(int(x.shape[-1]), budget)
+    if cs.stop - cs.start <= n:
+        return xp.matmul(x, xp.matrix_transpose(_keys(src, b, h, cs)))
+    parts = [xp.matmul(x, xp.matrix_transpose(_keys(src, b, h, c))) for c in _chunks(cs, n)]
+    return xp.concat(parts, axis=-1)
+
+
+def _times_keys(w: np.ndarray, src: np.ndarray | PagedKV, b: int, h: int, cs: slice, d: int,
+                budget: int | None) -> np.ndarray:
+    """``w @ keys`` ([heads, r, c] -> [heads, r, d]), summed over key chunks (float64 rounding only)."""
+    xp = shim.namespace(w)
+    n = key_chunk(d, budget)
+    if cs.stop - cs.start <= n:
+        return xp.matmul(w, _keys(src, b, h, cs))
+    out = None
+    for c in _chunks(cs, n):
+        part = xp.matmul(w[..., c.start - cs.start:c.stop - cs.start], _keys(src, b, h, c))
+        out = part if out is None else out + part
+    return out
+
+
 def _group(hq: int, hkv: int) -> int:
     if hkv < 1 or hq % hkv:
         raise UnsupportedError(f"{hq} query heads are not a multiple of {hkv} key/value heads")
@@ -234,12 +272,14 @@ def _sinks(sink: np.ndarray | None, hq: int) -> np.ndarray | None:
     return s
 
 
-def _softmax_block(q_blk: np.ndarray, k_cols: np.ndarray, scale: float, keep: np.ndarray,
+def _softmax_block(products: Callable[[], np.ndarray], scale: float, keep: np.ndarray,
                    bias_blk: np.ndarray | None, allow_blk: np.ndarray | None,
                    sink: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """(p, max, sum_exp, p_sink, mask) for q_blk [G, r, d] against k_cols [c, d]."""
-    xp = shim.namespace(q_blk)
-    s = xp.matmul(q_blk, xp.matrix_transpose(k_cols)) * scale   # [G, r, c]
+    """(p, max, sum_exp, p_sink, mask) from a tile's raw products q k^T, [heads, r, c], made by calling
+    ``products`` here: an array passed in would stay alive (the caller holds it) beside the masked copy."""
+    s = products()
+    xp = shim.namespace(s)
+    s *= scale   # [heads, r, c]
     if bias_blk is not None:
         s += bias_blk
     mask = xp.broadcast_to(keep, tuple(s.shape))
@@ -283,14 +323,16 @@ def _masks(bias: np.ndarray | None, allow: np.ndarray | None,
 
 
 def _tile_scores(t: _Tile, q: np.ndarray, k: np.ndarray | PagedKV, scale: float, bias4: np.ndarray | None,
-                 allow4: np.ndarray | None, sinks: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """(q rows, keys, p, max, sum_exp, p_sink) of one tile, each slice converted to float64 here."""
+                 allow4: np.ndarray | None, sinks: np.ndarray | None,
+                 budget: int | None) -> tuple[np.ndarray, ...]:
+    """(q rows, p, max, sum_exp, p_sink) of one tile, each slice converted to float64 here."""
     b, heads, rs, cs = t.b, t.heads, t.rs, t.cs
-    qb, kb = f64(q[b, heads, rs, ...]), _keys(k, b, t.hk, cs)
+    qb = f64(q[b, heads, rs, ...])
     p, m, total, p_sink, _ = _softmax_block(
-        qb, kb, scale, t.keep, None if bias4 is None else f64(bias4[b, heads, rs, cs]),
+        lambda: _against_keys(qb, k, b, t.hk, cs, budget), scale, t.keep,
+        None if bias4 is None else f64(bias4[b, heads, rs, cs]),
         None if allow4 is None else allow4[b, heads, rs, cs] != 0, None if sinks is None else sinks[heads])
-    return qb, kb, p, m, total, p_sink
+    return qb, p, m, total, p_sink
 
 
 def sdpa_forward(
@@ -315,8 +357,8 @@ def sdpa_forward(
     sum_exp = xp.zeros((b_, hq, sq), dtype=xp.float64, device=device)
     for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q):
         b, heads, rs = t.b, t.heads, t.rs
-        _, _, p, m, total, _ = _tile_scores(t, q, k, scale, bias4, allow4, sinks)
-        o[b, heads, rs, ...] = xp.matmul(p, _keys(v, b, t.hk, t.cs))
+        _, p, m, total, _ = _tile_scores(t, q, k, scale, bias4, allow4, sinks, budget)
+        o[b, heads, rs, ...] = _times_keys(p, v, b, t.hk, t.cs, dv, budget)
         row_max[b, heads, rs] = m
         sum_exp[b, heads, rs] = xp.where(xp.isfinite(m), total, 0.0)
     with shim.quiet(xp):
@@ -341,7 +383,7 @@ def sdpa_backward(
     """
     q, k, v, do = as_array(q), as_array(k), as_array(v), as_array(do)
     xp, device = shim.namespace(q, k, v, do), shim.device_of(q)
-    b_, hq, sq, _, hkv, skv, _, g = _checked_shapes(q, k, v)
+    b_, hq, sq, d_qk, hkv, skv, d_v, g = _checked_shapes(q, k, v)
     shape4 = (b_, hq, sq, skv)
     bias4, allow4 = _masks(bias, allow, shape4)
     sinks = _sinks(sink, hq)
@@ -352,13 +394,13 @@ def sdpa_backward(
     dsink = xp.zeros(hq, dtype=xp.float64, device=device)
     for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q):
         b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
-        qb, kb, p, _, _, p_sink = _tile_scores(t, q, k, scale, bias4, allow4, sinks)
-        vb, dob = _keys(v, b, hk, cs), f64(do[b, heads, rs, ...])
-        o_rows = xp.matmul(p, vb) if o is None else f64(o[b, heads, rs, ...])   # [heads, r, dv]
+        qb, p, _, _, p_sink = _tile_scores(t, q, k, scale, bias4, allow4, sinks, budget)
+        dob = f64(do[b, heads, rs, ...])
+        o_rows = _times_keys(p, v, b, hk, cs, d_v, budget) if o is None else f64(o[b, heads, rs, ...])
         delta = xp.sum(dob * o_rows, axis=-1)                                     # [heads, r]
-        ds = p * (xp.matmul(dob, xp.matrix_transpose(vb)) - delta[..., None])     # d(score incl. bias)
+        ds = p * (_against_keys(dob, v, b, hk, cs, budget) - delta[..., None])     # d(score incl. bias)
         dv[b, hk, cs, ...] += shim.contract_leading(xp, p, dob)
-        dq[b, heads, rs, ...] += scale * xp.matmul(ds, kb)
+        dq[b, heads, rs, ...] += scale * _times_keys(ds, k, b, hk, cs, d_qk, budget)
         dk[b, hk, cs, ...] += scale * shim.contract_leading(xp, ds, qb)
         if p_sink is not None:
             dsink[heads] -= xp.sum(p_sink * delta, axis=-1)
