@@ -77,3 +77,22 @@ def test_a_throwaway_run_is_made_first_and_counted_nowhere(tmp_path: Path, monke
     assert all(r["exit"] == 0 and r["graphs"] == 2 and set(r["phases_s"]) >= {"plan", "graphs"} for r in report["runs"])
     assert (tmp_path / "tp" / "runs" / "throwaway-now-gpus1").is_dir()
     assert "not counted" in capsys.readouterr().out
+
+
+def test_reference_memory_finds_every_attention_graph_and_writes_the_paged_prefill(tmp_path: Path) -> None:
+    """benchmarks/reference_memory.py (issue 33): the graphs it measures are graphs/perf's attention graphs,
+    and the paged prefill it writes has the upstream vLLM graph's shape."""
+    from hipdnn_trace.graph import attention
+    from hipdnn_trace.graph.load import load_file
+
+    bench = _load("reference_memory")
+    perf = BENCHMARKS.parent / "graphs" / "perf"
+    found = bench.attention_graphs([str(perf)])
+    assert found and {p.parent.name for p in found} == {"attention"}
+    assert len(found) == len(list((perf / "attention").glob("*.json")))
+    path = tmp_path / "paged.json"
+    bench.write_paged_prefill(path)
+    graph = load_file(path)
+    cfg = attention.config(graph.nodes[0], graph)
+    assert (cfg.batch, cfg.heads_q, cfg.heads_kv, cfg.seq_q, cfg.seq_kv, cfg.d_qk) == (4, 32, 8, 4096, 4096, 128)
+    assert cfg.paged and cfg.page_size == 16 and cfg.causal and graph.nodes[0].type == attention.SDPA

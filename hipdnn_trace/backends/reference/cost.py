@@ -324,8 +324,8 @@ def expected_lengths(top: int, batch: int) -> list[int]:
 
 def attention_scores(cfg: attention.AttentionConfig) -> tuple[int, int]:
     """(scores computed, tiles) of one attention evaluation, walking ``ops/sdpa.py``'s tiles:
-    row blocks of a kv head's query group, each against the key range it can see."""
-    from hipdnn_trace.backends.reference.ops.sdpa import Masking, _row_blocks
+    row blocks of a chunk of a kv head's query group, each against the key range it can see."""
+    from hipdnn_trace.backends.reference.ops.sdpa import Masking, _row_blocks, tile_shape
 
     if cfg.heads_kv < 1 or cfg.heads_q % cfg.heads_kv:
         return 0, 0
@@ -338,12 +338,13 @@ def attention_scores(cfg: attention.AttentionConfig) -> tuple[int, int]:
     for q_len, kv_len in zip(lq, lkv):
         per_head = 0
         count = 0
-        for rows in _row_blocks(q_len, g, kv_len, None):
+        heads, rows_per = tile_shape(g, kv_len)
+        for rows in _row_blocks(q_len, rows_per):
             lo, hi = masking.key_range(rows, q_len, kv_len)
             per_head += len(rows) * max(0, hi - lo)
             count += 1
         scores += g * per_head * cfg.heads_kv
-        tiles += count * cfg.heads_kv
+        tiles += count * cfg.heads_kv * -(-g // heads)
     return scores, tiles
 
 

@@ -118,23 +118,35 @@ def _int(text: str, scale: int = 1) -> int | None:
 
 #: float64 temporaries an element-wise or normalization node holds at once, per output element
 _ELEMENTWISE_TEMPS = 2
-#: same-sized float64 temporaries of one attention score block (scores, mask, exp, probabilities...)
-_SCORE_TEMPS = 6
+#: same-sized float64 temporaries of one attention tile's scores alive at once (forward: scores, the
+#: masked scores, exp, probabilities; backward adds dO V^T and dS), measured (benchmarks/reference_memory.py)
+_SCORE_TEMPS = {False: 5.5, True: 6.0}
+#: more of them with an additive mask (its float64 slice, the sum) or a boolean one (bytes, not float64)
+_MASK_TEMPS = {"additive": 1.5, "boolean": 0.5, None: 0.0}
+#: float64 arrays of one value per query row an attention forward holds (max, sum_exp, stats, temporaries)
+_ROW_ARRAYS = 5
+#: the attention ops never copy their inputs whole: each tile converts its own slice (ops/sdpa.py)
+_READ_IN_TILES = (attention.SDPA, attention.SDPA_BACKWARD)
 
 
 def needed_memory_bytes(graph: Graph) -> int:
     """Peak host memory of one float64 evaluation beyond the inputs in their own types: a float64
-    copy of every input a node reads and of every pass-by-value scalar (the executor fills them all),
-    every produced tensor twice (exact float64, and stored in its type), and the largest scratch a node
-    allocates (conv columns, attention score blocks, element-wise temporaries). A tensor no node reads
-    or writes is never allocated and not counted (a graph with 300k unused tensors was refused for
-    13.7 GiB it never used). Checked against measured peaks
-    (tests/backends/reference/test_reference_memory_estimate.py)."""
+    copy of every input a node other than attention reads and of every pass-by-value scalar (the
+    executor fills them all; attention converts one tile's slice at a time), every produced tensor
+    twice (exact float64, and stored in its type), the float32 chunk rounding goes through, and the
+    largest scratch a node allocates (conv columns, attention tiles, element-wise temporaries). A
+    tensor no node reads or writes is never allocated and not counted (a graph with 300k unused
+    tensors was refused for 13.7 GiB it never used). Checked against measured peaks
+    (tests/backends/reference/test_reference_memory_estimate.py, benchmarks/reference_memory.py)."""
+    from hipdnn_trace.backends.reference.ops.rounding import ROUND_CHUNK_ELEMENTS
     from hipdnn_trace.graph.dtypes import DTYPES
 
-    total = sum(8 * t.numel for t in (*graph.input_tensors, *graph.value_tensors))
-    produced = (t for t in graph.tensors if t.uid in graph.produced_uids)
+    copied = {u for n in graph.nodes if n.type not in _READ_IN_TILES for u in n.input_uids()}
+    total = sum(8 * t.numel for t in graph.input_tensors if t.uid in copied)
+    total += sum(8 * t.numel for t in graph.value_tensors)
+    produced = [t for t in graph.tensors if t.uid in graph.produced_uids]
     total += sum(t.numel * (8 + DTYPES[t.data_type].itemsize) for t in produced)
+    total += 4 * min(max((t.numel for t in produced), default=0), ROUND_CHUNK_ELEMENTS)
     return total + max((_scratch_bytes(node, graph) for node in graph.nodes), default=0)
 
 
@@ -188,13 +200,38 @@ def _conv_scratch(node: Node, graph: Graph) -> int:
 
 
 def _attention_scratch(node: Node, graph: Graph) -> int:
-    """Score blocks of at most SCORE_BLOCK_BYTES (ops/sdpa.py), a few alive at once."""
-    from hipdnn_trace.backends.reference.ops.sdpa import SCORE_BLOCK_BYTES
+    """One tile (ops/sdpa.py ``tile_shape``: its scores within the budget) with its temporaries, its
+    float64 slices of q, k, v (and dO, O backward; the additive mask's slice), paged keys gathered
+    in their own type, and the forward's per-row statistics. Nothing here grows with the sequence
+    but the per-row arrays (d_v times smaller than O)."""
+    from hipdnn_trace.backends.reference.ops.sdpa import key_chunk, tile_shape
+    from hipdnn_trace.graph.dtypes import DTYPES
 
-    q = graph.by_uid[node.inputs["q"]].dims
-    k = graph.by_uid[node.inputs["k"]].dims
-    block = min(SCORE_BLOCK_BYTES, 8 * max(1, q[1] // max(k[1], 1)) * q[2] * k[2])
-    return _SCORE_TEMPS * block
+    cfg = attention.config(node, graph)
+    heads, rows = tile_shape(cfg.group, cfg.seq_kv)
+    rows = min(rows, max(cfg.seq_q, 1))
+    cols = _tile_keys(cfg, rows)
+    block = 8 * heads * rows * cols
+    temps = _SCORE_TEMPS[cfg.backward] + _MASK_TEMPS.get(cfg.mask_kind, 1.5)
+    d = max(cfg.d_qk, cfg.d_v)
+    chunk = min(cols, key_chunk(d))
+    keys = 8 * chunk * d   # one float64 chunk of k or v
+    if cfg.paged:      # gathered first: a chunk's pages of every kv head in the cache's type, and one head of them
+        itemsize = DTYPES[graph.by_uid[node.inputs["k"]].data_type].itemsize
+        keys = max(keys, itemsize * (chunk + cfg.page_size) * (cfg.heads_kv + 1) * d)
+    if cfg.backward:   # q, k, v, dO and O slices alive together
+        slices = 8 * heads * rows * (cfg.d_qk + 2 * cfg.d_v) + 2 * keys
+    else:              # the keys' slice is freed before the values' is made; per-row statistics
+        slices = 8 * heads * rows * cfg.d_qk + keys + 8 * _ROW_ARRAYS * cfg.batch * cfg.heads_q * cfg.seq_q
+    return int(temps * block) + slices
+
+
+def _tile_keys(cfg: attention.AttentionConfig, rows: int) -> int:
+    """The most keys one tile of ``rows`` query rows sees: all of them, or a sliding window's width."""
+    upper = cfg.right_bound if cfg.right_bound is not None else (0 if cfg.causal else None)
+    if cfg.left_bound is None or upper is None:
+        return cfg.seq_kv
+    return max(1, min(cfg.seq_kv, rows + int(cfg.left_bound) + int(upper)))
 
 
 def memory_refusal(graph: Graph) -> str | None:

@@ -92,9 +92,12 @@ def test_the_model_walks_the_tiles_the_reference_computes(monkeypatch: pytest.Mo
     seen: list[int] = []
     real = sdpa_ops._softmax_block
 
-    def counting(q_blk, k_cols, *args, **kwargs):
-        seen.append(q_blk.shape[0] * q_blk.shape[1] * k_cols.shape[0])
-        return real(q_blk, k_cols, *args, **kwargs)
+    def counting(products, *args, **kwargs):
+        def counted():
+            qk = products()
+            seen.append(qk.shape[0] * qk.shape[1] * qk.shape[2])
+            return qk
+        return real(counted, *args, **kwargs)
 
     monkeypatch.setattr(sdpa_ops, "_softmax_block", counting)
     g = _attention(2, 6, 2, 37, 40, 8, **masking)

@@ -103,7 +103,7 @@ def test_forward_equals_explicit_loops(m: Masking, shape: tuple[int, int]) -> No
         m = dataclasses.replace(m, seq_len_q=tuple(min(x, sq) for x in m.seq_len_q),      # type: ignore[union-attr]
                                 seq_len_kv=tuple(min(x, skv) for x in m.seq_len_kv))      # type: ignore[union-attr]
     q, k, v = _qkv(sq=sq, skv=skv)
-    out = sdpa_forward(q, k, v, scale=0.4, masking=m, block_rows=2)
+    out = sdpa_forward(q, k, v, scale=0.4, masking=m, budget=8 * 2 * skv)   # one head, two rows a tile
     o, stats = _loops(q, k, v, 0.4, m)
     np.testing.assert_allclose(out["o"], o, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out["stats"][..., 0], stats, rtol=1e-12, atol=1e-12)
@@ -144,14 +144,14 @@ def test_gqa_equals_mha_with_repeated_heads() -> None:
     np.testing.assert_allclose(g1["dk"], g2["dk"].reshape(2, 3, 2, 7, 3).sum(axis=2), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3])
-def test_blocks_do_not_change_results(rows: int) -> None:
+@pytest.mark.parametrize("budget", [1, 8 * 7 * 2, 8 * 7 * 3 * 2], ids=["1head1row", "1head2rows", "3heads2rows"])
+def test_blocks_do_not_change_results(budget: int) -> None:
     q, k, v = _qkv()
     m = Masking(causal=True, left_bound=3)
     do = RNG.standard_normal((2, 6, 5, 4))
     ref_f, ref_b = sdpa_forward(q, k, v, scale=0.7, masking=m), sdpa_backward(q, k, v, do, scale=0.7, masking=m)
-    f = sdpa_forward(q, k, v, scale=0.7, masking=m, block_rows=rows)
-    b = sdpa_backward(q, k, v, do, scale=0.7, masking=m, block_rows=rows)
+    f = sdpa_forward(q, k, v, scale=0.7, masking=m, budget=budget)
+    b = sdpa_backward(q, k, v, do, scale=0.7, masking=m, budget=budget)
     np.testing.assert_allclose(f["o"], ref_f["o"], rtol=1e-12, atol=1e-14)
     for key in ("dq", "dk", "dv"):
         np.testing.assert_allclose(b[key], ref_b[key], rtol=1e-12, atol=1e-14)
@@ -235,7 +235,7 @@ def test_score_blocks_stay_bounded() -> None:
     """A 2048x2048 causal attention never holds the whole float64 score matrix (32 MiB)."""
     q, k, v = (RNG.standard_normal((1, 1, 2048, 16)) for _ in range(3))
     tracemalloc.start()
-    sdpa_forward(q, k, v, scale=0.25, masking=Masking(causal=True), block_rows=64)
+    sdpa_forward(q, k, v, scale=0.25, masking=Masking(causal=True), budget=8 * 64 * 2048)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 2048 * 2048 * 8 / 2, peak

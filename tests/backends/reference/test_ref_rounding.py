@@ -82,3 +82,21 @@ def test_unrepresentable_values_and_types_are_unsupported():
         round_to(np.array([1.0]), "mxfp4")
     with pytest.raises(UnsupportedError, match="unknown"):
         round_to(np.array([1.0]), "float128")
+
+
+@pytest.mark.parametrize("dtype", ["half", "bfloat16", "fp8_e4m3", "fp8_e5m2"])
+def test_rounding_in_chunks_gives_the_bits_of_one_pass(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large outputs go through float32 a chunk at a time (issue 33: a whole-output float32 copy was
+    half the output's float64 size again); the bits are those of the one-pass definition."""
+    from hipdnn_trace.backends.reference.ops import rounding
+
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((5, 7, 11)) * np.float64(10.0) ** rng.integers(-8, 8, (5, 7, 11))
+    values[0, 0, :4] = [np.nan, np.inf, -np.inf, 1e300]
+    target = np.dtype({"half": np.float16, "bfloat16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
+                       "fp8_e5m2": ml_dtypes.float8_e5m2}[dtype])
+    whole = rounding._via_float(values, target, dtype)
+    monkeypatch.setattr(rounding, "ROUND_CHUNK_ELEMENTS", 13)   # 385 elements: 30 chunks, the last partial
+    chunked = round_to(values, dtype)
+    assert chunked.dtype == whole.dtype and chunked.shape == values.shape
+    np.testing.assert_array_equal(chunked.view(np.uint8), whole.view(np.uint8))

@@ -9,7 +9,7 @@ import numpy as np
 
 from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.nodes._common import Handler, Inputs, Outputs, scalar
-from hipdnn_trace.backends.reference.ops.sdpa import Masking, gather_pages, sdpa_backward, sdpa_forward
+from hipdnn_trace.backends.reference.ops.sdpa import Masking, PagedKV, sdpa_backward, sdpa_forward
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention
 from hipdnn_trace.graph.model import Graph, Node
@@ -48,11 +48,12 @@ def _inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionCon
     return cfg, kwargs
 
 
-def _keys_values(cfg: attention.AttentionConfig, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+def _keys_values(cfg: attention.AttentionConfig, x: Inputs) -> tuple[np.ndarray | PagedKV, np.ndarray | PagedKV]:
+    """Dense K and V, or paged ones the op gathers tile by tile (never whole)."""
     if not cfg.paged:
         return x["k"], x["v"]   # type: ignore[return-value]
-    return (gather_pages(x["k"], x["page_table_k"], cfg.seq_kv),   # type: ignore[arg-type]
-            gather_pages(x["v"], x["page_table_v"], cfg.seq_kv))   # type: ignore[arg-type]
+    return (PagedKV.of(x["k"], x["page_table_k"], cfg.seq_kv),   # type: ignore[arg-type]
+            PagedKV.of(x["v"], x["page_table_v"], cfg.seq_kv))   # type: ignore[arg-type]
 
 
 def _sdpa(node: Node, graph: Graph, x: Inputs) -> Outputs:

@@ -43,6 +43,8 @@ __all__ = ["TORCH_EXACT", "round_in", "round_to", "stored_values"]
 
 _VIA_FLOAT = {"half", "bfloat16", "fp8_e4m3", "fp8_e5m2"}
 _SATURATING = {"fp8_e4m3", "fp8_e5m2"}
+#: elements rounded at a time through float32 (a 32 MiB temporary, not one as large as the output)
+ROUND_CHUNK_ELEMENTS = 8 << 20
 
 
 def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
@@ -60,13 +62,26 @@ def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
         return arr != 0.0
     if not DTYPES[hipdnn_dtype].is_float:
         return _to_integer(arr, target, hipdnn_dtype)
+    if hipdnn_dtype not in _VIA_FLOAT:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return arr.astype(target)
+    if arr.size <= ROUND_CHUNK_ELEMENTS or not arr.flags.c_contiguous:
+        return _via_float(arr, target, hipdnn_dtype)
+    out = np.empty(arr.shape, dtype=target)
+    flat_in, flat_out = arr.reshape(-1), out.reshape(-1)
+    for start in range(0, arr.size, ROUND_CHUNK_ELEMENTS):
+        flat_out[start:start + ROUND_CHUNK_ELEMENTS] = _via_float(flat_in[start:start + ROUND_CHUNK_ELEMENTS],
+                                                                  target, hipdnn_dtype)
+    return out
+
+
+def _via_float(arr: np.ndarray, target: np.dtype, hipdnn_dtype: str) -> np.ndarray:
+    """float64 -> float32 -> ``target`` (fp8 clamped to its largest finite value on the way)."""
     with np.errstate(over="ignore", invalid="ignore"):
         if hipdnn_dtype in _SATURATING:
             limit = float(ml_dtypes.finfo(target).max)
             return np.clip(arr.astype(np.float32), -limit, limit).astype(target)
-        if hipdnn_dtype in _VIA_FLOAT:
-            return arr.astype(np.float32).astype(target)
-        return arr.astype(target)
+        return arr.astype(np.float32).astype(target)
 
 
 def _to_integer(arr: np.ndarray, target: np.dtype, name: str) -> np.ndarray:

@@ -8,10 +8,19 @@ sink logits that join the softmax's denominator, and the softmax statistics
 (``stats`` = natural-log sum-exp of the masked scaled scores, ``max``, ``sum_exp``).
 docs/hipdnn-format.md section 3.10 gives the sources for each rule.
 
-Memory: the score matrix is never formed whole. Query rows are taken in blocks so
-one block of scores for a key/value head's query group, ``G * rows * Skv`` float64
-values, stays under :data:`SCORE_BLOCK_BYTES` (64 MiB); keys a block cannot see
-(beyond a causal diagonal or outside a window) are not computed at all.
+Memory: nothing sequence-sized is made beyond the inputs and the outputs. The work is cut into
+tiles of (batch entry, key/value head, a chunk of its query group's heads, a block of query
+rows) so one tile's scores, ``heads * rows * Skv`` float64 values, stay under the budget
+(:data:`SCORE_BLOCK_BYTES`, 64 MiB, or the ``budget`` argument); a group whose heads do not fit
+together is split, down to one head and one row. Each tile reads its slice of q, k, v, dO, O and
+the mask in their stored types and converts only that slice to float64, keys and values a chunk
+of :func:`key_chunk` keys at a time (so one kv head's keys are never converted whole: 1 GiB at a
+million tokens); paged K/V is gathered the same way, only the pages a chunk's keys live in
+(:class:`PagedKV`). Keys a tile cannot see (beyond a causal diagonal or outside a window) are
+not computed at all. Every tile is the same float64 math on a subset of rows and heads, so
+results do not depend on the budget beyond float64 rounding (the sums over keys are per row,
+never split across tiles; ``P V`` and ``dS K`` over more keys than one chunk, and the backward's
+dk, dv, dsink and dbias sums over query rows and heads, are added chunk by chunk).
 
 The backward pass recomputes the probabilities in float64 from q and k (not from the
 rounded stats a GPU kernel reads) and forms ``D = rowsum(dO * O)`` from the O the op
@@ -20,7 +29,7 @@ was given, which is how the backward op is defined (see :func:`sdpa_backward`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,9 +38,10 @@ from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import as_array, f64, shape_of
 from hipdnn_trace.errors import UnsupportedError
 
-__all__ = ["SCORE_BLOCK_BYTES", "Masking", "gather_pages", "sdpa_backward", "sdpa_forward"]
+__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "gather_pages", "key_chunk", "sdpa_backward", "sdpa_forward",
+           "tile_shape"]
 
-#: Upper bound of one block of float64 scores (and each same-sized temporary).
+#: Upper bound of one tile of float64 scores (and each same-sized temporary): the default budget.
 SCORE_BLOCK_BYTES = 64 << 20
 
 
@@ -92,22 +102,98 @@ class Masking:
 
 
 def gather_pages(container: np.ndarray, table: np.ndarray, seq_len: int) -> np.ndarray:
-    """Paged K or V ``[pages, H, page_size, D]`` + table ``[B, pages_per_seq]`` -> ``[B, H, seq_len, D]``."""
-    container, table = as_array(container), as_array(table)
-    xp = shim.namespace(container, table)
-    table = xp.astype(xp.reshape(table, (table.shape[0], -1)), xp.int64)
-    pages, _, page_size, _ = container.shape
-    if table.shape[0] * table.shape[1] and (int(xp.min(table)) < 0 or int(xp.max(table)) >= pages):
-        raise UnsupportedError(f"page table entries must index the {pages} pages of the container "
-                               f"(found {int(xp.min(table))}..{int(xp.max(table))})")
-    if table.shape[1] * page_size < seq_len:
-        raise UnsupportedError(f"{table.shape[1]} pages of {page_size} tokens hold fewer than "
-                               f"max_seq_len_kv = {seq_len}")
-    b, n = table.shape
-    flat = xp.take(container, xp.reshape(table, (-1,)), axis=0)   # [B * pages_per_seq, H, page, D]
+    """Paged K or V ``[pages, H, page_size, D]`` + table ``[B, pages_per_seq]`` -> ``[B, H, seq_len, D]``
+    (whole: the direct definition; the ops read :class:`PagedKV` tile by tile instead)."""
+    paged = PagedKV.of(container, table, seq_len)
+    xp = shim.namespace(paged.container)
+    b, n = paged.table.shape
+    flat = xp.take(paged.container, xp.reshape(paged.table, (-1,)), axis=0)   # [B * pages_per_seq, H, page, D]
     _, h, p, d = flat.shape
     gathered = xp.reshape(flat, (b, n, h, p, d))
     return xp.reshape(xp.permute_dims(gathered, (0, 2, 1, 3, 4)), (b, h, n * p, d))[:, :, :seq_len, :]
+
+
+@dataclass(frozen=True)
+class PagedKV:
+    """Paged K or V seen as ``[B, H, seq_len, D]`` without gathering it whole: ``container``
+    ``[pages, H, page_size, D]``, ``table`` ``[B, pages_per_seq]`` (int64), and :meth:`keys` gathers
+    only the pages one tile's keys live in (a gathered float64 copy of the S4096 prefill's K and V
+    was 34 GB when the container's pages were the graph's 4096 tokens long)."""
+
+    container: np.ndarray
+    table: np.ndarray
+    seq_len: int
+
+    @classmethod
+    def of(cls, container: np.ndarray, table: np.ndarray, seq_len: int) -> PagedKV:
+        """Checked: every entry indexes a page, and a sequence's pages hold ``seq_len`` tokens."""
+        container, table = as_array(container), as_array(table)
+        xp = shim.namespace(container, table)
+        table = xp.astype(xp.reshape(table, (table.shape[0], -1)), xp.int64)
+        pages, _, page_size, _ = container.shape
+        if table.shape[0] * table.shape[1] and (int(xp.min(table)) < 0 or int(xp.max(table)) >= pages):
+            raise UnsupportedError(f"page table entries must index the {pages} pages of the container "
+                                   f"(found {int(xp.min(table))}..{int(xp.max(table))})")
+        if table.shape[1] * page_size < seq_len:
+            raise UnsupportedError(f"{table.shape[1]} pages of {page_size} tokens hold fewer than "
+                                   f"max_seq_len_kv = {seq_len}")
+        return cls(container, table, int(seq_len))
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (int(self.table.shape[0]), int(self.container.shape[1]), self.seq_len, int(self.container.shape[3]))
+
+    def keys(self, b: int, h: int, cs: slice) -> np.ndarray:
+        """Tokens ``cs`` of sequence ``b``, head ``h``: ``[len, D]`` in the container's dtype."""
+        xp = shim.namespace(self.container)
+        size = int(self.container.shape[2])
+        first, last = cs.start // size, max(cs.start, cs.stop - 1) // size + 1
+        # the pages first, then the head: a take over container[:, h] copied the whole head's cache
+        pages = xp.take(self.container, self.table[b, first:last], axis=0)[:, h, ...]   # [n, page, D]
+        flat = xp.reshape(pages, (-1, int(self.container.shape[3])))
+        return flat[cs.start - first * size: cs.stop - first * size, ...]
+
+
+def _keys(src: np.ndarray | PagedKV, b: int, h: int, cs: slice) -> np.ndarray:
+    """One tile's keys (or values) of kv head ``h`` in float64: a slice of a dense cache, or gathered pages."""
+    return f64(src.keys(b, h, cs) if isinstance(src, PagedKV) else src[b, h, cs, ...])
+
+
+def key_chunk(d: int, budget: int | None = None) -> int:
+    """Keys converted to float64 at a time: ``key_chunk * d`` float64 values within the budget (65536
+    keys of d 128 at 64 MiB; a tile over more keys goes through them in chunks, so a kv head's keys
+    are never converted whole at a million tokens)."""
+    return max(1, (budget or SCORE_BLOCK_BYTES) // (8 * max(d, 1)))
+
+
+def _chunks(cs: slice, n: int) -> list[slice]:
+    return [slice(a, min(cs.stop, a + n)) for a in range(cs.start, cs.stop, n)]
+
+
+def _against_keys(x: np.ndarray, src: np.ndarray | PagedKV, b: int, h: int, cs: slice,
+                  budget: int | None) -> np.ndarray:
+    """``x @ keys^T`` ([heads, r, d] -> [heads, r, c]) with the keys converted a chunk at a time: each
+    element is the same dot product over d."""
+    xp = shim.namespace(x)
+    n = key_chunk(int(x.shape[-1]), budget)
+    if cs.stop - cs.start <= n:
+        return xp.matmul(x, xp.matrix_transpose(_keys(src, b, h, cs)))
+    parts = [xp.matmul(x, xp.matrix_transpose(_keys(src, b, h, c))) for c in _chunks(cs, n)]
+    return xp.concat(parts, axis=-1)
+
+
+def _times_keys(w: np.ndarray, src: np.ndarray | PagedKV, b: int, h: int, cs: slice, d: int,
+                budget: int | None) -> np.ndarray:
+    """``w @ keys`` ([heads, r, c] -> [heads, r, d]), summed over key chunks (float64 rounding only)."""
+    xp = shim.namespace(w)
+    n = key_chunk(d, budget)
+    if cs.stop - cs.start <= n:
+        return xp.matmul(w, _keys(src, b, h, cs))
+    out = None
+    for c in _chunks(cs, n):
+        part = xp.matmul(w[..., c.start - cs.start:c.stop - cs.start], _keys(src, b, h, c))
+        out = part if out is None else out + part
+    return out
 
 
 def _group(hq: int, hkv: int) -> int:
@@ -116,15 +202,24 @@ def _group(hq: int, hkv: int) -> int:
     return hq // hkv
 
 
-def _row_blocks(sq: int, group: int, skv: int, block_rows: int | None) -> Iterator[range]:
-    rows = block_rows or max(1, SCORE_BLOCK_BYTES // (8 * group * max(skv, 1)))
+def tile_shape(group: int, skv: int, budget: int | None = None) -> tuple[int, int]:
+    """(heads, rows) of one tile: ``heads * rows * skv`` float64 scores within ``budget`` bytes
+    (:data:`SCORE_BLOCK_BYTES` by default); the whole query group when one row of it fits, else
+    fewer heads; never less than one head and one row."""
+    per_row = 8 * max(skv, 1)
+    limit = budget or SCORE_BLOCK_BYTES
+    heads = max(1, min(group, limit // per_row))
+    return heads, max(1, limit // (per_row * heads))
+
+
+def _row_blocks(sq: int, rows: int) -> Iterator[range]:
     for start in range(0, sq, rows):
         yield range(start, min(sq, start + rows))
 
 
 @dataclass(frozen=True)
 class _Tile:
-    """One row block of one kv head's query group, and the keys it can see."""
+    """One row block of some heads of one kv head's query group, and the keys it can see."""
 
     b: int
     hk: int
@@ -134,19 +229,22 @@ class _Tile:
     keep: np.ndarray          # [rows, cols] bool from the masking rule
 
 
-def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, block_rows: int | None,
+def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, budget: int | None,
            like: np.ndarray) -> Iterator[_Tile]:
-    """Every (batch, kv head, row block) with its visible key range, as both directions walk them;
-    masks are made in ``like``'s namespace and on its device."""
+    """Every (batch, kv head, head chunk, row block) with its visible key range, as both directions
+    walk them; masks are made in ``like``'s namespace and on its device."""
     xp, device = shim.namespace(like), shim.device_of(like)
     for b in range(b_):
         q_len, kv_len = masking.lengths(b, sq, skv)
+        heads, rows_per = tile_shape(g, kv_len, budget)
         for hk in range(hkv):
-            for rows in _row_blocks(q_len, g, kv_len, block_rows):
-                lo, hi = masking.key_range(rows, q_len, kv_len)
-                cols = range(lo, max(lo, hi))
-                yield _Tile(b, hk, slice(hk * g, (hk + 1) * g), slice(rows.start, rows.stop),
-                            slice(cols.start, cols.stop), masking.keep(rows, cols, q_len, kv_len, xp, device))
+            for h0 in range(0, g, heads):
+                chunk = slice(hk * g + h0, hk * g + min(g, h0 + heads))
+                for rows in _row_blocks(q_len, rows_per):
+                    lo, hi = masking.key_range(rows, q_len, kv_len)
+                    cols = range(lo, max(lo, hi))
+                    yield _Tile(b, hk, chunk, slice(rows.start, rows.stop), slice(cols.start, cols.stop),
+                                masking.keep(rows, cols, q_len, kv_len, xp, device))
 
 
 def _broadcast4(a: np.ndarray | None, shape: tuple[int, int, int, int], what: str) -> np.ndarray | None:
@@ -174,12 +272,14 @@ def _sinks(sink: np.ndarray | None, hq: int) -> np.ndarray | None:
     return s
 
 
-def _softmax_block(q_blk: np.ndarray, k_cols: np.ndarray, scale: float, keep: np.ndarray,
+def _softmax_block(products: Callable[[], np.ndarray], scale: float, keep: np.ndarray,
                    bias_blk: np.ndarray | None, allow_blk: np.ndarray | None,
                    sink: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """(p, max, sum_exp, p_sink, mask) for q_blk [G, r, d] against k_cols [c, d]."""
-    xp = shim.namespace(q_blk)
-    s = xp.matmul(q_blk, xp.matrix_transpose(k_cols)) * scale   # [G, r, c]
+    """(p, max, sum_exp, p_sink, mask) from a tile's raw products q k^T, [heads, r, c], made by calling
+    ``products`` here: an array passed in would stay alive (the caller holds it) beside the masked copy."""
+    s = products()
+    xp = shim.namespace(s)
+    s *= scale   # [heads, r, c]
     if bias_blk is not None:
         s += bias_blk
     mask = xp.broadcast_to(keep, tuple(s.shape))
@@ -205,40 +305,60 @@ def _softmax_block(q_blk: np.ndarray, k_cols: np.ndarray, scale: float, keep: np
     return p, m, total, p_sink, mask
 
 
-def sdpa_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, *, scale: float, masking: Masking = Masking(),
-    bias: np.ndarray | None = None, allow: np.ndarray | None = None, sink: np.ndarray | None = None,
-    block_rows: int | None = None,
-) -> dict[str, np.ndarray]:
-    """Attention forward: ``o`` [B,Hq,Sq,Dv], ``stats`` / ``max`` / ``sum_exp`` [B,Hq,Sq,1].
-
-    ``bias`` is added to the scaled scores, ``allow`` (boolean) keeps pairs where True;
-    both broadcast to [B, Hq, Sq, Skv]. Rows with no kept key (and no sink) give o = 0,
-    max = -inf, sum_exp = 0 and stats = -inf.
-    """
-    q, k, v = f64(q), f64(k), f64(v)
-    xp, device = shim.namespace(q, k, v), shim.device_of(q)
-    b_, hq, sq, dqk = q.shape
-    _, hkv, skv, _ = k.shape
-    dv = v.shape[-1]
+def _checked_shapes(q: np.ndarray, k: np.ndarray | PagedKV, v: np.ndarray | PagedKV) -> tuple[int, ...]:
+    """(B, Hq, Sq, d_qk, Hkv, Skv, d_v, G) after checking that q, k and v agree."""
+    b_, hq, sq, dqk = (int(n) for n in q.shape)
+    _, hkv, skv, _ = (int(n) for n in k.shape)
     if tuple(k.shape[:3]) != tuple(v.shape[:3]) or k.shape[0] != b_ or k.shape[-1] != dqk:
         raise UnsupportedError(f"attention shapes do not agree: q {list(q.shape)}, k {list(k.shape)}, "
                                f"v {list(v.shape)}")
-    g = _group(hq, hkv)
-    shape4 = (b_, hq, sq, skv)
-    bias4 = _broadcast4(None if bias is None else f64(bias), shape4, "attn_mask")
-    allow4 = _broadcast4(None if allow is None else as_array(allow) != 0, shape4, "attn_mask")
+    return b_, hq, sq, dqk, hkv, skv, int(v.shape[-1]), _group(hq, hkv)
+
+
+def _masks(bias: np.ndarray | None, allow: np.ndarray | None,
+           shape4: tuple[int, int, int, int]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The additive and boolean masks as broadcast views in their stored types (each tile converts its slice)."""
+    return (_broadcast4(None if bias is None else as_array(bias), shape4, "attn_mask"),
+            _broadcast4(None if allow is None else as_array(allow), shape4, "attn_mask"))
+
+
+def _tile_scores(t: _Tile, q: np.ndarray, k: np.ndarray | PagedKV, scale: float, bias4: np.ndarray | None,
+                 allow4: np.ndarray | None, sinks: np.ndarray | None,
+                 budget: int | None) -> tuple[np.ndarray, ...]:
+    """(q rows, p, max, sum_exp, p_sink) of one tile, each slice converted to float64 here."""
+    b, heads, rs, cs = t.b, t.heads, t.rs, t.cs
+    qb = f64(q[b, heads, rs, ...])
+    p, m, total, p_sink, _ = _softmax_block(
+        lambda: _against_keys(qb, k, b, t.hk, cs, budget), scale, t.keep,
+        None if bias4 is None else f64(bias4[b, heads, rs, cs]),
+        None if allow4 is None else allow4[b, heads, rs, cs] != 0, None if sinks is None else sinks[heads])
+    return qb, p, m, total, p_sink
+
+
+def sdpa_forward(
+    q: np.ndarray, k: np.ndarray | PagedKV, v: np.ndarray | PagedKV, *, scale: float,
+    masking: Masking = Masking(), bias: np.ndarray | None = None, allow: np.ndarray | None = None,
+    sink: np.ndarray | None = None, budget: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Attention forward: ``o`` [B,Hq,Sq,Dv], ``stats`` / ``max`` / ``sum_exp`` [B,Hq,Sq,1].
+
+    ``k`` and ``v`` are dense ``[B, Hkv, Skv, D]`` arrays or :class:`PagedKV`; ``bias`` is added to
+    the scaled scores, ``allow`` (boolean) keeps pairs where True; both broadcast to
+    [B, Hq, Sq, Skv]. Rows with no kept key (and no sink) give o = 0, max = -inf, sum_exp = 0 and
+    stats = -inf. ``budget``: bytes of one tile's float64 scores (default :data:`SCORE_BLOCK_BYTES`).
+    """
+    q = as_array(q)
+    xp, device = shim.namespace(q), shim.device_of(q)
+    b_, hq, sq, _, hkv, skv, dv, g = _checked_shapes(q, k, v)
+    bias4, allow4 = _masks(bias, allow, (b_, hq, sq, skv))
     sinks = _sinks(sink, hq)
     o = xp.zeros((b_, hq, sq, dv), dtype=xp.float64, device=device)
     row_max = xp.full((b_, hq, sq), -np.inf, dtype=xp.float64, device=device)
     sum_exp = xp.zeros((b_, hq, sq), dtype=xp.float64, device=device)
-    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows, q):
-        b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
-        p, m, total, _, _ = _softmax_block(
-            q[b, heads, rs, ...], k[b, hk, cs, ...], scale, t.keep,
-            None if bias4 is None else bias4[b, heads, rs, cs],
-            None if allow4 is None else allow4[b, heads, rs, cs], None if sinks is None else sinks[heads])
-        o[b, heads, rs, ...] = xp.matmul(p, v[b, hk, cs, ...])
+    for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q):
+        b, heads, rs = t.b, t.heads, t.rs
+        _, p, m, total, _ = _tile_scores(t, q, k, scale, bias4, allow4, sinks, budget)
+        o[b, heads, rs, ...] = _times_keys(p, v, b, t.hk, t.cs, dv, budget)
         row_max[b, heads, rs] = m
         sum_exp[b, heads, rs] = xp.where(xp.isfinite(m), total, 0.0)
     with shim.quiet(xp):
@@ -250,7 +370,7 @@ def sdpa_backward(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, *, scale: float,
     masking: Masking = Masking(), bias: np.ndarray | None = None, allow: np.ndarray | None = None,
     sink: np.ndarray | None = None, bias_shape: tuple[int, ...] | None = None,
-    o: np.ndarray | None = None, block_rows: int | None = None,
+    o: np.ndarray | None = None, budget: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Gradients of :func:`sdpa_forward` for output gradient ``do``: dq, dk, dv, and
     ``dbias`` (summed down to ``bias_shape``, default the bias's shape) and ``dsink``.
@@ -261,34 +381,27 @@ def sdpa_backward(
     by the rounding of O (a bf16 O moves D by ~2^-9 of sum|dO*O|), which on an H100 put
     1 in 15000 bf16 dq elements outside tolerance until the reference used the given O.
     """
-    q, k, v, do = f64(q), f64(k), f64(v), f64(do)
-    o_given = None if o is None else f64(o)
+    q, k, v, do = as_array(q), as_array(k), as_array(v), as_array(do)
     xp, device = shim.namespace(q, k, v, do), shim.device_of(q)
-    b_, hq, sq, dqk = q.shape
-    _, hkv, skv, _ = k.shape
-    g = _group(hq, hkv)
+    b_, hq, sq, d_qk, hkv, skv, d_v, g = _checked_shapes(q, k, v)
     shape4 = (b_, hq, sq, skv)
-    bias4 = _broadcast4(None if bias is None else f64(bias), shape4, "attn_mask")
-    allow4 = _broadcast4(None if allow is None else as_array(allow) != 0, shape4, "attn_mask")
+    bias4, allow4 = _masks(bias, allow, shape4)
     sinks = _sinks(sink, hq)
     want_dbias = bias is not None or bias_shape is not None
     dbias_shape = tuple(bias_shape) if bias_shape is not None else (shape_of(bias) if bias is not None else ())
     dbias_full = _reduced_accumulator(dbias_shape, shape4, q) if want_dbias else None
-    dq, dk, dv = xp.zeros_like(q), xp.zeros_like(k), xp.zeros_like(v)
+    dq, dk, dv = (xp.zeros(tuple(a.shape), dtype=xp.float64, device=device) for a in (q, k, v))
     dsink = xp.zeros(hq, dtype=xp.float64, device=device)
-    for t in _tiles(b_, hkv, g, sq, skv, masking, block_rows, q):
+    for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q):
         b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
-        p, _, _, p_sink, _ = _softmax_block(
-            q[b, heads, rs, ...], k[b, hk, cs, ...], scale, t.keep,
-            None if bias4 is None else bias4[b, heads, rs, cs],
-            None if allow4 is None else allow4[b, heads, rs, cs], None if sinks is None else sinks[heads])
-        vb, kb, dob = v[b, hk, cs, ...], k[b, hk, cs, ...], do[b, heads, rs, ...]
-        o_rows = xp.matmul(p, vb) if o_given is None else o_given[b, heads, rs, ...]   # [G, r, dv]
-        delta = xp.sum(dob * o_rows, axis=-1)                                     # [G, r]
-        ds = p * (xp.matmul(dob, xp.matrix_transpose(vb)) - delta[..., None])     # d(score incl. bias)
+        qb, p, _, _, p_sink = _tile_scores(t, q, k, scale, bias4, allow4, sinks, budget)
+        dob = f64(do[b, heads, rs, ...])
+        o_rows = _times_keys(p, v, b, hk, cs, d_v, budget) if o is None else f64(o[b, heads, rs, ...])
+        delta = xp.sum(dob * o_rows, axis=-1)                                     # [heads, r]
+        ds = p * (_against_keys(dob, v, b, hk, cs, budget) - delta[..., None])     # d(score incl. bias)
         dv[b, hk, cs, ...] += shim.contract_leading(xp, p, dob)
-        dq[b, heads, rs, ...] += scale * xp.matmul(ds, kb)
-        dk[b, hk, cs, ...] += scale * shim.contract_leading(xp, ds, q[b, heads, rs, ...])
+        dq[b, heads, rs, ...] += scale * _times_keys(ds, k, b, hk, cs, d_qk, budget)
+        dk[b, hk, cs, ...] += scale * shim.contract_leading(xp, ds, qb)
         if p_sink is not None:
             dsink[heads] -= xp.sum(p_sink * delta, axis=-1)
         if dbias_full is not None:
