@@ -32,6 +32,7 @@ from hipdnn_trace.device.cupti_activity import BUFFER_BYTES, Record, assign_iter
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.profilers.harness_kernels import is_harness_kernel
 from hipdnn_trace.results import schemas
+from hipdnn_trace.results.kernel_names import with_demangled
 
 
 def _cupti() -> Any:
@@ -173,7 +174,7 @@ class CuptiProfiler:
             "stream": np.asarray(cols[9])[keep], "device": np.asarray(cols[10])[keep],
             "correlation_id": np.asarray(cols[11])[keep], "source": ["cupti"] * n,
         }, strict=False)
-        return schemas.conform(frame, schemas.KERNELS).sort("start_ns")
+        return schemas.conform(with_demangled(frame), schemas.KERNELS).sort("start_ns")
 
     def close(self) -> None:
         """Unsubscribe: later work runs untraced (and staged timing works)."""

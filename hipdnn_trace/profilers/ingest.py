@@ -39,6 +39,7 @@ from hipdnn_trace.profilers.rocprof import legacy, rocpd_sqlite, rocprofv2, rocp
 from hipdnn_trace.profilers.rocprof.detect import Detected, check_format, detect
 from hipdnn_trace.profilers.rocprof.frames import AGENTS, API, COUNTERS_FULL, KERNELS_FULL, MARKERS, MEMORY, STATS
 from hipdnn_trace.profilers.rocprof.markers_join import has_harness_markers, join_iterations
+from hipdnn_trace.results.kernel_names import with_demangled
 from hipdnn_trace.results.schemas import conform
 
 _PASS_DIR = re.compile(r"^(?:pmc|pass)_(\d+)$")
@@ -211,12 +212,12 @@ def _load_capture(cap: _Capture, notes: list[str]) -> dict[str, pl.DataFrame]:
         keyed = keyed.unique(subset=["dispatch_id", "name", "device"], keep="first", maintain_order=True)
         if keyed.height < before:
             notes.append(f"capture {cap.name}: {before - keyed.height} kernel rows repeated across files, kept once")
-        out["kernels"] = pl.concat([keyed, unkeyed], how="vertical_relaxed")
+        out["kernels"] = with_demangled(pl.concat([keyed, unkeyed], how="vertical_relaxed"))
     if out["counters"].height:
         before = out["counters"].height
-        out["counters"] = out["counters"].unique(
+        out["counters"] = with_demangled(out["counters"].unique(
             subset=["dispatch_id", "device", "kernel", "counter", "start_ns"], keep="first", maintain_order=True
-        )
+        ), "kernel")
         if out["counters"].height < before:
             notes.append(f"capture {cap.name}: {before - out['counters'].height} counter values repeated "
                          "across files, kept once")

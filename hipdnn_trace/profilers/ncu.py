@@ -40,6 +40,7 @@ from hipdnn_trace.profilers.harness_kernels import drop_harness
 from hipdnn_trace.profilers.ncu_tool import export_command, find_ncu
 from hipdnn_trace.profilers.profiles import Profile, load_peaks, normalize_arch, profile_for_arch, select_gpu
 from hipdnn_trace.results import schemas
+from hipdnn_trace.results.kernel_names import with_demangled
 
 NVTX_FILTER = "regex:hipdnn_trace@execute/iter [0-9]+/"
 DEFAULT_SETS = "why"
@@ -151,6 +152,8 @@ def map_to_trace(ncu_kernels: pl.DataFrame, ncu_counters: pl.DataFrame,
                                .alias("_start"), pl.lit(None, dtype=pl.Int64).alias("_end"))
     else:
         t = traced.with_columns(pl.col("config").cast(pl.String).str.replace_all(r"[/@ ]", "_").alias("_safe"))
+        if "mangled_name" in t.columns:   # pass 0's names are demangled; ncu prints the mangled base name
+            t = t.with_columns(pl.coalesce("mangled_name", "name").alias("name"))
         m = _ordinal(t.select("graph_id", pl.col("_safe").alias("config"), "iteration", "name", "correlation_id",
                               "start_ns", "end_ns"), "start_ns")
         pairs = p.join(m.select(*_LABELS, "_ord", pl.col("name").alias("_mname"), pl.col("correlation_id")
@@ -322,7 +325,7 @@ class NcuProfiler:
         profile = self._profile or profile_for_arch(self._arch or "sm_90")
         c = counters.with_columns(pl.col("correlation_id").alias("dispatch_id"))
         wide = derived_metrics.wide_counters(c.with_columns(pl.lit("timed").alias("phase")))
-        metrics = with_why(derived_metrics.derive(wide, profile, spec), counters, table)
+        metrics = with_demangled(with_why(derived_metrics.derive(wide, profile, spec), counters, table), "kernel")
         self._why_metrics = metrics
         summary = run.summary
         analytical = summary.select("graph_id", "config", "flops") if summary.height else None

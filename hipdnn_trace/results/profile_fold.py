@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from hipdnn_trace.results import schemas
+from hipdnn_trace.results.kernel_names import with_demangled
 from hipdnn_trace.results.run_record import Profile, RunRecord
 from hipdnn_trace.results.rundir import Run, _write_frame, write_json
 
@@ -36,7 +37,7 @@ def fold_profile(run: Run, added: ProfileResults, formats: Iterable[str] = ("par
     """Write ``added`` into ``run``'s folder (frames, verdicts, trace tracks, then run.json)."""
     folder = run.path
     formats = tuple(dict.fromkeys(["parquet", *formats]))
-    kernels = schemas.conform(added.kernels, schemas.KERNELS)
+    kernels = schemas.conform(with_demangled(added.kernels), schemas.KERNELS)
     counters = schemas.conform(added.counters, schemas.COUNTERS)
     for name, df in (("kernels", kernels), ("counters", counters)):
         if df.height:

@@ -105,6 +105,7 @@ KERNELS: Schema = {
     "device": pl.Int64(),
     "correlation_id": pl.Int64(),
     "source": pl.String(),          # rocprofv3 | rocprof | rocpd | cupti | ncu
+    "mangled_name": pl.String(),    # the name as the profiler gave it; ``name`` is demangled (results/kernel_names.py)
 }
 
 COUNTERS: Schema = {
