@@ -160,6 +160,20 @@ def render(e: Explanation, top: int = 8) -> str:
     return "\n".join(lines)
 
 
+TABLE_COLUMNS = ["kernel", "A", "B", "A-B", "share %", "A: launch, occupancy, limiter, stalls",
+                 "B: launch, occupancy, limiter, stalls"]
+
+
+def table_rows(e: Explanation, top: int = 8) -> list[list[str]]:
+    """The kernels that contribute most, as text cells (TABLE_COLUMNS): the report's explanation table."""
+    rows = []
+    for c in e.changes[:top]:
+        share = 100 * c.contribution_ns / e.delta_ns if e.delta_ns else 0.0
+        rows.append([c.kernel, _ms(c.a_ns), _ms(c.b_ns), _ms(c.contribution_ns), f"{share:.0f}", _shape(c.a),
+                     _shape(c.b)])
+    return rows
+
+
 def side_rows(metrics: pl.DataFrame, graph_id: str, config: str) -> pl.DataFrame:
     """One side's kernel_metrics rows (one graph on one configuration)."""
     if metrics.is_empty() or not {"graph_id", "config"} <= set(metrics.columns):

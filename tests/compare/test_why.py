@@ -86,13 +86,35 @@ def test_run_oracle_under_a_counter_profiler_prints_the_explanation(tmp_path: Pa
 
 
 def test_the_report_has_the_why_section_with_bars_roofline_and_explanation(tmp_path: Path) -> None:
-    from hipdnn_trace.compare.report_model import Image, build_report
+    from hipdnn_trace.compare.report_model import Image, Table, build_report
     from hipdnn_trace.results.rundir import load_run
 
     run = load_run(shutil.copytree(RUN, tmp_path / "why_ln"))
     why = next(s for s in build_report([run], None).sections if s.id == "why")
     assert sum(isinstance(b, Image) for b in why.blocks) == 2   # limiter bars, roofline
     assert any("LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in p for p in why.paragraphs)
+    assert "why:" not in why.paragraphs
+    table = next(b for b in why.blocks if isinstance(b, Table) and "kernels by contribution" in b.caption)
+    assert [r[0] for r in table.rows[:3]] == ["LayerNormGradBetaGammaInToTemp",
+                                             "cudnn_generated_layer_norm_bwd_1_1_2_4_0", "LayerNormGradBlockSMemImpl"]
+    assert table.rows[0][4] == "103" and table.rows[1][2] == "0.4106 ms" and table.rows[1][1] == "-"
+
+
+def test_table_rows_share_adds_to_the_whole_difference() -> None:
+    """Hand-built sides (contract columns): a kernel on A only, one on both, one on B only."""
+    from hipdnn_trace.compare.why import TABLE_COLUMNS, table_rows
+
+    a = pl.DataFrame({"kernel": ["starved", "shared"], "iteration": [0, 0], "duration_ns": [3.0e6, 1.0e6],
+                      "grid_size": [64, 1024], "block_size": [128, 256], "waves_per_sm": [0.03, 4.0],
+                      "limiter": ["parallelism", "memory dram"]})
+    b = pl.DataFrame({"kernel": ["shared", "fused"], "iteration": [0, 0], "duration_ns": [1.5e6, 0.5e6],
+                      "grid_size": [1024, 132], "block_size": [256, 64], "waves_per_sm": [4.0, 0.25],
+                      "limiter": ["memory dram", "latency"]})
+    rows = table_rows(explain(a, b, graph="g", label_a="a", label_b="b"))
+    assert all(len(r) == len(TABLE_COLUMNS) for r in rows)
+    assert [(r[0], r[3], r[4]) for r in rows] == [("starved", "3 ms", "150"), ("shared", "-0.5 ms", "-25"),
+                                                  ("fused", "-0.5 ms", "-25")]
+    assert rows[0][5] == "grid 64x128, 0.03 waves; parallelism" and rows[0][6] == "-"
 
 
 def test_roofline_points_and_ceilings_per_level() -> None:
