@@ -127,3 +127,12 @@ def test_roofline_points_and_ceilings_per_level() -> None:
     points, peaks = roofline_points(frame)
     assert points["DRAM"] == [(20.0, 2.0, "k")] and points["L2"] == [(5.0, 2.0, "k")] and "L1" not in points
     assert peaks == {"DRAM": pytest.approx(512 * 2.6)}   # GB/s; L2 has no peak metrics here
+
+
+def test_the_markdown_report_carries_the_explanation_table(tmp_path: Path) -> None:
+    run = shutil.copytree(RUN, tmp_path / "why_ln")
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert "| kernel | A | B | A-B | share % |" in md
+    assert "| LayerNormGradBetaGammaInToTemp | 2.07 ms | - | 2.07 ms | 103 | grid 64x128, 0.03 waves;" in md
+    assert md.index("limiters by kernel time") < md.index("kernels by contribution")
