@@ -501,7 +501,7 @@ def why_section(runs: list[Any], comparison: Comparison | None) -> Section | Non
             blocks.append(Image(bars, "limiter bars", f"{tag}share of each graph's kernel time by limiter"))
         peaks = peaks_of(run.meta)
         tflops = max(peaks.tflops.values()) if peaks is not None and peaks.tflops else None
-        image, caption = roofline_png(metrics, tflops)
+        image, caption = roofline_png(metrics, tflops, peaks.hbm_tbs if peaks is not None else None)
         if image:
             blocks.append(Image(image, "hierarchical roofline", f"{tag}{caption}"))
         if limiters is not None and limiters.height:

@@ -136,3 +136,18 @@ def test_the_markdown_report_carries_the_explanation_table(tmp_path: Path) -> No
     assert "| kernel | A | B | A-B | share % |" in md
     assert "| LayerNormGradBetaGammaInToTemp | 2.07 ms | - | 2.07 ms | 103 | grid 64x128, 0.03 waves;" in md
     assert md.index("limiters by kernel time") < md.index("kernels by contribution")
+
+
+def test_the_dram_ceiling_falls_back_to_the_peak_table() -> None:
+    """No ncu peak metrics (an older set, AMD): the DRAM roof is the peak table's hbm_tbs, and the caption says so;
+    with ncu's own peak metrics the table is not used."""
+    from hipdnn_trace.compare.why_report import roofline_png
+
+    bare = pl.DataFrame({"kernel": ["k"], "flops": [2.0e9], "duration_ns": [1.0e6], "dram__bytes.sum": [1.0e8]})
+    image, caption = roofline_png(bare, 989.0, hbm_tbs=4.8)
+    assert image and "DRAM's from the peak table (hbm_tbs)" in caption and "no L1, L2 bytes" in caption
+    _, caption = roofline_png(bare, 989.0)
+    assert "peak table" not in caption
+    own = bare.with_columns(pl.lit(512.0).alias("dram__bytes.sum.peak_sustained"),
+                            pl.lit(2.6e9).alias("dram__cycles_elapsed.avg.per_second"))
+    assert "peak table" not in roofline_png(own, 989.0, hbm_tbs=4.8)[1]
