@@ -116,6 +116,13 @@ def _shape(s: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _over(e: Explanation, total: float) -> str:
+    """Why a share can pass 100%: the faster side's kernels that run longer there give some of it back."""
+    back = sum(abs(c.contribution_ns) for c in e.changes if (c.contribution_ns > 0) != (e.delta_ns > 0))
+    return f" (over 100%: the faster side's own kernel time gives back {back / 1e6:.4g} ms)" if total > abs(
+        e.delta_ns) and back else ""
+
+
 def summary(e: Explanation) -> str:
     """One paragraph: which kernels account for the difference, by limiter, with their launch shapes."""
     if e.note:
@@ -142,7 +149,8 @@ def summary(e: Explanation) -> str:
         timed = f"; timed {e.time_a_ms:.4g} ms vs {e.time_b_ms:.4g} ms (B/A {e.time_b_ms / e.time_a_ms:.3f})"
     return (f"{e.graph}: {slower} is slower by {abs(delta) / 1e6:.4g} ms of profiled kernel time{timed}. "
             f"{len(group)} kernel(s) of {slower}{launch}, limiter {name}, account for {total / 1e6:.4g} ms, "
-            f"{100 * total / abs(delta):.0f}% of the difference: {', '.join(c.kernel for c in group)}.")
+            f"{100 * total / abs(delta):.0f}% of the difference: {', '.join(c.kernel for c in group)}."
+            + _over(e, total))
 
 
 def render(e: Explanation, top: int = 8) -> str:
