@@ -151,3 +151,20 @@ def test_the_dram_ceiling_falls_back_to_the_peak_table() -> None:
     own = bare.with_columns(pl.lit(512.0).alias("dram__bytes.sum.peak_sustained"),
                             pl.lit(2.6e9).alias("dram__cycles_elapsed.avg.per_second"))
     assert "peak table" not in roofline_png(own, 989.0, hbm_tbs=4.8)[1]
+
+
+def test_the_raw_ncu_exports_of_the_pair_explain_the_same() -> None:
+    """The lead's standalone `ncu --set full` raw pages of the two plans (tests/data/ncu/ln_bwd_*_full_raw.csv),
+    read as `ingest` reads them, give the same verdict as the run folder: the explanation does not depend on
+    where kernel_metrics came from."""
+    from hipdnn_trace.profilers.ncu_why import ingest_frames
+
+    a, b = (ingest_frames(TEST_DATA / "ncu" / f"ln_bwd_{side}_full_raw.csv")["why"] for side in ("ootb", "tuned"))
+    e = explain(a, b, graph="ln", label_a="eng1", label_b="eng5")
+    assert [c.kernel for c in e.changes[:2]] == ["LayerNormGradBetaGammaInToTemp",
+                                                 "cudnn_generated_layer_norm_bwd_1_1_2_4_0"]
+    text = summary(e)
+    assert "2 kernel(s) of eng1 with grids of 64 and 32 blocks on 132 SMs (0.03 and 0.015 waves), limiter " \
+           "parallelism" in text
+    starved = sum(c.contribution_ns for c in e.changes if c.a.get("limiter") == "parallelism")
+    assert 0.9 < starved / e.delta_ns < 1.1 and e.delta_ns == pytest.approx(1.993e6, rel=1e-3)
