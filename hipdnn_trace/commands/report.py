@@ -14,7 +14,10 @@ DESCRIPTION = """\
 Write one self-contained HTML file (figures embedded, nothing fetched when it opens)
 and a Markdown twin: run metadata, per-graph summary, timing distributions,
 per-iteration time series (warmup and throttled iterations visible), throughput /
-roofline when FLOPs or counters exist, validation. With RUN_B, also the A/B verdicts
+roofline when FLOPs or counters exist, validation. A run profiled with the why set
+(--profile ncu) adds a "Why" section: limiter bars per graph, a hierarchical roofline
+(L1, L2, DRAM) with kernels as points and the kernel-level explanation table of its
+oracle / A/B pairs (or of RUN_B's SLOWER/FASTER graphs). With RUN_B, also the A/B verdicts
 of `hipdnn-trace compare` with CI bars. Figures show the top N graphs (largest
 changes, or slowest); tables list all of them.
 """
@@ -25,6 +28,7 @@ examples:
   hipdnn-trace report runs/20261124-010203-ab12cd              # report.html + report.md in the run
   hipdnn-trace report runs/base runs/new -o ab.html            # B against A, with verdicts and CI bars
   hipdnn-trace report runs/new --top 20                        # more graphs in the figures
+  hipdnn-trace report runs/oracle_ncu                          # run --oracle --profile ncu: the Why section
 """
 
 

@@ -483,8 +483,9 @@ def headline_section(runs: list[Any], comparison: Comparison | None) -> Section:
 def why_section(runs: list[Any], comparison: Comparison | None) -> Section | None:
     """Profiled runs: limiter bars, the hierarchical roofline and the explanation (compare/why_report.py);
     None when no run carries kernel_metrics."""
+    from hipdnn_trace.compare.why import TABLE_COLUMNS, table_rows
     from hipdnn_trace.compare.why_report import limiter_bars_png, roofline_png
-    from hipdnn_trace.compare.why_sections import one_run, two_runs
+    from hipdnn_trace.compare.why_sections import one_run, two_runs_explained
     from hipdnn_trace.results.profile_frames import load_profile_frame
     from hipdnn_trace.results.speed_of_light import peaks_of
 
@@ -500,7 +501,7 @@ def why_section(runs: list[Any], comparison: Comparison | None) -> Section | Non
             blocks.append(Image(bars, "limiter bars", f"{tag}share of each graph's kernel time by limiter"))
         peaks = peaks_of(run.meta)
         tflops = max(peaks.tflops.values()) if peaks is not None and peaks.tflops else None
-        image, caption = roofline_png(metrics, tflops)
+        image, caption = roofline_png(metrics, tflops, peaks.hbm_tbs if peaks is not None else None)
         if image:
             blocks.append(Image(image, "hierarchical roofline", f"{tag}{caption}"))
         if limiters is not None and limiters.height:
@@ -511,9 +512,11 @@ def why_section(runs: list[Any], comparison: Comparison | None) -> Section | Non
                                 f"{tag}limiters by kernel time (graph_limiters)"))
     if not blocks:
         return None
-    text = two_runs(comparison, runs[0], runs[1]) if comparison is not None and len(runs) == 2 \
-        else one_run(runs[0], 0.05)[0]
-    paragraphs += [line for line in text.strip().split("\n") if line and not line.startswith("  ")]
+    text, found = two_runs_explained(comparison, runs[0], runs[1]) if comparison is not None and len(runs) == 2 \
+        else one_run(runs[0], 0.05)
+    paragraphs += [line for line in text.strip().split("\n") if line and line != "why:" and not line.startswith("  ")]
+    blocks += [Table(TABLE_COLUMNS, table_rows(e), f"why {e.graph}: {e.label_a} vs {e.label_b}, kernels by "
+                     "contribution to the difference") for e in found if not e.note and e.changes]
     return Section("why", "Why: limiters, roofline, what explains a difference", paragraphs, blocks)
 
 

@@ -116,6 +116,13 @@ def _shape(s: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _over(e: Explanation, total: float) -> str:
+    """Why a share can pass 100%: the faster side's kernels that run longer there give some of it back."""
+    back = sum(abs(c.contribution_ns) for c in e.changes if (c.contribution_ns > 0) != (e.delta_ns > 0))
+    return f" (over 100%: the faster side's own kernel time gives back {back / 1e6:.4g} ms)" if total > abs(
+        e.delta_ns) and back else ""
+
+
 def summary(e: Explanation) -> str:
     """One paragraph: which kernels account for the difference, by limiter, with their launch shapes."""
     if e.note:
@@ -142,7 +149,8 @@ def summary(e: Explanation) -> str:
         timed = f"; timed {e.time_a_ms:.4g} ms vs {e.time_b_ms:.4g} ms (B/A {e.time_b_ms / e.time_a_ms:.3f})"
     return (f"{e.graph}: {slower} is slower by {abs(delta) / 1e6:.4g} ms of profiled kernel time{timed}. "
             f"{len(group)} kernel(s) of {slower}{launch}, limiter {name}, account for {total / 1e6:.4g} ms, "
-            f"{100 * total / abs(delta):.0f}% of the difference: {', '.join(c.kernel for c in group)}.")
+            f"{100 * total / abs(delta):.0f}% of the difference: {', '.join(c.kernel for c in group)}."
+            + _over(e, total))
 
 
 def render(e: Explanation, top: int = 8) -> str:
@@ -158,6 +166,20 @@ def render(e: Explanation, top: int = 8) -> str:
     if len(e.changes) > top:
         lines.append(f"  ... {len(e.changes) - top} more kernel(s)")
     return "\n".join(lines)
+
+
+TABLE_COLUMNS = ["kernel", "A", "B", "A-B", "share %", "A: launch, occupancy, limiter, stalls",
+                 "B: launch, occupancy, limiter, stalls"]
+
+
+def table_rows(e: Explanation, top: int = 8) -> list[list[str]]:
+    """The kernels that contribute most, as text cells (TABLE_COLUMNS): the report's explanation table."""
+    rows = []
+    for c in e.changes[:top]:
+        share = 100 * c.contribution_ns / e.delta_ns if e.delta_ns else 0.0
+        rows.append([c.kernel, _ms(c.a_ns), _ms(c.b_ns), _ms(c.contribution_ns), f"{share:.0f}", _shape(c.a),
+                     _shape(c.b)])
+    return rows
 
 
 def side_rows(metrics: pl.DataFrame, graph_id: str, config: str) -> pl.DataFrame:

@@ -61,11 +61,16 @@ def roofline_points(metrics: pl.DataFrame) -> tuple[dict[str, list[tuple[float, 
     return points, peaks
 
 
-def roofline_png(metrics: pl.DataFrame, peak_tflops: float | None) -> tuple[bytes | None, str]:
-    """The hierarchical roofline as a PNG, and its caption."""
+def roofline_png(metrics: pl.DataFrame, peak_tflops: float | None,
+                 hbm_tbs: float | None = None) -> tuple[bytes | None, str]:
+    """The hierarchical roofline as a PNG, and its caption. ``hbm_tbs`` (the peak table's HBM bandwidth) is
+    the DRAM ceiling where the profile carries no peak metrics of its own (an older set, AMD)."""
     points, peaks = roofline_points(metrics)
     if not points:
         return None, ""
+    from_table = "DRAM" in points and "DRAM" not in peaks and bool(hbm_tbs)
+    if from_table:
+        peaks["DRAM"] = float(hbm_tbs) * 1e3   # TB/s -> GB/s
     fig, ax = _axes(7.5, 4.6)
     markers = {"L1": "^", "L2": "s", "DRAM": "o"}
     xs = [x for pts in points.values() for x, _, _ in pts]
@@ -86,8 +91,8 @@ def roofline_png(metrics: pl.DataFrame, peak_tflops: float | None) -> tuple[byte
     ax.legend(fontsize=7, loc="lower right")
     missing = [lv for lv in LEVELS if lv not in points]
     caption = ("Hierarchical roofline: each kernel once per memory level; ceilings are each level's peak "
-               "bandwidth as ncu computes it" + (f"; no {', '.join(missing)} bytes in this profile set" if missing
-                                                 else ""))
+               "bandwidth as ncu computes it" + ("; DRAM's from the peak table (hbm_tbs)" if from_table else "")
+               + (f"; no {', '.join(missing)} bytes in this profile set" if missing else ""))
     return _png(fig), caption
 
 

@@ -23,17 +23,23 @@ def _metrics(run: Any) -> pl.DataFrame | None:
 
 def two_runs(comparison: Any, run_a: Any, run_b: Any) -> str:
     """Each SLOWER / FASTER graph of ``compare RUN_A RUN_B``, explained kernel by kernel."""
+    return two_runs_explained(comparison, run_a, run_b)[0]
+
+
+def two_runs_explained(comparison: Any, run_a: Any, run_b: Any) -> tuple[str, list[Explanation]]:
+    """two_runs's text and the explanations behind it (the report tabulates them)."""
     ma, mb = _metrics(run_a), _metrics(run_b)
     missing = [NOT_PROFILED.format(run=r.path) for r, m in ((run_a, ma), (run_b, mb)) if m is None]
     if missing:
-        return "\n\nwhy:\n" + "\n".join(missing) + "\n"
-    parts = []
+        return "\n\nwhy:\n" + "\n".join(missing) + "\n", []
+    found = []
     for r in comparison.table.filter(pl.col("verdict").is_in([SLOWER, FASTER])).iter_rows(named=True):
         e = explain(side_rows(ma, str(r["graph_id"]), r["config_a"]), side_rows(mb, str(r["graph_id"]), r["config_b"]),
                     graph=r["graph"], label_a=f"A ({r['config_a']})", label_b=f"B ({r['config_b']})",
                     time_a_ms=r.get("median_a"), time_b_ms=r.get("median_b"))
-        parts.append(render(e))
-    return "\n\nwhy:\n" + ("\n\n".join(parts) if parts else "no graph is SLOWER or FASTER: nothing to explain") + "\n"
+        found.append(e)
+    text = "\n\n".join(render(e) for e in found) if found else "no graph is SLOWER or FASTER: nothing to explain"
+    return "\n\nwhy:\n" + text + "\n", found
 
 
 def _oracle_pairs(run: Any, threshold: float) -> list[tuple[str, str, str, str, float, float]]:

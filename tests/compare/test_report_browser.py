@@ -336,3 +336,46 @@ def test_word_split_check_catches_a_squeezed_table(real_ab_report: Path, tmp_pat
     with page_in_chromium(squeezed, tmp_path, width=1400, height=900) as (browser, session):
         _, split = split_words(browser, session)
     assert "bias_add_broadcast_nhwc_bf16" in split and "INCONCLUSIVE" in split
+
+
+WHY_RUN = Path(__file__).resolve().parents[1] / "data" / "ncu" / "why_ln_oracle_run"
+
+#: the Why section as laid out: its images (loaded, drawn size), its tables (caption, first body row)
+WHY_JS = """
+JSON.stringify((() => {
+  const s = document.getElementById('why');
+  if (!s) return null;
+  return {
+    images: [...s.querySelectorAll('img')].map(i => [i.alt, i.complete, i.naturalWidth,
+                                                     i.getBoundingClientRect().width]),
+    tables: [...s.querySelectorAll('table')].map(t => [t.caption ? t.caption.innerText : '',
+                                                      [...t.tBodies[0].rows[0].cells].map(c => c.innerText)]),
+    text: s.innerText,
+  };
+})())"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_why_section_renders_bars_roofline_and_explanation_table(tmp_path: Path) -> None:
+    """The real H200 LN-backward oracle run (--profile ncu): the Why section shows the limiter bars and the
+    hierarchical roofline as loaded images, the graph_limiters table and the explanation table whose first row
+    is the grid-starved kernel, with no table word broken."""
+    run = shutil.copytree(WHY_RUN, tmp_path / "why_ln")
+    out = tmp_path / "report" / "why.html"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    with page_in_chromium(out, tmp_path, width=1400, height=900) as (browser, session):
+        why = evaluate(browser, session, WHY_JS)
+        words, split = split_words(browser, session)
+        (tmp_path / "report" / "why.png").write_bytes(screenshot(browser, session))
+        sections = evaluate(browser, session, "JSON.stringify([...document.querySelectorAll('section')]"
+                                              ".map(s => s.id))")
+    assert "why" in sections and sections.index("why") == sections.index("oracle") + 1
+    assert [alt for alt, *_ in why["images"]] == ["limiter bars", "hierarchical roofline"]
+    assert all(done and natural > 100 and drawn > 100 for _, done, natural, drawn in why["images"])
+    captions = [caption for caption, _ in why["tables"]]
+    assert captions[0] == "limiters by kernel time (graph_limiters)"
+    explanation = next(row for caption, row in why["tables"] if "kernels by contribution" in caption)
+    assert explanation[0] == "LayerNormGradBetaGammaInToTemp" and explanation[4] == "103"
+    assert "grid 64x128, 0.03 waves" in explanation[5] and "parallelism" in explanation[5]
+    assert "2 kernel(s) of cudnn#ootb with grids of 64 and 32 blocks on 132 SMs" in why["text"]
+    assert words > 100 and split == []

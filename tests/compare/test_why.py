@@ -86,13 +86,35 @@ def test_run_oracle_under_a_counter_profiler_prints_the_explanation(tmp_path: Pa
 
 
 def test_the_report_has_the_why_section_with_bars_roofline_and_explanation(tmp_path: Path) -> None:
-    from hipdnn_trace.compare.report_model import Image, build_report
+    from hipdnn_trace.compare.report_model import Image, Table, build_report
     from hipdnn_trace.results.rundir import load_run
 
     run = load_run(shutil.copytree(RUN, tmp_path / "why_ln"))
     why = next(s for s in build_report([run], None).sections if s.id == "why")
     assert sum(isinstance(b, Image) for b in why.blocks) == 2   # limiter bars, roofline
     assert any("LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in p for p in why.paragraphs)
+    assert "why:" not in why.paragraphs
+    table = next(b for b in why.blocks if isinstance(b, Table) and "kernels by contribution" in b.caption)
+    assert [r[0] for r in table.rows[:3]] == ["LayerNormGradBetaGammaInToTemp",
+                                             "cudnn_generated_layer_norm_bwd_1_1_2_4_0", "LayerNormGradBlockSMemImpl"]
+    assert table.rows[0][4] == "103" and table.rows[1][2] == "0.4106 ms" and table.rows[1][1] == "-"
+
+
+def test_table_rows_share_adds_to_the_whole_difference() -> None:
+    """Hand-built sides (contract columns): a kernel on A only, one on both, one on B only."""
+    from hipdnn_trace.compare.why import TABLE_COLUMNS, table_rows
+
+    a = pl.DataFrame({"kernel": ["starved", "shared"], "iteration": [0, 0], "duration_ns": [3.0e6, 1.0e6],
+                      "grid_size": [64, 1024], "block_size": [128, 256], "waves_per_sm": [0.03, 4.0],
+                      "limiter": ["parallelism", "memory dram"]})
+    b = pl.DataFrame({"kernel": ["shared", "fused"], "iteration": [0, 0], "duration_ns": [1.5e6, 0.5e6],
+                      "grid_size": [1024, 132], "block_size": [256, 64], "waves_per_sm": [4.0, 0.25],
+                      "limiter": ["memory dram", "latency"]})
+    rows = table_rows(explain(a, b, graph="g", label_a="a", label_b="b"))
+    assert all(len(r) == len(TABLE_COLUMNS) for r in rows)
+    assert [(r[0], r[3], r[4]) for r in rows] == [("starved", "3 ms", "150"), ("shared", "-0.5 ms", "-25"),
+                                                  ("fused", "-0.5 ms", "-25")]
+    assert rows[0][5] == "grid 64x128, 0.03 waves; parallelism" and rows[0][6] == "-"
 
 
 def test_roofline_points_and_ceilings_per_level() -> None:
@@ -105,3 +127,44 @@ def test_roofline_points_and_ceilings_per_level() -> None:
     points, peaks = roofline_points(frame)
     assert points["DRAM"] == [(20.0, 2.0, "k")] and points["L2"] == [(5.0, 2.0, "k")] and "L1" not in points
     assert peaks == {"DRAM": pytest.approx(512 * 2.6)}   # GB/s; L2 has no peak metrics here
+
+
+def test_the_markdown_report_carries_the_explanation_table(tmp_path: Path) -> None:
+    run = shutil.copytree(RUN, tmp_path / "why_ln")
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert "| kernel | A | B | A-B | share % |" in md
+    assert "| LayerNormGradBetaGammaInToTemp | 2.07 ms | - | 2.07 ms | 103 | grid 64x128, 0.03 waves;" in md
+    assert md.index("limiters by kernel time") < md.index("kernels by contribution")
+
+
+def test_the_dram_ceiling_falls_back_to_the_peak_table() -> None:
+    """No ncu peak metrics (an older set, AMD): the DRAM roof is the peak table's hbm_tbs, and the caption says so;
+    with ncu's own peak metrics the table is not used."""
+    from hipdnn_trace.compare.why_report import roofline_png
+
+    bare = pl.DataFrame({"kernel": ["k"], "flops": [2.0e9], "duration_ns": [1.0e6], "dram__bytes.sum": [1.0e8]})
+    image, caption = roofline_png(bare, 989.0, hbm_tbs=4.8)
+    assert image and "DRAM's from the peak table (hbm_tbs)" in caption and "no L1, L2 bytes" in caption
+    _, caption = roofline_png(bare, 989.0)
+    assert "peak table" not in caption
+    own = bare.with_columns(pl.lit(512.0).alias("dram__bytes.sum.peak_sustained"),
+                            pl.lit(2.6e9).alias("dram__cycles_elapsed.avg.per_second"))
+    assert "peak table" not in roofline_png(own, 989.0, hbm_tbs=4.8)[1]
+
+
+def test_the_raw_ncu_exports_of_the_pair_explain_the_same() -> None:
+    """The lead's standalone `ncu --set full` raw pages of the two plans (tests/data/ncu/ln_bwd_*_full_raw.csv),
+    read as `ingest` reads them, give the same verdict as the run folder: the explanation does not depend on
+    where kernel_metrics came from."""
+    from hipdnn_trace.profilers.ncu_why import ingest_frames
+
+    a, b = (ingest_frames(TEST_DATA / "ncu" / f"ln_bwd_{side}_full_raw.csv")["why"] for side in ("ootb", "tuned"))
+    e = explain(a, b, graph="ln", label_a="eng1", label_b="eng5")
+    assert [c.kernel for c in e.changes[:2]] == ["LayerNormGradBetaGammaInToTemp",
+                                                 "cudnn_generated_layer_norm_bwd_1_1_2_4_0"]
+    text = summary(e)
+    assert "2 kernel(s) of eng1 with grids of 64 and 32 blocks on 132 SMs (0.03 and 0.015 waves), limiter " \
+           "parallelism" in text
+    starved = sum(c.contribution_ns for c in e.changes if c.a.get("limiter") == "parallelism")
+    assert 0.9 < starved / e.delta_ns < 1.1 and e.delta_ns == pytest.approx(1.993e6, rel=1e-3)
