@@ -89,7 +89,8 @@ def test_a_low_limit_refuses_what_the_default_runs(tmp_path, nothing_computed, f
     graph = _matmul(tmp_path / "g", "mm_1k", 1024, 1024, 1024)   # 2.1 GFLOP: well under 600 s anywhere
     assert budget.time_refusal(graph_run.load_bytes(graph.read_bytes(), graph.name), 600, validating=True) is None
     code = cli_main(["run", str(graph), "--backend", backend, "--no-isolate", "-w", "0", "-i", "1",
-                     "--out", str(tmp_path), "--run-id", "r", "--max-reference-seconds", "0.001"])
+                     "--out", str(tmp_path), "--run-id", "r", "--max-reference-seconds", "0.001",
+                     "--reference-device", "cpu"])   # a GPU's float64 does these 2 GFLOP within 1 ms (H200)
     assert code == 1
     error = _one_row(tmp_path / "r")["error"]
     assert "over the --max-reference-seconds limit of 0.001 s" in error
