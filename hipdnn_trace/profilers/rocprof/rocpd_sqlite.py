@@ -128,6 +128,9 @@ def _query(con: sqlite3.Connection, path: Path, sql: str) -> tuple[list[str], li
     return [d[0] for d in cur.description], rows
 
 
+bounded_query = _query   # legacy.py (rocprof v1 databases) reads through the same caps
+
+
 def _view(sql: str) -> str:
     return sql.split(" from ", 1)[1].split()[0] if " from " in sql else "?"
 
