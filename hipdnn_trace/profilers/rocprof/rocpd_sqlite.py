@@ -180,6 +180,7 @@ def read_rocpd(path: Path) -> dict[str, pl.DataFrame]:
             raise ProfileFormatError(
                 f"{path}: rocpd schema {schema_version(con) or '?'} lacks view(s) {', '.join(missing)}"
             )
+        _refuse_foreign_views(con, path)
         return {
             "kernels": _kernels(con, path),
             "counters": _counters(con, path) if "counters_collection" in names else columns_frame({}, COUNTERS_FULL),
@@ -193,6 +194,16 @@ _KERNEL_INTS = (
     "start", "end", "grid_x", "grid_y", "grid_z", "workgroup_x", "workgroup_y", "workgroup_z",
     "stream_id", "queue_id", "agent_abs_index", "stack_id", "dispatch_id", "kernel_id", "tid", "pid",
 )
+
+
+def _refuse_foreign_views(con: sqlite3.Connection, path: Path) -> None:
+    """rocprofiler-sdk's views (data_views.sql) are joins over rocpd_* tables; none is recursive.
+    A recursive one is refused before it runs (the time budget still bounds any other query)."""
+    rows = con.execute("select name, sql from sqlite_master where type = 'view' and name in "
+                       "('kernels', 'regions', 'counters_collection', 'rocpd_info_agent')").fetchall()
+    for name, sql in rows:
+        if isinstance(sql, str) and "recursive" in sql.lower():
+            raise ProfileFormatError(f"{path}: view {name} is a recursive query; not the view rocprofv3 writes")
 
 
 def _kernels(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
