@@ -72,8 +72,6 @@ class _Budget:
         return 0
 
 
-_BUDGETS: dict[int, _Budget] = {}
-
 
 def is_sqlite(path: Path) -> bool:
     try:
@@ -101,7 +99,7 @@ def _bound(con: sqlite3.Connection) -> None:
     con.execute("pragma temp_store = memory")
     con.execute(f"pragma hard_heap_limit = {HEAP_LIMIT_BYTES}")
     budget = _Budget()
-    _BUDGETS[id(con)] = budget
+    budget.start()
     con.set_progress_handler(budget, _CHECK_EVERY_OPS)
 
 
@@ -114,8 +112,9 @@ def is_rocpd(names: set[str]) -> bool:
 
 
 def _query(con: sqlite3.Connection, path: Path, sql: str) -> tuple[list[str], list[tuple]]:
-    budget = _BUDGETS.get(id(con)) or _Budget()
+    budget = _Budget()   # each statement gets its own deadline
     budget.start()
+    con.set_progress_handler(budget, _CHECK_EVERY_OPS)
     try:
         cur = con.execute(sql)
         rows = cur.fetchmany(MAX_ROWS + 1)
