@@ -31,7 +31,7 @@ from hipdnn_trace import read_gate
 from hipdnn_trace.compare.result import RATIO_DEFINITION, TABLE_SCHEMA, UNMATCHED_SCHEMA, Z95, Comparison
 from hipdnn_trace.compare.verdict import MIN_SAMPLES
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.results.dnnbench import kernel_stats
+from hipdnn_trace.results.dnnbench import SCHEMA_VERSION, kernel_stats
 
 NOTCH = 1.57          # half-width of the median's ~95% interval, in IQR / sqrt(n)
 
@@ -44,7 +44,13 @@ def is_dnnbench(source: Any) -> bool:
         data = json.loads(raw)
     except (ValueError, RecursionError):   # not JSON: not such a file (the run loader says what it is)
         return False
-    return isinstance(data, dict) and data.get("schema_version") == 2 and "graphs" in data and "tool" in data
+    if not (isinstance(data, dict) and "graphs" in data and "tool" in data):
+        return False
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):   # a DNB file, of a layout we do not read
+        raise UserError(f"{source}: dnn-benchmarking results of schema version {version!r:.40}; "
+                        f"this tool reads schema version {SCHEMA_VERSION}")
+    return True
 
 
 STATS_SCHEMA = {"graph": pl.String, "config": pl.String, "status": pl.String, "n": pl.Int64,

@@ -10,6 +10,7 @@ guess (docs/speed-of-light.md).
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +53,9 @@ def _key(name: str) -> str:
 
 
 def _number(path: Path, where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise UserError(f"{path}: {where} must be a positive number")
+    """A peak is finite and positive: ``inf`` (TOML's ``inf`` or ``1e400``) gave a speed of light of 0 ms."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise UserError(f"{path}: {where} must be a positive finite number, not {value!r:.40}")
     return float(value)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,9 @@ def read_raw_csv(source: str | Path, text: str | None = None) -> RawTable:
     header, body = rows[0], rows[1:]
     if "Kernel Name" not in header:
         raise UserError(f"{name}: ncu CSV header has no 'Kernel Name' column")
+    twice = sorted({c for c in header if c and header.count(c) > 1})
+    if twice:
+        raise UserError(f"{name}: ncu CSV header names column(s) {', '.join(map(repr, twice[:3]))} twice")
     units: dict[str, str] = {}
     if body and body[0] and body[0][0] == "":
         units = {c: u for c, u in zip(header, body[0]) if u}
@@ -95,6 +99,33 @@ def number(text: str) -> float | None:
         return float(t)
     except ValueError:
         return None
+
+
+#: base units of a count, a time, a rate or a share: a negative value of one is a damaged file
+_NON_NEGATIVE = ("byte", "inst", "cycle", "sector", "request", "warp", "thread", "block", "wavefront",
+                 "transaction", "op", "flop", "ns", "%", "hz", "khz", "mhz", "ghz")
+_INT64_MAX = 2**63 - 1
+
+
+def checked(table: RawTable, row: int, column: str, value: float, unit: str) -> float:
+    """A finite value that fits the frames: ``1e400`` (inf) is refused everywhere; a negative one
+    where the unit is a count, time, rate or percent (a unitless metric may be a signed ratio)."""
+    where = f"{table.source}: row {row + 1} column {column!r}"
+    if not math.isfinite(value) or abs(value) > _INT64_MAX:
+        raise UserError(f"{where} is {value:g} {unit}".rstrip() + "; not a value ncu writes")
+    if value < 0 and unit.split("/")[0].lower() in _NON_NEGATIVE:
+        raise UserError(f"{where} is {value:g} {unit}; a {unit} cannot be negative")
+    return value
+
+
+def ident(table: RawTable, row: int, column: str, text: str) -> int | None:
+    """An id column (ID, Device, Stream, Process ID): empty, or a non-negative integer below 2**63."""
+    value = number(text)
+    if value is None:
+        return None
+    if not math.isfinite(value) or value < 0 or value != int(value) or value > _INT64_MAX:
+        raise UserError(f"{table.source}: row {row + 1} column {column!r} is {text.strip()!r:.40}, not an id")
+    return int(value)
 
 
 def unit_scale(unit: str) -> tuple[float, str]:
@@ -163,10 +194,15 @@ def harness_labels(stack: list[tuple[str, str]]) -> dict[str, object]:
     return labels
 
 
-def _dims(text: str) -> tuple[int | None, int | None, int | None]:
-    nums = [int(v) for v in re.findall(r"\d+", text or "")]
+def _dims(table: RawTable, row: int, column: str, text: str) -> tuple[int | None, int | None, int | None]:
+    nums: list[int | None] = [int(v) if len(v) < 19 else _too_big(table, row, column) for v in
+                              re.findall(r"\d+", text or "")]
     nums += [None] * (3 - len(nums))
     return nums[0], nums[1], nums[2]
+
+
+def _too_big(table: RawTable, row: int, column: str) -> int:
+    raise UserError(f"{table.source}: row {row + 1} column {column!r} holds a dimension over 2**63")
 
 
 def counter_columns(table: RawTable, wanted: list[str] | None = None) -> list[str]:
@@ -192,36 +228,35 @@ def frames(table: RawTable, wanted: list[str] | None = None) -> tuple[pl.DataFra
         i = idx.get(name)
         return row[i] if i is not None and i < len(row) else ""
 
-    for row in table.rows:
-        ident = number(cell(row, "ID"))
-        if ident is None:
+    for r, row in enumerate(table.rows):
+        kid = ident(table, r, "ID", cell(row, "ID"))
+        if kid is None:
             continue
         labels = harness_labels(nvtx_stack(cell(row, nvtx_col))) if nvtx_col else \
             {"graph_id": None, "config": None, "phase": None, "iteration": None}
         name = cell(row, "Kernel Name")
-        gx, gy, gz = _dims(cell(row, "Grid Size"))
-        bx, by, bz = _dims(cell(row, "Block Size"))
+        gx, gy, gz = _dims(table, r, "Grid Size", cell(row, "Grid Size"))
+        bx, by, bz = _dims(table, r, "Block Size", cell(row, "Block Size"))
         duration = None
         if duration_col:
             raw = number(cell(row, duration_col))
-            duration = None if raw is None else int(round(raw * scales.get(duration_col, unit_scale(
-                table.units.get(duration_col, "")))[0]))
-        device = number(cell(row, "Device"))
-        stream = number(cell(row, "Stream"))
+            factor, base = scales.get(duration_col, unit_scale(table.units.get(duration_col, "")))
+            duration = None if raw is None else int(round(checked(table, r, duration_col, raw * factor, base)))
+        device = ident(table, r, "Device", cell(row, "Device"))
         kernel_rows.append({
             **labels, "name": name, "duration_ns": duration, "grid_x": gx, "grid_y": gy, "grid_z": gz,
-            "block_x": bx, "block_y": by, "block_z": bz, "stream": None if stream is None else int(stream),
-            "device": None if device is None else int(device), "correlation_id": int(ident),
-            "dispatch_id": int(ident), "process_id": number(cell(row, "Process ID")), "source": "ncu",
+            "block_x": bx, "block_y": by, "block_z": bz, "stream": ident(table, r, "Stream", cell(row, "Stream")),
+            "device": device, "correlation_id": kid, "dispatch_id": kid,
+            "process_id": ident(table, r, "Process ID", cell(row, "Process ID")), "source": "ncu",
         })
         for m in metrics:
             value = number(cell(row, m))
             if value is None:
                 continue
             factor, base = scales[m]
-            counter_rows.append({**labels, "kernel": name, "correlation_id": int(ident), "dispatch_id": int(ident),
-                                 "device": None if device is None else int(device), "counter": m,
-                                 "value": value * factor, "unit": base, "source": "ncu"})
+            counter_rows.append({**labels, "kernel": name, "correlation_id": kid, "dispatch_id": kid,
+                                 "device": device, "counter": m,
+                                 "value": checked(table, r, m, value * factor, base), "unit": base, "source": "ncu"})
     kernel_schema = {"graph_id": pl.String, "config": pl.String, "phase": pl.String, "iteration": pl.Int64,
                      "name": pl.String, "duration_ns": pl.Int64, "grid_x": pl.Int64, "grid_y": pl.Int64,
                      "grid_z": pl.Int64, "block_x": pl.Int64, "block_y": pl.Int64, "block_z": pl.Int64,

@@ -10,6 +10,7 @@ preset counter without a block, a formula naming an undeclared counter or an unk
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tomllib
@@ -279,6 +280,13 @@ def profile_for_arch(arch: str, directory: Path | None = None) -> Profile:
     return profiles[key]  # type: ignore[index]
 
 
+def _peak(path: Path, key: str, value: object) -> float:
+    """A finite positive peak: ``inf`` or ``1e400`` made every speed of light 0 ms."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ProfileError(f"{path.name}: {key} must be a positive finite number, not {value!r:.40}")
+    return float(value)
+
+
 def load_peaks(path: Path | None = None) -> dict[str, GpuSpec]:
     path = path or profiles_dir() / "peaks.toml"
     data = _read_toml(path)
@@ -292,11 +300,12 @@ def load_peaks(path: Path | None = None) -> dict[str, GpuSpec]:
         if not isinstance(tflops, dict) or not tflops:
             raise ProfileError(f"{path.name}: {where}tflops table missing")
         for k, v in tflops.items():
-            if not isinstance(v, (int, float)) or v <= 0:
-                raise ProfileError(f"{path.name}: {where}tflops.{k} must be a positive number")
-        dram = spec.get("dram_gbps")
-        if not isinstance(dram, (int, float)) or dram <= 0:
-            raise ProfileError(f"{path.name}: {where}dram_gbps must be a positive number")
+            _peak(path, f"{where}tflops.{k}", v)
+        dram = _peak(path, f"{where}dram_gbps", spec.get("dram_gbps"))
+        for key in ("cu_count", "sm_count", "max_clock_mhz", "num_xcd"):
+            v = spec.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise ProfileError(f"{path.name}: {where}{key} must be a positive integer, not {v!r:.40}")
         match = spec.get("match", [name])
         if not isinstance(match, list) or not all(isinstance(m, str) for m in match):
             raise ProfileError(f"{path.name}: {where}match must be a list of strings")

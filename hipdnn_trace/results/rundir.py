@@ -580,6 +580,8 @@ def _read(folder: Path, name: str, *, strict: bool = False) -> pl.DataFrame:
     must exist (the commit point: a folder without it holds no finished graph)."""
     schema = schemas.FRAMES[name]
     if strict and name == "summary" and not (folder / "summary.csv").is_file():
+        if os.path.lexists(folder / "summary.csv"):   # there but not a file: the gate says what it is
+            read_gate.check(folder / "summary.csv", read_gate.TABLE_TEXT)
         raise UserError(f"{folder / 'summary.csv'}: missing; not a finished run directory (no graph recorded, "
                         "or the file was removed)")
     for fmt in ("csv",) if strict and name == "summary" else ("parquet", "csv", "json"):

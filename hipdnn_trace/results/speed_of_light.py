@@ -123,9 +123,12 @@ def peaks_of(meta: dict[str, Any]) -> Peaks | None:
     if not isinstance(rec, dict) or not isinstance(rec.get("tflops"), dict) or not rec.get("hbm_tbs"):
         return None
     try:
-        return Peaks(name=str(rec.get("name")), tflops={str(k): float(v) for k, v in rec["tflops"].items()},
-                     hbm_tbs=float(rec["hbm_tbs"]), source=str(rec.get("source", "")),
-                     url=str(rec.get("url", "")), label=str(rec.get("label", "")),
-                     origin=str(rec.get("origin", "")))
+        found = Peaks(name=str(rec.get("name")), tflops={str(k): float(v) for k, v in rec["tflops"].items()},
+                      hbm_tbs=float(rec["hbm_tbs"]), source=str(rec.get("source", "")),
+                      url=str(rec.get("url", "")), label=str(rec.get("label", "")),
+                      origin=str(rec.get("origin", "")))
     except (TypeError, ValueError):
         return None
+    # an edited run.json's inf or negative peak would give a speed of light of 0 ms: none instead
+    peaks = [found.hbm_tbs, *found.tflops.values()]
+    return found if all(0 < v < math.inf for v in peaks) else None

@@ -30,7 +30,7 @@ from hipdnn_trace.profilers.rocprof.frames import (
     columns_frame,
     durations,
 )
-from hipdnn_trace.profilers.rocprof.rocpd_sqlite import connect, object_names
+from hipdnn_trace.profilers.rocprof.rocpd_sqlite import bounded_query, connect, object_names
 from hipdnn_trace.profilers.rocprof.table import ProfileFormatError, Table, read_table
 from hipdnn_trace.results.schemas import conform
 
@@ -281,13 +281,9 @@ def read_v1_db(path: Path) -> dict[str, pl.DataFrame]:
 
 
 def _rows(con: sqlite3.Connection, path: Path, sql: str) -> dict[str, list]:
-    try:
-        cur = con.execute(sql)
-    except sqlite3.DatabaseError as exc:
-        raise ProfileFormatError(f"{path}: {exc}") from None
-    cols = [d[0].lower() for d in cur.description]
-    rows = cur.fetchall()
-    return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+    """Through rocpd_sqlite's bounded query: the same time, row, size and memory caps."""
+    cols, rows = bounded_query(con, path, sql)
+    return {c.lower(): [r[i] for r in rows] for i, c in enumerate(cols)}
 
 
 def _v1_kern(con: sqlite3.Connection, path: Path) -> pl.DataFrame:
