@@ -168,3 +168,22 @@ def test_the_raw_ncu_exports_of_the_pair_explain_the_same() -> None:
            "parallelism" in text
     starved = sum(c.contribution_ns for c in e.changes if c.a.get("limiter") == "parallelism")
     assert 0.9 < starved / e.delta_ns < 1.1 and e.delta_ns == pytest.approx(1.993e6, rel=1e-3)
+
+
+def test_an_interleaved_ab_pair_that_differs_is_explained(tmp_path: Path) -> None:
+    """``run --a X --b Y`` writes ab.csv; a SLOWER/FASTER pair there is explained like an oracle pair (the
+    kernel rows are the real LN-backward ones; the ab.csv row is written here, as such a run would)."""
+    from hipdnn_trace.compare.why_sections import one_run
+    from hipdnn_trace.results import schemas
+    from hipdnn_trace.results.rundir import load_run
+
+    run = shutil.copytree(RUN, tmp_path / "ab")
+    (run / "oracle.csv").unlink()
+    row = {"run_id": "why_ln", "graph": "llm_layernorm_backward_8x2048x4096_bf16", "graph_id": LN,
+           "config": "cudnn#ootb", "config_b": "cudnn#tuned", "ratio": 0.171, "ci_low": 0.170, "ci_high": 0.172,
+           "confidence": 0.95, "verdict": "FASTER", "band": 0.02, "rounds": 8, "blocks": 32, "block_iters": 10,
+           "recreated": 8, "stop": "decided", "method": "interleaved"}
+    schemas.conform(pl.DataFrame([row]), schemas.AB).write_csv(run / "ab.csv")
+    text, found = one_run(load_run(run), 0.05)
+    assert len(found) == 1 and "cudnn#ootb is slower" in text
+    assert "LayerNormGradBetaGammaInToTemp, LayerNormGradBetaGammaTempToOut" in text
