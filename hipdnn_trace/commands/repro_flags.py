@@ -155,6 +155,11 @@ def verdict_flags(meta: Mapping[str, Any]) -> list[str]:
 #: recorded variables run.sh writes down but never exports: they load code (a shared bundle must not), or
 #: choose the tool itself (the caller's own HIPDNN_TRACE does that, never one from run.json)
 NOT_EXPORTED = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "HIPDNN_TRACE"})
+#: names of the same kind, by shape: the tool's own settings (HIPDNN_TRACE_EXTRA_BACKENDS imports a module,
+#: HIPDNN_TRACE_ROCTX_LIB loads a library, HIPDNN_TRACE_NCU / _ROCPROF name programs) and any switch that names
+#: a library, plugin, path, folder or program (HIPDNN_PLUGIN_PATH, TORCH_EXTENSIONS_DIR): written down only
+LOADS_CODE = re.compile(r"^HIPDNN_TRACE|PATH|LIB|PRELOAD|PLUGIN|DIR|EXTENSION|HOOK|CMD|COMMAND|EXEC|BACKENDS|"
+                        r"SCRIPT|MODULE|PROGRAM|FILE")
 #: the interpreter that made the run, when it is one: an absolute path to a file named python*
 INTERPRETER = re.compile(r"/[^\0\n\r]*/python[0-9.]*")
 
@@ -169,7 +174,7 @@ def _exports(variables: Mapping[str, Any]) -> str:
         if not isinstance(name, str) or not SHELL_NAME.fullmatch(name) or not matters(name):
             continue
         text = " ".join(str(value).split("\n"))
-        if name in NOT_EXPORTED:
+        if name in NOT_EXPORTED or LOADS_CODE.search(name):
             lines.append(f"# {name}={shlex.quote(text)}   (recorded; not exported: it loads code or picks the tool)")
         else:
             lines.append(f"export {name}={shlex.quote(str(value))}")

@@ -206,3 +206,19 @@ def test_names_with_spaces_quotes_and_newlines_make_no_code(tmp_path: Path) -> N
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     assert not list(tmp_path.rglob("pwned"))
+
+
+def test_recorded_switches_that_load_code_are_written_down_never_exported(tmp_path: Path) -> None:
+    run = _failed_run(tmp_path)
+    loads = {"HIPDNN_TRACE_EXTRA_BACKENDS": "os:system", "HIPDNN_TRACE_ROCTX_LIB": "./evil.so",
+             "HIPDNN_TRACE_NCU": "./evil", "HIPDNN_PLUGIN_PATH": "./plugins", "TORCH_EXTENSIONS_DIR": "./ext",
+             "MIOPEN_USER_DB_PATH": "./db"}
+    kept = {"CUDNN_LOGLEVEL_DBG": "2", "OMP_NUM_THREADS": "1", "HIPDNN_LOG_LEVEL": "info it's"}
+    _edit_meta(run, environment={"cwd": str(tmp_path), "variables": {**loads, **kept}})
+    assert main(["repro", str(run), "--out", str(tmp_path / "b")]) == 0
+    (bundle,) = (tmp_path / "b").iterdir()
+    script = (bundle / "run.sh").read_text()
+    for name in loads:
+        assert f"export {name}=" not in script and f"# {name}=" in script
+    assert "export OMP_NUM_THREADS=1" in script and "export HIPDNN_LOG_LEVEL='info it'\"'\"'s'" in script
+    assert "export CUDNN_LOGLEVEL_DBG=2" in script
