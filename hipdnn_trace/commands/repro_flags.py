@@ -28,6 +28,8 @@ DROPPED = frozenset({"out", "run_id", "resume", "shard", "gpus", "profile", "pro
 PATHS = frozenset({"config", "golden", "a_path", "b_path", "reference_cache"})
 #: a variable name the shell can export
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: run's --validate choices (commands/run.py), what run.json validation.against records
+VALIDATE = ("reference", "none")
 #: --reference-cache values that are not paths
 NOT_PATHS = frozenset({"auto", "none"})
 
@@ -108,7 +110,10 @@ def isolation_flags(meta: Mapping[str, Any], flags: Sequence[str]) -> list[str]:
     if not isolation.get("enabled") or any(f in flags for f in ("--isolate", "--no-isolate", "--graph-timeout")):
         return []
     timeout = isolation.get("graph_timeout_s")
-    return ["--isolate"] + (["--graph-timeout", repr(float(timeout))] if timeout else [])
+    if timeout is None or timeout == 0:
+        return ["--isolate"]
+    return ["--isolate", "--graph-timeout", repr(_recorded_number(timeout, "isolation.graph_timeout_s",
+                                                                  integer=False))]
 
 
 def environment_block(meta: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -136,7 +141,11 @@ def verdict_flags(meta: Mapping[str, Any]) -> list[str]:
     """Seed, what validates and the tolerances, from run.json (whatever set them)."""
     validation = meta.get("validation") if isinstance(meta.get("validation"), dict) else {}
     seed = _recorded_number(meta.get("seed") or 0, "seed", integer=True)
-    flags = ["--seed", str(seed), "--validate", str(validation.get("against") or "reference")]
+    against = validation.get("against") or "reference"
+    if against not in VALIDATE:   # run.sh would pass it to run's --validate, which refuses it
+        raise UserError(f"run.json: validation.against is {against!r}, not one of {', '.join(VALIDATE)} "
+                        "(damaged or edited run.json)")
+    flags = ["--seed", str(seed), "--validate", against]
     for name in ("rtol", "atol"):
         if validation.get(name) is not None:
             flags += [f"--{name}", repr(_recorded_number(validation[name], f"validation.{name}", integer=False))]
@@ -146,6 +155,11 @@ def verdict_flags(meta: Mapping[str, Any]) -> list[str]:
 #: recorded variables run.sh writes down but never exports: they load code (a shared bundle must not), or
 #: choose the tool itself (the caller's own HIPDNN_TRACE does that, never one from run.json)
 NOT_EXPORTED = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "HIPDNN_TRACE"})
+#: names of the same kind, by shape: the tool's own settings (HIPDNN_TRACE_EXTRA_BACKENDS imports a module,
+#: HIPDNN_TRACE_ROCTX_LIB loads a library, HIPDNN_TRACE_NCU / _ROCPROF name programs) and any switch that names
+#: a library, plugin, path, folder or program (HIPDNN_PLUGIN_PATH, TORCH_EXTENSIONS_DIR): written down only
+LOADS_CODE = re.compile(r"^HIPDNN_TRACE|PATH|LIB|PRELOAD|PLUGIN|DIR|EXTENSION|HOOK|CMD|COMMAND|EXEC|BACKENDS|"
+                        r"SCRIPT|MODULE|PROGRAM|FILE")
 #: the interpreter that made the run, when it is one: an absolute path to a file named python*
 INTERPRETER = re.compile(r"/[^\0\n\r]*/python[0-9.]*")
 
@@ -160,7 +174,7 @@ def _exports(variables: Mapping[str, Any]) -> str:
         if not isinstance(name, str) or not SHELL_NAME.fullmatch(name) or not matters(name):
             continue
         text = " ".join(str(value).split("\n"))
-        if name in NOT_EXPORTED:
+        if name in NOT_EXPORTED or LOADS_CODE.search(name):
             lines.append(f"# {name}={shlex.quote(text)}   (recorded; not exported: it loads code or picks the tool)")
         else:
             lines.append(f"export {name}={shlex.quote(str(value))}")

@@ -30,7 +30,8 @@ def seeded_scalars(graph: Graph, seed: int) -> dict[int, float]:
 
 
 def _config(meta: Mapping[str, Any], row: Mapping[str, Any]) -> Mapping[str, Any]:
-    return next((c for c in meta.get("configs") or [] if c.get("name") == row.get("config")), {})
+    configs = meta.get("configs") if isinstance(meta.get("configs"), list) else []   # an edited run.json: none
+    return next((c for c in configs if isinstance(c, dict) and c.get("name") == row.get("config")), {})
 
 
 def _torch(meta: Mapping[str, Any], row: Mapping[str, Any], graph: Graph, title: str, seed: int) -> str:
@@ -82,4 +83,9 @@ def library_script(meta: Mapping[str, Any], row: Mapping[str, Any], graph: Graph
         raise UnsupportedError(f"no standalone program for backend {backend!r} (torch, cudnn and hipdnn have one)")
     if graph is None:
         raise UnsupportedError("the graph does not load, so there is no translation to write out")
-    return SCRIPT_NAMES[backend], WRITERS[backend](meta, row, graph, title, int(meta.get("seed") or 0))
+    try:
+        program = WRITERS[backend](meta, row, graph, title, int(meta.get("seed") or 0))
+    except ImportError as exc:   # torch absent here (the row came from a machine that had it): no program
+        raise UnsupportedError(f"writing the {backend} program needs {exc.name or 'a library'} installed here "
+                               f"({type(exc).__name__})") from None
+    return SCRIPT_NAMES[backend], program

@@ -21,6 +21,8 @@ from hipdnn_trace.graph.load import load_bytes, read_graph_file
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.sources import ARCHIVE_SUFFIXES, expand
 
+#: the top-level keys of a hipDNN graph file (graph/load.py)
+GRAPH_KEYS = frozenset({"name", "compute_data_type", "io_data_type", "intermediate_data_type", "tensors", "nodes"})
 _MEMBER = re.compile(r"^(.*?(?:" + "|".join(re.escape(s) for s in ARCHIVE_SUFFIXES) + r")):(.+)$")
 
 
@@ -57,12 +59,16 @@ def _read(source: str, cwd: str | None) -> tuple[bytes, str]:
     raise UserError(f"{source}: the run's graph file is gone{where}")
 
 
-def _json_object(data: bytes) -> bool:
-    """The bytes are one JSON object (a hipDNN graph file that may still fail to load)."""
+def _graph_shaped(data: bytes) -> bool:
+    """The bytes are a hipDNN graph file that may still fail to load: one JSON object whose every top-level
+    key is the format's (graph/load.py ``_TOP_KEYS``) and with its ``tensors`` and ``nodes`` lists. Any
+    other JSON file (a credentials file, a config) is not copied into a bundle meant to be shared."""
     try:
-        return isinstance(json.loads(data), dict)
-    except (ValueError, UnicodeDecodeError):
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return False
+    return (isinstance(doc, dict) and set(doc) <= GRAPH_KEYS and isinstance(doc.get("tensors"), list)
+            and isinstance(doc.get("nodes"), list))
 
 
 def graph_bytes(meta: Mapping[str, Any], row: Mapping[str, Any], *, allow_unknown: bool = False) -> GraphBytes:
@@ -80,7 +86,7 @@ def graph_bytes(meta: Mapping[str, Any], row: Mapping[str, Any], *, allow_unknow
         if want:
             raise UserError(f"{origin}: no longer the graph the run read (it does not load now; the run's "
                             f"graph_id was {want})") from None
-        if not _json_object(data):   # a bundle is shared: only a graph file (a broken one too) goes in it
+        if not _graph_shaped(data):   # a bundle is shared: only a graph file (a broken one too) goes in it
             raise UserError(f"{origin}: the row records no graph_id and the file is not a JSON graph file; "
                             "not copied into a bundle") from None
         return GraphBytes(data, origin, None, verified=False)

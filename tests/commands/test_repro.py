@@ -108,7 +108,7 @@ def test_an_out_that_cannot_be_written_is_one_line(tmp_path: Path, capsys: pytes
 def test_run_json_records_the_environment_and_run_sh_exports_it(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    monkeypatch.setenv("HIPDNN_TRACE_TEST_SWITCH", "on; rm -rf /")   # quoted, never run
+    monkeypatch.setenv("HIPDNN_TEST_SWITCH", "on; rm -rf /")   # quoted, never run
     monkeypatch.setenv("HIPDNN_API_TOKEN", "secret")
     _run(tmp_path, "r", GELU)
     env = load_run(tmp_path / "runs" / "r").meta["environment"]
@@ -117,7 +117,7 @@ def test_run_json_records_the_environment_and_run_sh_exports_it(tmp_path: Path,
     assert main(["repro", str(tmp_path / "runs" / "r"), "--out", str(tmp_path / "b")]) == 0
     script = (tmp_path / "b" / "gelu_fp16" / "run.sh").read_text()
     assert "export CUDA_VISIBLE_DEVICES=3\n" in script
-    assert "export HIPDNN_TRACE_TEST_SWITCH='on; rm -rf /'\n" in script and "secret" not in script
+    assert "export HIPDNN_TEST_SWITCH='on; rm -rf /'\n" in script and "secret" not in script
 
 
 def test_recorded_environment_keeps_only_what_matters() -> None:

@@ -102,6 +102,11 @@ def test_a_row_without_graph_id_never_copies_a_file_that_is_no_graph(tmp_path: P
     ({"validation": {"against": "reference", "rtol": {"x": 1}}}, "run.json: validation.rtol is {'x': 1}"),
     ({"validation": {"against": "reference", "rtol": float("nan")}}, "run.json: validation.rtol is nan"),
     ({"validation": {"against": "reference", "atol": -1}}, "run.json: validation.atol is -1"),
+    ({"validation": {"against": ["x"]}}, "run.json: validation.against is ['x'], not one of reference, none"),
+    ({"validation": {"against": "none; touch pwned"}}, "run.json: validation.against is 'none; touch pwned'"),
+    ({"isolation": {"enabled": True, "graph_timeout_s": "abc"}}, "run.json: isolation.graph_timeout_s is 'abc'"),
+    ({"isolation": {"enabled": True, "graph_timeout_s": 1e400}}, "run.json: isolation.graph_timeout_s is inf"),
+    ({"seed": True}, "run.json: seed is True, not a whole number"),
 ])
 def test_hostile_run_json_values_are_one_line(tmp_path: Path, capsys, changes: dict, problem: str) -> None:
     run = _failed_run(tmp_path)
@@ -141,3 +146,79 @@ def test_shrink_seconds_must_be_positive_and_finite(tmp_path: Path, capsys, valu
     run = _failed_run(tmp_path)
     assert main(["repro", str(run), "--out", str(tmp_path / "b"), "--shrink", "--shrink-seconds", value]) == 1
     one_line_error(capsys, "--shrink-seconds must be positive and finite")
+
+
+@pytest.mark.parametrize("text", [b'{"auths": {"registry": {"auth": "c2VjcmV0"}}}', b'{"tensors": [], "token": "x"}',
+                                  b'[1, 2]', b'"secret"'])
+def test_a_row_without_graph_id_copies_no_json_file_that_is_not_graph_shaped(tmp_path: Path, capsys,
+                                                                             text: bytes) -> None:
+    run = _failed_run(tmp_path)
+    secret = tmp_path / "config.json"
+    secret.write_bytes(text)
+    summary = pl.read_csv(run / "summary.csv", infer_schema_length=0)
+    summary.with_columns(pl.lit("").alias("graph_id"), pl.lit(str(secret)).alias("source")).write_csv(
+        run / "summary.csv")
+    assert main(["repro", str(run), "--out", str(tmp_path / "b")]) == 1
+    assert "not a JSON graph file; not copied into a bundle" in capsys.readouterr().err
+    copied = [p for p in (tmp_path / "b").rglob("*") if p.is_file()] if (tmp_path / "b").exists() else []
+    assert not any(p.read_bytes() == text for p in copied)
+
+
+def test_a_row_without_graph_id_still_bundles_a_graph_file_that_does_not_load(tmp_path: Path) -> None:
+    run = _failed_run(tmp_path)
+    broken = json.loads(GELU.read_text())
+    broken["nodes"][0]["type"] = "NoSuchOp"
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    summary = pl.read_csv(run / "summary.csv", infer_schema_length=0)
+    summary.with_columns(pl.lit("").alias("graph_id"), pl.lit(str(tmp_path / "broken.json")).alias("source"),
+                         pl.lit("error").alias("status")).write_csv(run / "summary.csv")
+    assert main(["repro", str(run), "--out", str(tmp_path / "b")]) == 0
+    (bundle,) = (tmp_path / "b").iterdir()
+    assert (bundle / "broken.json").read_bytes() == (tmp_path / "broken.json").read_bytes()
+
+
+def test_a_torch_error_row_where_torch_is_absent_mocked_still_makes_a_bundle(tmp_path: Path, monkeypatch) -> None:
+    run = _failed_run(tmp_path)
+    summary = pl.read_csv(run / "summary.csv", infer_schema_length=0)
+    summary.with_columns(pl.lit("error").alias("status"), pl.lit("torch").alias("backend"),
+                         pl.lit("RuntimeError: boom").alias("error")).write_csv(run / "summary.csv")
+    monkeypatch.setitem(sys.modules, "torch", None)   # torch absent on this machine, present on the run's
+    assert main(["repro", str(run), "--out", str(tmp_path / "b")]) == 0
+    (bundle,) = (tmp_path / "b").iterdir()
+    record = json.loads((bundle / "repro.json").read_text())
+    assert record["library_script"] == {"file": None,
+                                        "why": "writing the torch program needs torch installed here "
+                                               "(ModuleNotFoundError)"}
+    assert (bundle / "run.sh").exists()
+
+
+def test_names_with_spaces_quotes_and_newlines_make_no_code(tmp_path: Path) -> None:
+    data = json.loads(GELU.read_text())
+    data["name"] = "a b'\"$(touch pwned)\n`touch pwned`; touch pwned"
+    graph = tmp_path / "we ird '$(touch pwned)'.json"
+    graph.write_text(json.dumps(data))
+    assert main(["run", str(graph), "--rtol", "0", "--atol", "0", "-w", "0", "-i", "1", "--no-trace", "-q",
+                 "--out", str(tmp_path / "runs"), "--run-id", "r"]) == 2
+    assert main(["repro", str(tmp_path / "runs" / "r"), "--out", str(tmp_path / "b")]) == 0
+    (bundle,) = (tmp_path / "b").iterdir()
+    assert "\n" not in bundle.name and "'" not in bundle.name and "$" not in bundle.name
+    done = subprocess.run(["sh", str(bundle / "run.sh"), "-q", "--no-trace"], env=_bare_env(tmp_path),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_recorded_switches_that_load_code_are_written_down_never_exported(tmp_path: Path) -> None:
+    run = _failed_run(tmp_path)
+    loads = {"HIPDNN_TRACE_EXTRA_BACKENDS": "os:system", "HIPDNN_TRACE_ROCTX_LIB": "./evil.so",
+             "HIPDNN_TRACE_NCU": "./evil", "HIPDNN_PLUGIN_PATH": "./plugins", "TORCH_EXTENSIONS_DIR": "./ext",
+             "MIOPEN_USER_DB_PATH": "./db"}
+    kept = {"CUDNN_LOGLEVEL_DBG": "2", "OMP_NUM_THREADS": "1", "HIPDNN_LOG_LEVEL": "info it's"}
+    _edit_meta(run, environment={"cwd": str(tmp_path), "variables": {**loads, **kept}})
+    assert main(["repro", str(run), "--out", str(tmp_path / "b")]) == 0
+    (bundle,) = (tmp_path / "b").iterdir()
+    script = (bundle / "run.sh").read_text()
+    for name in loads:
+        assert f"export {name}=" not in script and f"# {name}=" in script
+    assert "export OMP_NUM_THREADS=1" in script and "export HIPDNN_LOG_LEVEL='info it'\"'\"'s'" in script
+    assert "export CUDNN_LOGLEVEL_DBG=2" in script
