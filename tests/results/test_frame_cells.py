@@ -15,9 +15,7 @@ import graph_dicts as hg
 import polars as pl
 import pytest
 from one_line import one_line_error
-from oracle_backends import TWO_SPEED_SPEC
 
-from hipdnn_trace import backends
 from hipdnn_trace.cli import main
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.results import frame_cells, schemas
@@ -50,17 +48,6 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert main(["run", str(GELU), "--rtol", "0", "--atol", "0", "-w", "0", "-i", "5", "--no-trace", "-q",
                  "--out", str(runs), "--run-id", "F"]) == 2
     return runs / "F"
-
-
-@pytest.fixture
-def oracle_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An --oracle run on the STAND-IN autotuning backend (tests/support/oracle_backends.py; no GPU here)."""
-    monkeypatch.syspath_prepend(str(SUPPORT))
-    monkeypatch.setitem(backends.REGISTRY, "twospeed", TWO_SPEED_SPEC)
-    paths = hg.write(tmp_path / "g", [hg.matmul()])
-    assert main(["run", *map(str, paths), "--backend", "twospeed", "--oracle", "-w", "0", "-i", "5", "-q",
-                 "--out", str(tmp_path / "runs"), "--run-id", "O"]) == 0
-    return tmp_path / "runs" / "O"
 
 
 def _commands(folder: Path, tmp_path: Path) -> dict[str, list[str]]:

@@ -10,12 +10,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import graph_dicts as hg
 import pytest
 from one_line import one_line_error
-from oracle_backends import TWO_SPEED_SPEC
 
-from hipdnn_trace import backends
 from hipdnn_trace.cli import main
 from hipdnn_trace.results.rundir import load_run
 
@@ -56,17 +53,6 @@ def ab_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  "--out", str(runs), "--run-id", "AB"]) == 0
     assert load_run(runs / "AB", strict=True).ab.height == 1
     return runs / "AB"
-
-
-@pytest.fixture
-def oracle_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An --oracle run on the STAND-IN autotuning backend (tests/support/oracle_backends.py; no GPU here)."""
-    monkeypatch.syspath_prepend(str(SUPPORT))
-    monkeypatch.setitem(backends.REGISTRY, "twospeed", TWO_SPEED_SPEC)
-    paths = hg.write(tmp_path / "g", [hg.matmul()])
-    assert main(["run", *map(str, paths), "--backend", "twospeed", "--oracle", "-w", "0", "-i", "5", "-q",
-                 "--out", str(tmp_path / "runs"), "--run-id", "O"]) == 0
-    return tmp_path / "runs" / "O"
 
 
 @pytest.mark.parametrize("command", ["compare", "report"])
