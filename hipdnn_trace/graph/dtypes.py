@@ -64,6 +64,11 @@ DTYPES: dict[str, DType] = {
     )
 }
 
+#: Other spellings hipDNN's repositories write for these types, read as the frontend's (docs/hipdnn-format.md
+#: 1.6): dnn-providers' golden-bundle generator writes "float16" (ROCm/rocm-libraries
+#: dnn-providers/integration-tests/reference_data_scripts/generate_sdpa_fwd_golden.py @ 3005a4b1, DTYPE_MAP).
+ALIASES: dict[str, str] = {"float16": "half"}
+
 #: "unset" is legal where a type may be inherited (node compute type, graph types).
 UNSET = "unset"
 

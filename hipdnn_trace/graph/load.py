@@ -161,6 +161,7 @@ class _Parser:
         name = self.string(obj, key, path)
         if name == dtypes.UNSET and allow_unset:
             return name
+        name = dtypes.ALIASES.get(name, name)   # another repository's spelling of the same type
         if name not in dtypes.DTYPES:
             known = ", ".join(dtypes.DTYPES)
             raise self.fail(f"{path}.{key}", f"unknown data type {name!r} (hipDNN types: {known})")
