@@ -11,7 +11,7 @@ import sys
 
 CODE = """
 import gc
-from hipdnn_trace.bench import isolation
+from hipdnn_trace.bench import isolation_child as isolation
 gc.unfreeze()
 assert gc.get_freeze_count() == 0
 isolation._release_device_caches()
