@@ -22,13 +22,13 @@ import re
 from pathlib import Path
 
 import pytest
+from graph_dicts import write_built
 from repo_paths import GRAPHS, SHARED_FIXTURES
 
 from hipdnn_trace.backends.reference import available_memory_bytes, rate
 from hipdnn_trace.bench import graph_run
 from hipdnn_trace.cli import main
 from hipdnn_trace.graph.build import GraphBuilder
-from hipdnn_trace.graph.write import graph_to_json
 from hipdnn_trace.results.rundir import load_run
 
 #: what run says when it got past every refusal (its inputs step raises it, the row records it)
@@ -55,12 +55,7 @@ def no_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(graph_run, "_inputs", reached)
 
 
-def _write(folder: Path, builder: GraphBuilder) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    graph = builder.build()
-    path = folder / f"{graph.name}.json"
-    path.write_text(json.dumps(graph_to_json(graph)))
-    return path
+_write = write_built
 
 
 def bombs(folder: Path) -> Path:

@@ -81,3 +81,14 @@ def load_error(graph: Any, edit: Any, source: str = "graph.json") -> str:
     with pytest.raises(GraphError) as err:
         parse_graph(json.loads(json.dumps(raw)), source)
     return str(err.value)
+
+
+def write_built(folder: Path, builder: Any) -> Path:
+    """A ``GraphBuilder``'s graph as ``folder/<name>.json`` (the folder made if needed)."""
+    from hipdnn_trace.graph.write import graph_to_json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    graph = builder.build()
+    path = folder / f"{graph.name}.json"
+    path.write_text(json.dumps(graph_to_json(graph)))
+    return path

@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+from graph_dicts import write_built
 
 from hipdnn_trace.backends.reference import budget, executor
 from hipdnn_trace.bench import graph_run
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.ops import graph_flops
-from hipdnn_trace.graph.write import graph_to_json
 from hipdnn_trace.results.rundir import load_run
 
 
@@ -33,12 +33,7 @@ def _matmul(folder: Path, name: str, m: int, k: int, n: int) -> Path:
     return _write(folder, b)
 
 
-def _write(folder: Path, builder: GraphBuilder) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    graph = builder.build()
-    path = folder / f"{graph.name}.json"
-    path.write_text(json.dumps(graph_to_json(graph)))
-    return path
+_write = write_built
 
 
 @pytest.fixture
