@@ -107,7 +107,5 @@ def recheck_one(graph: Graph, run: GraphRun, c: ConfigRun, inputs: dict[int, Any
 def recheck_failures(graph: Graph, run: GraphRun, inputs: dict[int, Any],
                      expected: dict[str, dict[int, np.ndarray]], settings: Any) -> None:
     """Every configuration that failed against the reference or golden tensors, rechecked."""
-    if not getattr(settings, "recheck", True):
-        return
     for c in run.configs:
         recheck_one(graph, run, c, inputs, expected, settings)
