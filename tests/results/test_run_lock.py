@@ -89,31 +89,32 @@ def test_a_resume_of_a_folder_another_process_writes_is_one_line(interrupted, tm
 
 
 def test_two_resumes_at_once_run_the_remaining_graphs_once(faulty, tmp_path):
-    """Real processes: the first resume runs slow graphs; the second, started while it runs, stops with
-    one line naming it; the trace holds each graph once."""
-    graphs = tmp_path / "g"
-    write_graphs(graphs, ["ok__a"] + [f"slow__{i}" for i in range(4)])
+    """Real processes: the first resume waits inside a gated graph; the second, started while it holds the
+    folder, stops with one line naming it; the gate opens; the trace holds each graph once."""
+    graphs, gate = tmp_path / "g", tmp_path / "gate"
+    names = ["a__ok"] + [f"gated__{i}" for i in range(4)]   # the suite runs them in this order
+    write_graphs(graphs, names)
     base = ["run", str(graphs), *FAST]
-    proc = cli(*base, "--out", str(tmp_path), "--run-id", "r", cwd=tmp_path)
+    proc = cli(*base, "--out", str(tmp_path), "--run-id", "r", cwd=tmp_path, env=cli_env(FAULTY_GATE=str(gate)))
     folder = tmp_path / "r"
-    _wait_for(lambda: (folder / "summary.csv").exists())
+    _wait_for(lambda: (folder / "summary.csv").exists())   # a__ok is done, gated__0 waits for the gate
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
-    done = load_run(folder).summary.height
-    assert 1 <= done < 5
-    first = cli(*base, "--resume", str(folder), cwd=tmp_path)
+    assert load_run(folder).summary.height == 1
+    first = cli(*base, "--resume", str(folder), cwd=tmp_path, env=cli_env(FAULTY_GATE=str(gate)))
     _wait_for(lambda: (folder / runlock.LOCK_NAME).exists() and (folder / runlock.LOCK_NAME).read_text().strip()
               == str(first.pid))
     second = subprocess.run([sys.executable, "-m", "hipdnn_trace", *base, "--resume", str(folder)], cwd=tmp_path,
                             env=cli_env(), capture_output=True, text=True, timeout=120)
+    gate.touch()
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
-    assert second.returncode == 1
+    assert second.returncode == 1, second.stderr
     assert f"{folder} is in use by pid {first.pid}" in _one_line(second.stderr)
     run = load_run(folder)
     assert run.summary.height == 5 and run.iterations.height == 5 * 3
-    names = read_trace(folder / "trace.pftrace").slices.filter(pl.col("name").str.starts_with("graph "))["name"]
-    assert sorted(names.to_list()) == sorted(f"graph {n}" for n in ["ok__a"] + [f"slow__{i}" for i in range(4)])
+    traced = read_trace(folder / "trace.pftrace").slices.filter(pl.col("name").str.starts_with("graph "))["name"]
+    assert sorted(traced.to_list()) == sorted(f"graph {n}" for n in names)
 
 
 def test_the_lock_is_per_process_reentrant_and_released(tmp_path):

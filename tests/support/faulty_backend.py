@@ -8,7 +8,8 @@ Failures in ``execute`` (after init and bind, inside the timed loop):
 ``abort`` (os.abort), ``segfault`` (reads address 0), ``hang`` (sleeps for an
 hour), ``sigkill`` (SIGKILL to itself, as the kernel's out-of-memory killer
 does), ``exit`` (os._exit(3)), ``raise`` (a Python exception), ``noisy`` (100 KiB
-on stderr, then abort), ``slow`` (sleeps SLOW_S, then computes).
+on stderr, then abort), ``slow`` (sleeps SLOW_S, then computes), ``gated`` (waits until the file
+named by $FAULTY_GATE exists, at most GATE_S, then computes: a test decides when the run goes on).
 Failure in ``prepare``: ``oom`` (lowers RLIMIT_AS just above what the process
 maps and allocates 16 GiB: a deterministic MemoryError, nothing really allocated).
 Spoiled outputs: ``unwritten`` (output left all poison), ``partial`` (half of it),
@@ -38,9 +39,10 @@ from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.validate.poison import poison
 
 NAME = "faulty"
-MODES = ("abort", "segfault", "hang", "sigkill", "exit", "raise", "noisy", "slow", "oom",
+MODES = ("abort", "segfault", "hang", "sigkill", "exit", "raise", "noisy", "slow", "gated", "oom",
          "unwritten", "partial", "nan", "inf")
 SLOW_S = 0.05
+GATE_S = 120.0
 
 
 def mode_of(graph: Graph) -> str:
@@ -67,6 +69,12 @@ def allocate_too_much() -> None:
         np.ones(2**31, dtype=np.float64)   # 16 GiB
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _wait_for_gate() -> None:
+    gate, end = os.environ.get("FAULTY_GATE", ""), time.monotonic() + GATE_S
+    while gate and not os.path.exists(gate) and time.monotonic() < end:
+        time.sleep(0.02)
 
 
 class FaultySession(DelegatingSession):
@@ -96,6 +104,8 @@ class FaultySession(DelegatingSession):
             os.abort()
         elif mode == "slow":
             time.sleep(SLOW_S)
+        elif mode == "gated":
+            _wait_for_gate()
         super().execute()
 
     def fetch(self, uids: Iterable[int]) -> dict[int, np.ndarray]:

@@ -58,9 +58,9 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def cli(*args: str, cwd: Path, **popen) -> subprocess.Popen:
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
     """Start ``hipdnn-trace`` as a subprocess (its own process group, so tests can signal it)."""
-    return subprocess.Popen([sys.executable, "-m", "hipdnn_trace", *args], cwd=cwd, env=cli_env(),
+    return subprocess.Popen([sys.executable, "-m", "hipdnn_trace", *args], cwd=cwd, env=env or cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, **popen)
 
