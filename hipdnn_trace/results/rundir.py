@@ -147,6 +147,10 @@ def holds_results(folder: Path) -> bool:
     return any(entry.name != LOCK_NAME for entry in folder.iterdir())
 
 
+#: the tables built from row dicts (the others arrive as frames)
+ROW_TABLES = ("summary", "oracle", "validation", "mismatches", "ab")
+
+
 class RunWriter:
     """Accumulates frames graph by graph and keeps the files on disk current.
 
@@ -283,16 +287,14 @@ class RunWriter:
 
     def _add_graphs(self, items: Sequence[tuple[GraphRun, int | None]]) -> None:
         """Write ``items`` in the commit order (module docstring): every table, provisional breakdown rows,
-        summary.csv (the commit), the trace, the final breakdown rows."""
+        summary.csv (the commit), the trace, the final breakdown rows. Each table gets one frame per
+        commit, not one per graph: building many one-row frames was most of the writer's time."""
         t0 = now_ns()
-        for g, _ in items:
-            self._append_rows(g)
+        self._append_rows([g for g, _ in items])
         self._write_graph_tables()
         # before the commit, so a finished graph always has its breakdown row: a kill before the final
         # ones below leaves these (wall time up to the summary, the trace append not counted)
-        share = (now_ns() - t0) / 1e6 / len(items)
-        for g, _ in items:
-            self.frames["breakdown"].append(self._breakdown(g, t0, share))
+        self.frames["breakdown"].append(self._breakdown(items, t0))
         self._write_breakdown()
         self._write_summary()   # the commit point
         if self.timeline is not None:   # after the commit: a trace never shows an unfinished graph
@@ -301,32 +303,39 @@ class RunWriter:
                     self.timeline.add_graph(g)
                 else:
                     self.timeline.add_graph(g, lane)
-        first, share = len(self.frames["breakdown"]) - len(items), (now_ns() - t0) / 1e6 / len(items)
-        for i, (g, _) in enumerate(items):   # final: the writing included
-            self.frames["breakdown"][first + i] = self._breakdown(g, t0, share)
+        self.frames["breakdown"][-1] = self._breakdown(items, t0)   # final: the writing included
         self._write_breakdown()
 
-    def _append_rows(self, g: GraphRun) -> None:
-        """``g``'s rows in every frame (written by the caller, in the commit order)."""
-        rid = self.run_id
-        self.frames["iterations"].append(R.iterations_frame(rid, g))
-        summary = R.summary_rows(rid, g, self.peaks)
-        self.frames["summary"].append(schemas.frame(summary, schemas.SUMMARY))
-        pairs = pairs_of(self.record)
-        if pairs:   # run --oracle: each graph's ootb plan against its tuned twin
-            self.frames["oracle"].append(schemas.frame(oracle_rows(rid, g, summary, pairs), schemas.ORACLE))
-        self.frames["validation"].append(schemas.frame(R.validation_rows(rid, g), schemas.VALIDATION))
-        self.frames["mismatches"].append(schemas.frame(R.mismatch_rows(rid, g), schemas.MISMATCHES))
-        self.frames["ab"].append(schemas.frame(R.ab_rows(rid, g), schemas.AB))
-        for c in g.configs:
-            for name in ("kernels", "counters"):
-                df = getattr(c, name)
-                if isinstance(df, pl.DataFrame) and df.height:
-                    self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
+    def _append_rows(self, graphs: Sequence[GraphRun]) -> None:
+        """The rows of ``graphs`` in every frame, one frame per table (written by the caller, in the
+        commit order)."""
+        rid, pairs = self.run_id, pairs_of(self.record)
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in ROW_TABLES}
+        for g in graphs:
+            iterations = R.iterations_frame(rid, g)
+            if iterations.height:
+                self.frames["iterations"].append(iterations)
+            summary = R.summary_rows(rid, g, self.peaks)
+            rows["summary"] += summary
+            if pairs:   # run --oracle: each graph's ootb plan against its tuned twin
+                rows["oracle"] += oracle_rows(rid, g, summary, pairs)
+            rows["validation"] += R.validation_rows(rid, g)
+            rows["mismatches"] += R.mismatch_rows(rid, g)
+            rows["ab"] += R.ab_rows(rid, g)
+            for c in g.configs:
+                for name in ("kernels", "counters"):
+                    df = getattr(c, name)
+                    if isinstance(df, pl.DataFrame) and df.height:
+                        self.frames[name].append(schemas.conform(df, schemas.FRAMES[name]))
+        for name, table_rows in rows.items():
+            if table_rows:
+                self.frames[name].append(schemas.frame(table_rows, schemas.FRAMES[name]))
 
-    def _breakdown(self, g: GraphRun, t0: int, share: float) -> pl.DataFrame:
-        """``g``'s rows: ``share`` is its part of the commit begun at ``t0`` (the commit's time so far / its graphs)."""
-        return schemas.frame(breakdown_rows(self.run_id, g, write_ms=share, commit_ns=t0), schemas.BREAKDOWN)
+    def _breakdown(self, items: Sequence[tuple[GraphRun, int | None]], t0: int) -> pl.DataFrame:
+        """The rows of the graphs of the commit begun at ``t0``: each has an equal share of its time so far."""
+        share = (now_ns() - t0) / 1e6 / len(items)
+        rows = [row for g, _ in items for row in breakdown_rows(self.run_id, g, write_ms=share, commit_ns=t0)]
+        return schemas.frame(rows, schemas.BREAKDOWN)
 
     def _write_breakdown(self) -> None:
         df = self.frame("breakdown")

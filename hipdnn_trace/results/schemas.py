@@ -226,8 +226,15 @@ FRAMES: dict[str, Schema] = {
 }
 
 
+_EMPTY: dict[tuple[tuple[str, str], ...], pl.DataFrame] = {}
+
+
 def empty(schema: Schema) -> pl.DataFrame:
-    return pl.DataFrame(schema=schema)
+    """A frame with no rows and ``schema``'s columns (built once per schema: callers ask often)."""
+    key = tuple((name, repr(dtype)) for name, dtype in schema.items())
+    if key not in _EMPTY:
+        _EMPTY[key] = pl.DataFrame(schema=schema)
+    return _EMPTY[key].clone()
 
 
 def frame(rows: Iterable[Mapping[str, Any]], schema: Schema) -> pl.DataFrame:
