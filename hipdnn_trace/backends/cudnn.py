@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace.backends import cudnn_graph, device_tensors, installed
+from hipdnn_trace.backends import cudnn_graph, cudnn_plan_store, device_tensors, installed, plan_cache
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.cudnn_graph import EnumValue, OutputDecl, Plan, TensorDecl
 from hipdnn_trace.device import cuda
@@ -240,8 +240,7 @@ class CudnnSession:
         self.handle = cudnn.create_handle()
         cudnn.set_stream(self.handle, self.stream.handle)
         try:
-            self.built = build_graph(plan, self.handle)
-            self.engine = self.built.select(engine)
+            self.built, self.engine = self._plan(cudnn, engine)
             self._allocate()
             self.timer = cuda.make_timer(self.stream.handle, options.timing, options.device)
             if options.cache == "cold":
@@ -249,6 +248,26 @@ class CudnnSession:
         except BaseException:
             self.close()
             raise
+
+    def _plan(self, cudnn: Any, engine: Engine | None) -> tuple[Any, Engine]:
+        """The execution plan: restored from the plan cache when a verified entry is there, else built
+        (and stored). ``plan_source`` and ``plan_cache_note`` say which, for run.json."""
+        cache = self.options.extra.get(plan_cache.OPTION)
+        self.plan_source, self.plan_cache_note = "built", None
+        key = None
+        if isinstance(cache, plan_cache.PlanCache):
+            key = cudnn_plan_store.plan_key(cudnn, self.plan, engine, notes_to_deselect(self.plan), self.options.device)
+            found = cudnn_plan_store.restore(cudnn, cache, key, self.handle)
+            if isinstance(found, tuple):
+                self.plan_source = "cache"
+                return found
+            self.plan_cache_note = found
+        built = build_graph(self.plan, self.handle)
+        chosen = built.select(engine)
+        if key is not None:
+            note = cudnn_plan_store.store(cache, key, built.graph, chosen, built.deselected)
+            self.plan_cache_note = self.plan_cache_note or note
+        return built, chosen
 
     # ----------------------------------------------------------------- buffers
 
@@ -357,7 +376,10 @@ class CudnnSession:
                                "plan": self.engine.name, "plan_index": self.engine.index,
                                "engine_id": (self.engine.knobs or {}).get("engine_id"),
                                "workspace_bytes": self.engine.workspace_bytes, "cache": self.options.cache,
-                               "cuda_graph": self._cuda_graph is not None, "stream": "own non-blocking stream"}
+                               "cuda_graph": self._cuda_graph is not None, "stream": "own non-blocking stream",
+                               "plan_source": self.plan_source}
+        if self.plan_cache_note:
+            out["plan_cache_note"] = self.plan_cache_note
         if self._cuda_graph is not None:
             out["cuda_graph_nodes"] = self._cuda_graph.nodes
         if self._flush is not None:
@@ -397,6 +419,8 @@ class CudnnBackend:
     vendor = "nvidia"
     #: run --oracle's tuned plan: the fastest of the plans ``engines`` lists that builds (bench/oracle.py)
     oracle_tuning = "autotune"
+    #: built plans go to the plan cache and come back from it (backends/cudnn_plan_store.py)
+    caches_plans = True
     #: what a worker's fork server imports before it forks children (no device context is made)
     preload = ("cudnn", "torch", "torch.nn.functional")
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hipdnn_trace.backends import plan_cache
 from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.hipdnn_api import (
     FORCE,
@@ -259,6 +260,7 @@ class HipdnnSession:
 
     def _build(self) -> None:
         api, m = self.api, self.api.module
+        os.environ.update(plan_cache.hipdnn_cache_env(self.options.extra or {}, os.environ))   # before its handle
         text, notes = hipdnn_json(self.graph)
         self.handle = _new_handle(api)
         request = self.request
@@ -467,6 +469,8 @@ class HipdnnBackend:
     vendor = "amd"
     #: run --oracle's tuned plan: the same engine with global.benchmarking=1, in a process of its own
     oracle_tuning = "backend"
+    #: hipDNN's own engine cache lives in the plan cache's folder; --no-plan-cache turns it off
+    caches_plans = True
 
     def _api(self) -> FrontendApi:
         api = load_frontend()

@@ -25,12 +25,12 @@ from hipdnn_trace.errors import UserError
 DROPPED = frozenset({"out", "run_id", "resume", "shard", "gpus", "profile", "profile_set", "profile_child",
                      "save_tensors", "seed", "validate", "rtol", "atol", "progress"})
 #: run options whose value is a path (resolved against the run's folder of origin)
-PATHS = frozenset({"config", "golden", "a_path", "b_path", "reference_cache"})
+PATHS = frozenset({"config", "golden", "a_path", "b_path", "reference_cache", "plan_cache"})
 #: a variable name the shell can export
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: run's --validate choices (commands/run.py), what run.json validation.against records
 VALIDATE = ("reference", "none")
-#: --reference-cache values that are not paths
+#: --reference-cache and --plan-cache values that are not paths
 NOT_PATHS = frozenset({"auto", "none"})
 
 

@@ -251,6 +251,15 @@ def _validation(p: argparse.ArgumentParser) -> None:
                         "and reuse them on reruns, A/B runs and shards (default none; docs/reliability.md)")
     v.add_argument("--reference-cache-max", type=argtypes.gib, default=_D.reference_cache_max, metavar="GIB",
                    help="trim the reference cache to this size, least recently used first (default 20)")
+    c = p.add_argument_group("plan cache")
+    c.add_argument("--plan-cache", default=_D.plan_cache, metavar="DIR|auto|none",
+                   help="keep built execution plans (cuDNN) in DIR and reuse them when graph, engine, library, "
+                        "driver and GPU are the same (default auto: $XDG_CACHE_HOME/hipdnn-trace/plans; "
+                        "docs/plan-cache.md)")
+    c.add_argument("--no-plan-cache", dest="plan_cache", action="store_const", const="none",
+                   help="build every plan, use and store nothing (the same as --plan-cache none)")
+    c.add_argument("--plan-cache-max", type=argtypes.gib, default=_D.plan_cache_max, metavar="GIB",
+                   help="trim the plan cache to this size, least recently used first (default 2)")
 
 
 def _output(p: argparse.ArgumentParser) -> None:

@@ -266,7 +266,7 @@ class RunRecord(Block):
                 continue
             entry = sessions.setdefault(c.config.name, {"method": info, "graphs": {}})
             entry["graphs"][g.name] = {k: info[k] for k in ("plan", "workspace_bytes", "timing_fallback", "timer",
-                                                            "timing") if k in info}
+                                                            "timing", "plan_source", "plan_cache_note") if k in info}
 
     def add_reference(self, g: GraphRun) -> None:
         """Where a graph's reference came from (the cache block) and where it ran (the device block)."""

@@ -10,6 +10,7 @@ executes a plan; nothing there refuses a flag.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +18,12 @@ from typing import Any
 
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
+from hipdnn_trace.backends.plan_cache import (
+    OFF_OPTION as PLAN_CACHE_OFF,
+    OPTION as PLAN_CACHE_OPTION,
+    PlanCache,
+    auto_folder as plan_cache_folder,
+)
 from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, Config, build_configs
 from hipdnn_trace.bench.estimate import GraphEstimate
@@ -141,6 +148,8 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
         check_store(request.db)   # a nightly whose store cannot be opened fails now, not after the suite
     folder, run_id, resuming, stranded = run_folder(request)
     timing = timing_plan(request, configs, vendor)
+    timing = replace(timing, options=with_plan_cache(timing.options, plan_cache(request, configs),
+                                                     off=request.plan_cache == "none"))
     reference_device = resolve_reference_device(request, reference_only(configs))
     split = split_groups(request, configs, timing.options)
     settings = RunSettings(loop=LoopSettings(warmup=request.warmup, iters=max(1, request.iters),
@@ -430,6 +439,32 @@ def reference_cache(request: RunRequest) -> ReferenceCache | None:
     folder = auto_folder() if choice == "auto" else Path(choice)
     check_writable(folder, "--reference-cache")
     return ReferenceCache(folder, int(request.reference_cache_max * 2**30))
+
+
+def plan_cache(request: RunRequest, configs: Sequence[Config]) -> PlanCache | None:
+    """--plan-cache as a cache, when a configuration's backend keeps plans (None: off, or nothing to keep).
+    A folder named on the command line that cannot be written fails before any work; the default one
+    (auto) is left out with a warning instead, so a read-only home never stops a run."""
+    choice = str(request.plan_cache)
+    if choice == "none" or not any(getattr(backends.get(c.backend), "caches_plans", False) for c in configs):
+        return None
+    folder = plan_cache_folder() if choice == "auto" else Path(choice)
+    try:
+        check_writable(folder, "--plan-cache")
+    except UserError as exc:
+        if choice != "auto":
+            raise
+        warnings.warn(f"{exc}; plans are built every run (--plan-cache DIR puts the cache elsewhere)", stacklevel=2)
+        return None
+    return PlanCache(folder, int(request.plan_cache_max * 2**30))
+
+
+def with_plan_cache(options: RunOptions, cache: PlanCache | None, off: bool = False) -> RunOptions:
+    """``options`` with the plan cache in its extras, where a backend's session finds it (``off``:
+    --no-plan-cache, which also turns off the caches libraries keep themselves)."""
+    if cache is None:
+        return replace(options, extra={**(options.extra or {}), PLAN_CACHE_OFF: True}) if off else options
+    return replace(options, extra={**(options.extra or {}), PLAN_CACHE_OPTION: cache})
 
 
 def check_writable(folder: Path, flag: str) -> None:

@@ -88,6 +88,8 @@ class RunRequest:
     seed: int = 0
     reference_cache: str = "none"
     reference_cache_max: float = 20.0
+    plan_cache: str = "auto"            # built execution plans kept between runs (backends/plan_cache.py)
+    plan_cache_max: float = 2.0
     # output
     out: Path = Path("runs")
     run_id: str | None = None
