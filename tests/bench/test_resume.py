@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from reliability_helpers import assert_same_results, cli, write_graphs
+from reliability_helpers import assert_same_results, cli, cli_env, write_graphs
 
 from hipdnn_trace.cli import main as cli_main
 from hipdnn_trace.results.rundir import load_run
@@ -112,13 +112,13 @@ def test_sigkill_mid_suite_then_resume_equals_uninterrupted(suite, uninterrupted
 
 @pytest.mark.parametrize("sig, isolate", [(signal.SIGTERM, "--isolate"), (signal.SIGINT, "--no-isolate")])
 def test_sigterm_and_sigint_mark_the_run_interrupted(faulty, tmp_path, sig, isolate):
-    graphs = tmp_path / "g"
-    write_graphs(graphs, [f"slow__{i}" for i in range(6)])
+    graphs, gate = tmp_path / "g", tmp_path / "gate"
+    write_graphs(graphs, ["a__0", "a__1", *(f"gated__{i}" for i in range(2, 6))])   # gated: wait for the gate
     folder = tmp_path / "r"
     args = ("run", str(graphs), "--backend", "faulty", "-w", "1", "-i", "4", isolate, "--out", str(tmp_path))
-    proc = cli(*args, "--run-id", "r", "-q", cwd=tmp_path)
+    proc = cli(*args, "--run-id", "r", "-q", cwd=tmp_path, env=cli_env(FAULTY_GATE=str(gate)))
     _wait_for(lambda: _graphs_recorded(folder) >= 2, what="two graphs recorded")
-    proc.send_signal(sig)
+    proc.send_signal(sig)   # while gated__2 waits, on a machine of any speed
     code, _, err = _finish(proc)
     assert code == 128 + sig, err
     assert f"interrupted by {signal.Signals(sig).name}" in err and "--resume" in err
@@ -126,12 +126,14 @@ def test_sigterm_and_sigint_mark_the_run_interrupted(faulty, tmp_path, sig, isol
     assert json.loads((folder / "run.json").read_text())["status"] == "interrupted"
     run = load_run(folder)
     done = run.summary.height
-    assert 2 <= done < 6
+    assert done == 2
+    gate.touch()
     # finished graphs are whole in every table; the interrupted one is nowhere
     assert run.iterations.get_column("source").n_unique() == done == run.validation.height
     assert not read_trace(folder / "trace.pftrace").truncated
 
-    code, _, err = _finish(cli(*args[:-2], "--resume", str(folder), "-q", cwd=tmp_path))
+    code, _, err = _finish(cli(*args[:-2], "--resume", str(folder), "-q", cwd=tmp_path,
+                               env=cli_env(FAULTY_GATE=str(gate))))
     assert code == 0, err
     whole = tmp_path / "whole"
     assert cli_main([*args[:-2], "--out", str(tmp_path), "--run-id", "whole", "-q"]) == 0
