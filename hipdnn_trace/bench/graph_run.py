@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +44,7 @@ from hipdnn_trace.bench.verdict import (
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
+from hipdnn_trace.graph.bundles import BundleRef, golden_data
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
@@ -224,10 +225,16 @@ def _input_device(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str
     return None if cuda_missing() else f"cuda:{settings.options.device}"
 
 
-def _inputs(graph: Graph, settings: RunSettings, run: GraphRun,
-            device: str | None = None) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
-    """(inputs, golden outputs): from a golden bundle when one matches, else seeded (on ``device``
-    when given: the same bits as on the host)."""
+def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | None = None,
+            bundle: BundleRef | None = None) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
+    """(inputs, golden outputs): from the source's integration-test bundle (graph/bundles.py), from a
+    --golden bundle when one matches, else seeded (on ``device`` when given: the same bits as on the host)."""
+    if bundle is not None:
+        data = golden_data(bundle, graph)
+        run.notes.extend(data.notes)
+        if data.inputs is not None:
+            return data.inputs, data.outputs
+        return make_inputs(graph, settings.seed), {}
     if settings.golden is not None:
         from hipdnn_trace.graph import golden
 
@@ -589,6 +596,7 @@ def run_graph(
     stage = on_stage or (lambda _: None)
     markers = with_stages(markers, on_stage)
     run = GraphRun(source=source.name, name=Path(source.name).stem)
+    settings = replace(settings, reference_cache=None) if source.bundle else settings   # bundle inputs: not seeded
     graph = _load(source, run, settings.allow_unknown)
     if graph is None or not _memory_plan(graph, settings, run):
         return run
@@ -606,9 +614,9 @@ def run_graph(
         return run
     stage("inputs")
     t0 = now_ns()
-    device = _input_device(expanded, settings, run)
+    device = None if source.bundle is not None else _input_device(expanded, settings, run)   # bundle data: host
     try:
-        inputs, golden_out = _inputs(graph, settings, run, device)
+        inputs, golden_out = _inputs(graph, settings, run, device, source.bundle)
     except UserError as exc:
         run.status, run.error = ERROR, str(exc)
         return run

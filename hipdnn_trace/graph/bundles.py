@@ -1,0 +1,207 @@
+"""dnn-providers integration-test bundles: a graph with its provenance and (maybe) golden tensors.
+
+Upstream (ROCm/rocm-libraries ``dnn-providers/integration-tests/integration_test_bundles/README.md``
+and ``reference_data_scripts/README.md``, commit 508844c / 11792b2) keeps a single-graph bundle as
+``{Name}/{Name}.json`` with ``{Name}.meta.json`` (provenance: generator, seed, input_range, ...),
+optionally ``{Name}.tensors.dvc`` (a DVC pointer listing the ``.bin`` files kept in S3) and, after
+``dvc pull``, ``{Name}.tensor{uid}.bin`` (raw little-endian, the tensor's type, laid out by its
+strides: ``generate_sdpa_fwd_golden.py`` ``save_tensor_bin``). A sweep case keeps its tensors at
+``golden/{id}/tensor{uid}.bin`` (graph/sweeps.py).
+
+:func:`golden_data` decides what a run uses: the bundle's output tensors are the validation
+target when present; its input tensors feed the run when present, else its meta's input recipe
+when a known generator defines it exactly (:data:`RECIPES`), else seeded inputs (and the golden
+outputs are then unusable: said in the notes). Only a DVC pointer: the notes say so and the run
+validates against the float64 reference. Bundles this tool writes (with a ``.sha256`` manifest)
+are not these: ``--golden`` reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hipdnn_trace import read_gate
+from hipdnn_trace.errors import GraphError
+from hipdnn_trace.graph import golden
+from hipdnn_trace.graph.model import Graph, Tensor
+
+__all__ = ["RECIPES", "BundleRef", "GoldenData", "bundle_ref", "golden_data", "is_sidecar"]
+
+#: files beside bundle graphs that are not graphs
+SIDECAR_SUFFIXES = (".meta.json", ".support.json")
+
+
+class BundleMetaError(GraphError):
+    """A bundle meta file that cannot be used: names the file and field."""
+
+
+@dataclass(frozen=True)
+class BundleRef:
+    """Where one bundle graph's golden tensors and provenance are. ``tensor_prefix`` + ``{uid}.bin``
+    is a tensor's file; ``dvc`` the pointer when there is one; ``meta`` the provenance read."""
+
+    origin: str                      # the meta file (or sweep.json#case) the provenance came from
+    tensor_prefix: Path
+    dvc: Path | None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def tensor_file(self, uid: int) -> Path:
+        return self.tensor_prefix.with_name(f"{self.tensor_prefix.name}{uid}.bin")
+
+
+@dataclass
+class GoldenData:
+    """What a run of a bundle graph uses: inputs (None: seed them), expected outputs, and notes."""
+
+    inputs: dict[int, np.ndarray] | None
+    outputs: dict[int, np.ndarray]
+    notes: list[str]
+
+
+def is_sidecar(path: Path) -> bool:
+    """A bundle's provenance / support file, never a graph."""
+    return path.name == "meta.json" or path.name.endswith(SIDECAR_SUFFIXES)
+
+
+def _check_meta(meta: Any, origin: str) -> dict[str, Any]:
+    """The meta fields this tool uses, type-checked (one-line errors naming the field)."""
+    if not isinstance(meta, dict):
+        raise BundleMetaError(origin, "$", "must be a JSON object")
+    seed = meta.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise BundleMetaError(origin, "$.seed", f"{seed!r}: must be an integer")
+    rng = meta.get("input_range")
+    if rng is not None:
+        ok = (isinstance(rng, list) and len(rng) == 2
+              and all(isinstance(v, int | float) and not isinstance(v, bool) for v in rng))
+        if not ok or not rng[0] < rng[1]:
+            raise BundleMetaError(origin, "$.input_range", f"{rng!r}: must be [low, high] numbers with low < high")
+    gen = meta.get("generator")
+    if gen is not None and not isinstance(gen, str):
+        raise BundleMetaError(origin, "$.generator", f"{gen!r}: must be a string")
+    return meta
+
+
+def bundle_ref(json_path: Path) -> BundleRef | None:
+    """The bundle around ``{Name}.json`` when it is an upstream one (a ``{Name}.meta.json`` or a
+    ``{Name}.tensors.dvc`` beside it, and no ``.sha256`` manifest of ours), else None."""
+    stem = json_path.with_suffix("").name
+    meta_file, dvc = json_path.with_name(f"{stem}.meta.json"), json_path.with_name(f"{stem}.tensors.dvc")
+    if os.path.lexists(golden.checksums_path(json_path)):
+        return None
+    if not (meta_file.is_file() or dvc.is_file()):
+        return None
+    meta: dict[str, Any] = {}
+    if meta_file.is_file():
+        try:
+            meta = _check_meta(read_gate.read_json(meta_file, read_gate.GOLDEN_META), str(meta_file))
+        except read_gate.ReadRefused as exc:
+            raise BundleMetaError(str(meta_file), "", exc.problem) from None
+    return BundleRef(str(meta_file), json_path.with_name(f"{stem}.tensor"), dvc if dvc.is_file() else None, meta)
+
+
+def case_ref(origin: str, golden_dir: Path | None, dvc: Path | None, meta: Mapping[str, Any]) -> BundleRef | None:
+    """A sweep case's bundle (graph/sweeps.py ``SweepCase``), or None when it has no golden pointer."""
+    if golden_dir is None:
+        return None
+    return BundleRef(origin, golden_dir / "tensor", dvc if dvc is not None and dvc.is_file() else None,
+                     _check_meta(dict(meta), origin))
+
+
+# ---------------------------------------------------------------- input recipes
+
+def _sdpa_fwd_inputs(graph: Graph, meta: Mapping[str, Any]) -> dict[int, np.ndarray] | None:
+    """``generate_sdpa_fwd_golden.py`` (dnn-providers reference_data_scripts, at 3005a4b): one CPU
+    ``torch.Generator().manual_seed(seed)``; Q, K, V in that order, each
+    ``torch.empty(dims, dtype).uniform_(low, high, generator=rng)``, contiguous (BHSD)."""
+    import torch
+
+    from hipdnn_trace.graph import dtypes
+
+    nodes = [n for n in graph.nodes if n.op == "Sdpa"]
+    if len(nodes) != 1 or "seed" not in meta:
+        return None
+    low, high = meta.get("input_range", [-1.0, 1.0])
+    rng = torch.Generator().manual_seed(int(meta["seed"]))
+    out: dict[int, np.ndarray] = {}
+    for port in ("q", "k", "v"):
+        uid = nodes[0].inputs.get(port)
+        t = graph.by_uid.get(uid) if isinstance(uid, int) else None
+        if t is None or list(t.strides) != _contiguous(t.dims) or t.data_type not in ("half", "bfloat16"):
+            return None
+        tt = torch.empty(list(t.dims), dtype=getattr(torch, t.data_type.replace("half", "float16")))
+        tt.uniform_(float(low), float(high), generator=rng)
+        out[uid] = tt.view(torch.int16).numpy().view(dtypes.numpy_dtype(t.data_type)).copy()
+    return out
+
+
+def _contiguous(dims: Any) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(list(dims)):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
+
+
+#: meta ``generator`` -> how it made the inputs, where its source defines that exactly
+RECIPES: dict[str, Callable[[Graph, Mapping[str, Any]], dict[int, np.ndarray] | None]] = {
+    "generate_sdpa_fwd_golden.py": _sdpa_fwd_inputs,
+}
+
+
+# ---------------------------------------------------------------- golden data
+
+def _read_tensor(ref: BundleRef, t: Tensor) -> np.ndarray | None:
+    path = ref.tensor_file(t.uid)
+    if not path.is_file():
+        return None
+    try:
+        data = read_gate.read_bytes(path, golden.tensor_kind(t))
+    except read_gate.ReadRefused as exc:
+        raise golden.BundleError(f"{path}: {exc.problem}") from None
+    return golden.from_bytes(t, data, str(path))
+
+
+def _recipe_inputs(graph: Graph, ref: BundleRef) -> tuple[dict[int, np.ndarray] | None, str]:
+    gen = str(ref.meta.get("generator", ""))
+    recipe = RECIPES.get(gen)
+    made = recipe(graph, ref.meta) if recipe is not None else None
+    if made is not None:
+        return made, f"inputs made as {gen} makes them (seed {ref.meta['seed']}, range " \
+                     f"{list(ref.meta.get('input_range', [-1.0, 1.0]))}; {ref.origin})"
+    why = f"generator {gen!r}" if gen else "no generator named"
+    return None, f"inputs seeded by hipdnn-trace: {ref.origin} does not define them exactly ({why})"
+
+
+def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
+    """The inputs and expected outputs a run of this bundle graph uses, with notes saying whence."""
+    ins = {t.uid: _read_tensor(ref, t) for t in graph.input_tensors if not t.is_value}
+    outs = {t.uid: _read_tensor(ref, t) for t in graph.output_tensors}
+    have_in = {u: a for u, a in ins.items() if a is not None}
+    have_out = {u: a for u, a in outs.items() if a is not None}
+    notes: list[str] = []
+    if len(have_in) == len(ins) and ins:
+        inputs: dict[int, np.ndarray] | None = have_in
+        notes.append(f"inputs from the bundle's tensor files ({ref.tensor_prefix}*.bin)")
+    else:
+        inputs, note = _recipe_inputs(graph, ref)
+        notes.append(note)
+    if not have_out:
+        where = f"only the DVC pointer {ref.dvc} is here (dvc pull fetches them)" if ref.dvc else "none are here"
+        notes.append(f"golden: dvc-only: the bundle's golden tensors are not present ({where}); "
+                     "validated against the float64 reference")
+        return GoldenData(inputs, {}, notes)
+    if inputs is None:
+        notes.append("golden: unusable: the bundle's golden outputs are here but its inputs are neither in "
+                     "the bundle nor reproducible; validated against the float64 reference")
+        return GoldenData(None, {}, notes)
+    missing = sorted(set(outs) - set(have_out))
+    notes.append(f"golden: expected outputs from {ref.tensor_prefix}*.bin"
+                 + (f" (no file for output uid(s) {missing})" if missing else ""))
+    return GoldenData(inputs, have_out, notes)
