@@ -232,6 +232,7 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | No
     if bundle is not None:
         data = golden_data(bundle, graph)
         run.notes.extend(data.notes)
+        run.golden = data.state
         if data.inputs is not None:
             return data.inputs, data.outputs
         return make_inputs(graph, settings.seed), {}

@@ -62,6 +62,7 @@ class GoldenData:
     inputs: dict[int, np.ndarray] | None
     outputs: dict[int, np.ndarray]
     notes: list[str]
+    state: str = "used"              # the summary's golden column: used | dvc-only | unusable | none
 
 
 def is_sidecar(path: Path) -> bool:
@@ -194,13 +195,14 @@ def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
         notes.append(note)
     if not have_out:
         where = f"only the DVC pointer {ref.dvc} is here (dvc pull fetches them)" if ref.dvc else "none are here"
-        notes.append(f"golden: dvc-only: the bundle's golden tensors are not present ({where}); "
+        state = "dvc-only" if ref.dvc else "none"
+        notes.append(f"golden: {state}: the bundle's golden tensors are not present ({where}); "
                      "validated against the float64 reference")
-        return GoldenData(inputs, {}, notes)
+        return GoldenData(inputs, {}, notes, state)
     if inputs is None:
         notes.append("golden: unusable: the bundle's golden outputs are here but its inputs are neither in "
                      "the bundle nor reproducible; validated against the float64 reference")
-        return GoldenData(None, {}, notes)
+        return GoldenData(None, {}, notes, "unusable")
     missing = sorted(set(outs) - set(have_out))
     notes.append(f"golden: expected outputs from {ref.tensor_prefix}*.bin"
                  + (f" (no file for output uid(s) {missing})" if missing else ""))

@@ -23,6 +23,8 @@ from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
+from hipdnn_trace.results.rows import summary_rows
+from hipdnn_trace.results.schemas import SUMMARY
 
 torch = pytest.importorskip("torch")
 
@@ -73,6 +75,8 @@ def test_sdpa_bundle_validates_against_its_golden_tensors(tmp_path: Path) -> Non
     assert run.status != "error", run.error
     assert _verdicts(run) == {"golden": True, "reference": True}, run.validation
     assert any("inputs from the bundle's tensor files" in n for n in run.notes), run.notes
+    [row] = summary_rows("r", run)
+    assert row["golden"] == "used" and set(row) <= set(SUMMARY)
 
 
 def test_a_corrupted_golden_output_fails(tmp_path: Path) -> None:
@@ -102,6 +106,7 @@ def test_unknown_generator_inputs_cannot_be_remade_so_golden_is_set_aside(tmp_pa
     run = _run(expand([str(tmp_path)])[0])
     assert _verdicts(run) == {"reference": True}
     assert any("golden: unusable" in n for n in run.notes) and any("capture-bundles" in n for n in run.notes)
+    assert run.golden == "unusable"
 
 
 def test_dvc_only_bundle_says_so_and_validates_against_the_reference(tmp_path: Path) -> None:
@@ -109,6 +114,7 @@ def test_dvc_only_bundle_says_so_and_validates_against_the_reference(tmp_path: P
     run = _run(expand([str(tmp_path)])[0])
     assert _verdicts(run) == {"reference": True}, run.validation
     note = next(n for n in run.notes if n.startswith("golden: dvc-only"))
+    assert summary_rows("r", run)[0]["golden"] == "dvc-only"
     assert str(folder / "Small.tensors.dvc") in note and "float64 reference" in note
 
 
@@ -182,6 +188,8 @@ def test_sweep_case_golden_tensors_are_the_target(tmp_path: Path) -> None:
     gold = folder / "golden" / "small_fp32"
     gold.mkdir(parents=True)
     (gold / "tensors.dvc").write_text("outs:\n- path: tensor0.bin\n- path: tensor1.bin\n")
+    (folder / "golden" / "pulled_later").mkdir()
+    (folder / "golden" / "pulled_later" / "tensors.dvc").write_text("outs:\n- path: tensor0.bin\n")
     x = np.random.default_rng(3).uniform(-2, 2, [2, 3, 4]).astype("<f4")
     (gold / "tensor0.bin").write_bytes(x.tobytes())
     (gold / "tensor1.bin").write_bytes(np.maximum(x, 0).astype("<f4").tobytes())
