@@ -44,7 +44,7 @@ from hipdnn_trace.bench.verdict import (
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
-from hipdnn_trace.graph.bundles import BundleRef, golden_data
+from hipdnn_trace.graph.bundles import BundleRef, golden_data, support_disagreement, support_note
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
@@ -232,6 +232,7 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | No
     if bundle is not None:
         data = golden_data(bundle, graph)
         run.notes.extend(data.notes)
+        run.notes.extend(filter(None, [support_note(bundle)]))
         run.golden = data.state
         if data.inputs is not None:
             return data.inputs, data.outputs
@@ -539,14 +540,42 @@ def _mark(run: GraphRun, settings: RunSettings) -> None:
                     c.status, c.error = FAILED, "outputs differ between A and B"
 
 
-def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings) -> None:
-    """Each config's outputs against each expectation (reference, golden, and B against A)."""
+def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings,
+              bundle: BundleRef | None = None) -> None:
+    """Each config's outputs against each expectation (reference, golden, and B against A); then a
+    bundle's support claims against the hipDNN rows."""
     ran = [c for c in run.configs if c.status == OK and c.outputs]
     pairs = [(c, against, values) for c in ran for against, values in expected.items()]
     if settings.ab:
         pairs += _ab_pair(run)
     _compare(graph, run, pairs, settings)
     _mark(run, settings)
+    if bundle is not None and any(c.config.backend == "hipdnn" for c in run.configs):
+        check_support(run, bundle, gpu_arch())
+
+
+def gpu_arch() -> str | None:
+    """This machine's AMD GPU architecture (``gfx942``...) as ROCm torch reports it; None elsewhere."""
+    try:
+        import torch
+
+        if getattr(torch.version, "hip", None) and torch.cuda.is_available():
+            return str(torch.cuda.get_device_properties(0).gcnArchName)
+    except Exception:   # no ROCm torch: no arch, no disagreement to list
+        return None
+    return None
+
+
+def check_support(run: GraphRun, bundle: BundleRef, arch: str | None) -> None:
+    """A note per hipDNN row whose verdict disagrees with the bundle's support file (graph/bundles.py)."""
+    import platform
+
+    for c in run.configs:
+        if c.config.backend == "hipdnn":
+            verdict = c.status if c.status in (OK, FAILED) else f"{c.status} ({c.error})"
+            line = support_disagreement(bundle, arch, platform.system().lower(), c.status in (OK, FAILED), verdict)
+            if line:
+                run.notes.append(f"[{c.config.name}] {line}")
 
 
 def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:
@@ -649,7 +678,7 @@ def run_graph(
         _evaluate_reference(graph, inputs, settings, run, expected)   # the backend failed: evaluate here
     stage("validate")
     t0 = now_ns()
-    _validate(graph, run, expected, settings)
+    _validate(graph, run, expected, settings, source.bundle)
     recheck_failures(graph, run, inputs, expected, settings)   # before a FAILED row blames the library
     run.phases.append(Phase("validate", t0, now_ns()))
     if device is not None:

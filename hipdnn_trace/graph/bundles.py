@@ -50,6 +50,8 @@ class BundleRef:
     tensor_prefix: Path
     dvc: Path | None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    support: tuple[tuple[str, str, str], ...] = ()   # (engine, gfx arch, os) the support file claims
+    support_file: str | None = None
 
     def tensor_file(self, uid: int) -> Path:
         return self.tensor_prefix.with_name(f"{self.tensor_prefix.name}{uid}.bin")
@@ -67,7 +69,7 @@ class GoldenData:
 
 def is_sidecar(path: Path) -> bool:
     """A bundle's provenance / support file, never a graph."""
-    return path.name == "meta.json" or path.name.endswith(SIDECAR_SUFFIXES)
+    return path.name in ("meta.json", "support.json") or path.name.endswith(SIDECAR_SUFFIXES)
 
 
 def _check_meta(meta: Any, origin: str) -> dict[str, Any]:
@@ -104,15 +106,81 @@ def bundle_ref(json_path: Path) -> BundleRef | None:
             meta = _check_meta(read_gate.read_json(meta_file, read_gate.GOLDEN_META), str(meta_file))
         except read_gate.ReadRefused as exc:
             raise BundleMetaError(str(meta_file), "", exc.problem) from None
-    return BundleRef(str(meta_file), json_path.with_name(f"{stem}.tensor"), dvc if dvc.is_file() else None, meta)
+    support = json_path.with_name(f"{stem}.support.json")
+    claims = read_support(support) if support.is_file() else ()
+    return BundleRef(str(meta_file), json_path.with_name(f"{stem}.tensor"), dvc if dvc.is_file() else None, meta,
+                     claims, str(support) if support.is_file() else None)
 
 
-def case_ref(origin: str, golden_dir: Path | None, dvc: Path | None, meta: Mapping[str, Any]) -> BundleRef | None:
-    """A sweep case's bundle (graph/sweeps.py ``SweepCase``), or None when it has no golden pointer."""
-    if golden_dir is None:
+def case_ref(origin: str, golden_dir: Path | None, dvc: Path | None, meta: Mapping[str, Any],
+             support: Path | None = None, case: str | None = None) -> BundleRef | None:
+    """A sweep case's bundle (graph/sweeps.py ``SweepCase``): its golden pointer and the sweep's
+    ``support.json`` claims for it; None when it has neither."""
+    claims = read_support(support, case) if support is not None and support.is_file() else None
+    if golden_dir is None and claims is None:
         return None
-    return BundleRef(origin, golden_dir / "tensor", dvc if dvc is not None and dvc.is_file() else None,
-                     _check_meta(dict(meta), origin))
+    prefix = (golden_dir or Path(origin).parent / "golden" / str(case)) / "tensor"
+    return BundleRef(origin, prefix, dvc if dvc is not None and dvc.is_file() else None,
+                     _check_meta(dict(meta), origin), claims or (), str(support) if claims is not None else None)
+
+
+# ---------------------------------------------------------------- support claims
+
+def read_support(path: Path, case: str | None = None) -> tuple[tuple[str, str, str], ...]:
+    """The (engine, arch, os) triples a support file claims, for one sweep case when ``case`` is given.
+
+    Single-graph ``{Name}.support.json``: ``{"version": 1, "claims": {ENGINE: {arch: [os, ...]}}}``;
+    a sweep's ``support.json``: ``{"claims": {ENGINE: [{"cases": [id, ...], "support": {arch: [os]}}]}}``
+    (ROCm/rocm-libraries dnn-providers/integration-tests/integration-test-bundles, e.g.
+    ``quick/BatchnormFwdInference/nchw/fp32/MIOpen/MIOpen.support.json`` @ e59c9d4 and
+    ``quick/Pointwise/Default/support.json`` @ 3987abd)."""
+    try:
+        doc = read_gate.read_json(path, read_gate.GOLDEN_META)
+    except read_gate.ReadRefused as exc:
+        raise BundleMetaError(str(path), "", exc.problem) from None
+    claims = doc.get("claims") if isinstance(doc, dict) else None
+    if not isinstance(claims, dict):
+        raise BundleMetaError(str(path), "$.claims", "must be an object of engine -> claims")
+    out: list[tuple[str, str, str]] = []
+    for engine, body in claims.items():
+        groups = body if isinstance(body, list) else [{"cases": None, "support": body}]
+        for i, group in enumerate(groups):
+            where = f"$.claims.{engine}" + (f"[{i}]" if isinstance(body, list) else "")
+            support = group.get("support") if isinstance(group, dict) else None
+            cases = group.get("cases") if isinstance(group, dict) else None
+            if not isinstance(support, dict) or not all(isinstance(v, list) for v in support.values()):
+                raise BundleMetaError(str(path), where, "must map gfx arch -> [os, ...]")
+            if case is not None and cases is not None and case not in cases:
+                continue
+            out.extend((engine, arch, str(os_name)) for arch, oses in support.items() for os_name in oses)
+    return tuple(sorted(set(out)))
+
+
+def support_note(ref: BundleRef) -> str | None:
+    """The support file's expectations, as the row's note records them beside our verdicts."""
+    if ref.support_file is None:
+        return None
+    if not ref.support:
+        return f"support: {ref.support_file} claims no engine for this graph"
+    engines: dict[str, list[str]] = {}
+    for engine, arch, os_name in ref.support:
+        engines.setdefault(engine, []).append(f"{arch}/{os_name}")
+    return f"support: {ref.support_file} claims " + "; ".join(f"{e} on {', '.join(v)}" for e, v in engines.items())
+
+
+def support_disagreement(ref: BundleRef, arch: str | None, os_name: str, ran: bool, verdict: str) -> str | None:
+    """A line when our hipDNN row on ``arch``/``os_name`` disagrees with the support file: it claims an
+    engine there and the row did not run, or claims none and it ran. None without a file or an arch."""
+    if ref.support_file is None or not arch:
+        return None
+    base = arch.split(":")[0]
+    claimed = sorted({e for e, a, o in ref.support if a == base and o == os_name})
+    if claimed and not ran:
+        return (f"disagreement: {ref.support_file} claims {', '.join(claimed)} on {base}/{os_name}; "
+                f"hipdnn here: {verdict}")
+    if not claimed and ran:
+        return f"disagreement: {ref.support_file} claims no engine on {base}/{os_name}; hipdnn here: {verdict}"
+    return None
 
 
 # ---------------------------------------------------------------- input recipes

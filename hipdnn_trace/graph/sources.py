@@ -137,10 +137,9 @@ def sweep_sources(folder: Path) -> list[GraphSource]:
     for case in cases:
         name = f"{sweep}#{case.case_id}"
         try:
-            ref = case_ref(name, case.golden_dir, case.dvc, case.metadata)
+            ref = case_ref(name, case.golden_dir, case.dvc, case.metadata, folder / "support.json", case.case_id)
         except GraphError as exc:
-            out.append(GraphSource(name, Refusal(str(sweep), f"$.cases[id={case.case_id}].metadata{exc.path[1:]}: "
-                                                 f"{exc.problem}")))
+            out.append(GraphSource(name, Refusal(exc.source, f"{exc.path} (case {case.case_id}): {exc.problem}")))
             continue
         out.append(GraphSource(name, MemberBytes(case.graph), None, ref))
     return out

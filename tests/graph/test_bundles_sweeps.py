@@ -243,3 +243,67 @@ def test_our_own_saved_bundles_are_not_upstream_bundles(tmp_path: Path) -> None:
     golden.write_bundle(tmp_path, graph, {**ins, graph.output_tensors[0].uid: np.maximum(ins[x.uid], 0)})
     [source] = expand([str(tmp_path)])
     assert source.bundle is None
+
+
+# ------------------------------------------------------------------ support claims
+
+SUPPORT = {"claims": {"MIOPEN_ENGINE": {"gfx942": ["linux"], "gfx1151": ["windows"]}}, "version": 1}
+
+
+def _hipdnn_row(status: str, error: str | None = None):
+    from hipdnn_trace.bench.records import ConfigRun, GraphRun
+
+    run = GraphRun(source="s", name="n")
+    run.configs.append(ConfigRun(config=Config("hipdnn", "hipdnn"), status=status, error=error))
+    return run
+
+
+def test_bundle_support_claims_are_recorded_beside_the_verdicts(tmp_path: Path) -> None:
+    """Single-graph ``{Name}.support.json`` as MIOpen.support.json (@ e59c9d4) writes it."""
+    folder = _sdpa_bundle(tmp_path)
+    (folder / "Small.support.json").write_text(json.dumps(SUPPORT))
+    [source] = expand([str(tmp_path)])       # the support file is no graph
+    assert source.bundle.support == (("MIOPEN_ENGINE", "gfx1151", "windows"), ("MIOPEN_ENGINE", "gfx942", "linux"))
+    run = _run(source)
+    assert any(n.startswith("support: ") and "MIOPEN_ENGINE on gfx1151/windows, gfx942/linux" in n
+               for n in run.notes), run.notes
+
+
+def test_support_disagreements_with_a_stand_in_amd_arch(tmp_path: Path) -> None:
+    """No AMD GPU here: the machine's arch is handed in (a stand-in for ROCm torch's gcnArchName)."""
+    folder = _sdpa_bundle(tmp_path)
+    (folder / "Small.support.json").write_text(json.dumps(SUPPORT))
+    ref = expand([str(tmp_path)])[0].bundle
+    refused = _hipdnn_row("unsupported", "no engine")
+    graph_run.check_support(refused, ref, "gfx942:sramecc+:xnack-")
+    if __import__("platform").system().lower() == "linux":
+        assert refused.notes == ["[hipdnn] disagreement: " + str(folder / "Small.support.json")
+                                 + " claims MIOPEN_ENGINE on gfx942/linux; hipdnn here: unsupported (no engine)"]
+    ran = _hipdnn_row("ok")
+    graph_run.check_support(ran, ref, "gfx90a")
+    assert ran.notes and "claims no engine on gfx90a" in ran.notes[0]
+    agreed = _hipdnn_row("unsupported", "no engine")
+    graph_run.check_support(agreed, ref, "gfx90a")
+    assert agreed.notes == []
+    unknown = _hipdnn_row("ok")
+    graph_run.check_support(unknown, ref, None)     # no AMD arch known: nothing to judge
+    assert unknown.notes == []
+
+
+def test_sweep_support_claims_are_per_case(tmp_path: Path) -> None:
+    """A sweep's ``support.json`` as quick/Pointwise/Default/support.json (@ 3987abd) writes it."""
+    folder = _sweep(tmp_path, [_case(c, d, t) for c, (d, t) in SHAPES.items()])
+    ids = list(SHAPES)
+    (folder / "support.json").write_text(json.dumps({"version": 1, "claims": {"MIOPEN_ENGINE": [
+        {"cases": ids[:2], "support": {"gfx942": ["linux"]}}, {"cases": ids[2:], "support": {"gfx950": ["linux"]}}]}}))
+    refs = [s.bundle for s in expand([str(tmp_path)])]
+    assert [r.support for r in refs] == [(("MIOPEN_ENGINE", "gfx942", "linux"),)] * 2 + [
+        (("MIOPEN_ENGINE", "gfx950", "linux"),)]
+
+
+def test_bad_support_file_names_file_and_field(tmp_path: Path) -> None:
+    folder = _sdpa_bundle(tmp_path)
+    (folder / "Small.support.json").write_text(json.dumps({"claims": {"MIOPEN_ENGINE": {"gfx942": "linux"}}}))
+    [source] = expand([str(tmp_path)])
+    with pytest.raises(GraphError, match=r"Small.support.json: \$.claims.MIOPEN_ENGINE: must map gfx arch"):
+        source.read()
