@@ -3,7 +3,8 @@
 Upstream (ROCm/rocm-libraries ``dnn-providers/integration-tests/integration_test_bundles/README.md``
 and ``reference_data_scripts/README.md``, commit 508844c / 11792b2) keeps a single-graph bundle as
 ``{Name}/{Name}.json`` with ``{Name}.meta.json`` (provenance: generator, seed, input_range, ...),
-optionally ``{Name}.tensors.dvc`` (a DVC pointer listing the ``.bin`` files kept in S3) and, after
+optionally ``{Name}.tensors.dvc`` (a DVC pointer listing the ``.bin`` files kept in S3; older trees
+have one ``{Name}.tensor{uid}.bin.dvc`` per file) and, after
 ``dvc pull``, ``{Name}.tensor{uid}.bin`` (raw little-endian, the tensor's type, laid out by its
 strides: ``generate_sdpa_fwd_golden.py`` ``save_tensor_bin``). A sweep case keeps its tensors at
 ``golden/{id}/tensor{uid}.bin`` (graph/sweeps.py).
@@ -18,6 +19,7 @@ are not these: ``--golden`` reads them.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -98,6 +100,8 @@ def bundle_ref(json_path: Path) -> BundleRef | None:
     meta_file, dvc = json_path.with_name(f"{stem}.meta.json"), json_path.with_name(f"{stem}.tensors.dvc")
     if os.path.lexists(golden.checksums_path(json_path)):
         return None
+    if not dvc.is_file():   # the older layout: one pointer per tensor file
+        dvc = next(iter(sorted(json_path.parent.glob(f"{glob.escape(stem)}.tensor*.bin.dvc"))), dvc)
     if not (meta_file.is_file() or dvc.is_file()):
         return None
     meta: dict[str, Any] = {}

@@ -307,3 +307,14 @@ def test_bad_support_file_names_file_and_field(tmp_path: Path) -> None:
     [source] = expand([str(tmp_path)])
     with pytest.raises(GraphError, match=r"Small.support.json: \$.claims.MIOPEN_ENGINE: must map gfx arch"):
         source.read()
+
+
+def test_per_tensor_dvc_pointers_of_the_older_tree_count_as_the_pointer(tmp_path: Path) -> None:
+    """golden_reference_data/quick/BatchnormFwdInference/.../Small/Small.tensor0.bin.dvc (@ 991f394)."""
+    folder = _sdpa_bundle(tmp_path, bins="none")
+    (folder / "Small.tensors.dvc").unlink()
+    (folder / "Small.meta.json").unlink()
+    (folder / "Small.tensor1.bin.dvc").write_text("outs:\n- path: Small.tensor1.bin\n")
+    [source] = expand([str(tmp_path)])
+    assert source.bundle is not None and source.bundle.dvc == folder / "Small.tensor1.bin.dvc"
+    assert _run(source).golden == "dvc-only"
