@@ -318,3 +318,20 @@ def test_per_tensor_dvc_pointers_of_the_older_tree_count_as_the_pointer(tmp_path
     [source] = expand([str(tmp_path)])
     assert source.bundle is not None and source.bundle.dvc == folder / "Small.tensor1.bin.dvc"
     assert _run(source).golden == "dvc-only"
+
+
+def test_run_over_a_tree_of_bundles_and_sweeps_records_the_golden_column(tmp_path: Path) -> None:
+    """``hipdnn-trace run TREE`` (through the Python API): every graph and case is a row; the summary's
+    ``golden`` column says which rows had golden data and which only a DVC pointer."""
+    import hipdnn_trace
+
+    _sdpa_bundle(tmp_path / "tree" / "with_bins")
+    _sdpa_bundle(tmp_path / "tree" / "pointer_only", bins="none")
+    _sweep(tmp_path / "tree", [_case(c, d, t) for c, (d, t) in SHAPES.items()])
+    run = hipdnn_trace.run(tmp_path / "tree", out=tmp_path / "runs", iters=1, warmup=0)
+    assert run.meta["exit_code"] == 0
+    rows = {(r["graph"], r["source"].split("/tree/")[1].split("/")[0]): r["golden"]
+            for r in run.summary.iter_rows(named=True)}
+    assert rows == {("Small", "with_bins"): "used", ("Small", "pointer_only"): "dvc-only",
+                    **{(f"Pointwise_Default.{c}", "quick"): None for c in SHAPES}}
+    assert set(run.validation.filter(run.validation["against"] == "golden")["passed"]) == {True}
