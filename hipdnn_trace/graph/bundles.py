@@ -206,9 +206,11 @@ def _sdpa_fwd_inputs(graph: Graph, meta: Mapping[str, Any]) -> dict[int, np.ndar
     for port in ("q", "k", "v"):
         uid = nodes[0].inputs.get(port)
         t = graph.by_uid.get(uid) if isinstance(uid, int) else None
-        if t is None or list(t.strides) != _contiguous(t.dims) or t.data_type not in ("half", "bfloat16"):
-            return None
-        tt = torch.empty(list(t.dims), dtype=getattr(torch, t.data_type.replace("half", "float16")))
+        host = dtypes.numpy_dtype(t.data_type) if t is not None else None
+        kind = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(host.name if host is not None else "")
+        if t is None or kind is None or list(t.strides) != _contiguous(t.dims):
+            return None   # the generator writes contiguous BHSD fp16 / bf16 only
+        tt = torch.empty(list(t.dims), dtype=kind)
         tt.uniform_(float(low), float(high), generator=rng)
         out[uid] = tt.view(torch.int16).numpy().view(dtypes.numpy_dtype(t.data_type)).copy()
     return out

@@ -33,22 +33,51 @@ META = {"generator": "generate_sdpa_fwd_golden.py", "reference_source": "PyTorch
         "input_range": RANGE, "deterministic": True, "direction": "forward"}
 
 
-def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None) -> Path:
+def _generator_graph(dims: list[int], causal: bool) -> dict:
+    """The graph JSON as generate_sdpa_fwd_golden.py ``build_graph_json`` writes it (uids 0-3 = Q, K, V, O,
+    every optional port null, name ""), as in golden_reference_data/quick/SdpaFwd/bhsd/fp16/hd64_causal/
+    Small/Small.json (@ 892c346) but with the ``half`` spelling and small dims."""
+    optional_in = ("attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset", "dropout_mask",
+                   "dropout_scale", "page_table_k", "page_table_v", "block_mask", "sink_token", "descale_q",
+                   "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+    optional_out = ("stats", "max", "sum_exp", "rng_dump", "amax_s", "amax_o")
+    strides = [int(np.prod(dims[i + 1:])) for i in range(4)]
+    return {"nodes": [{
+        "type": "SdpaAttributes", "compute_data_type": "float", "name": "",
+        "inputs": {"q_tensor_uid": 0, "k_tensor_uid": 1, "v_tensor_uid": 2,
+                   **{f"{n}_tensor_uid": None for n in optional_in}},
+        "outputs": {"o_tensor_uid": 3, **{f"{n}_tensor_uid": None for n in optional_out}},
+        "attributes": {"generate_stats": None, "alibi_mask": False, "padding_mask": False, "causal_mask": causal,
+                       "causal_mask_bottom_right": False, "dropout_probability": None,
+                       "attn_scale_value": 1 / math.sqrt(dims[3]), "left_bound": None, "right_bound": None,
+                       "max_seq_len_kv": None, "diagonal_alignment": "TOP_LEFT", "mma_core_mode": "float",
+                       "implementation": "AUTO"}}],
+        "tensors": [{"uid": u, "name": n, "dims": dims, "strides": strides, "data_type": "half", "virtual": False}
+                    for u, n in enumerate("QKVO")],
+        "io_data_type": "half", "compute_data_type": "float", "intermediate_data_type": "float", "name": ""}
+
+
+def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None, causal: bool | None = None) -> Path:
     """``root/Small/`` as generate_sdpa_fwd_golden.py (dnn-providers reference_data_scripts at 3005a4b)
-    writes it: Q, K, V uniform in RANGE from one seeded CPU generator, O from SDPA (here in float64)."""
+    writes it: Q, K, V uniform in RANGE from one seeded CPU generator, O from SDPA (here in float64).
+    ``causal`` given: the generator's own graph JSON; else one from our builder."""
     folder = root / "quick" / "SdpaFwd" / "bhsd" / "fp16" / "tiny" / "Small"
     folder.mkdir(parents=True)
-    b = GraphBuilder("", io="half")
     dims = [1, 2, 16, 32]
-    q, k, v = (b.tensor(n, dims) for n in ("Q", "K", "V"))
-    b.sdpa(q, k, v, scale=1 / math.sqrt(32))
-    graph = b.to_json()
+    if causal is None:
+        b = GraphBuilder("", io="half")
+        q, k, v = (b.tensor(n, dims) for n in ("Q", "K", "V"))
+        b.sdpa(q, k, v, scale=1 / math.sqrt(32))
+        graph = b.to_json()
+    else:
+        graph = _generator_graph(dims, causal)
     (folder / "Small.json").write_text(json.dumps(graph, indent=4))
     (folder / "Small.meta.json").write_text(json.dumps(META if meta is None else meta, indent=4))
     (folder / "Small.tensors.dvc").write_text("outs:\n" + "".join(f"- path: Small.tensor{u}.bin\n" for u in range(4)))
     rng = torch.Generator().manual_seed(SEED)
     qkv = [torch.empty(dims, dtype=torch.float16).uniform_(*RANGE, generator=rng) for _ in range(3)]
-    o = torch.nn.functional.scaled_dot_product_attention(*(t.double() for t in qkv), scale=1 / math.sqrt(32))
+    o = torch.nn.functional.scaled_dot_product_attention(*(t.double() for t in qkv), scale=1 / math.sqrt(32),
+                                                         is_causal=bool(causal))
     uids = {t["name"]: t["uid"] for t in graph["tensors"]}
     out_uid = next(t["uid"] for t in graph["tensors"] if t["name"] not in ("Q", "K", "V"))
     written = {uids["Q"]: qkv[0], uids["K"]: qkv[1], uids["V"]: qkv[2], out_uid: o.half()}
@@ -335,3 +364,13 @@ def test_run_over_a_tree_of_bundles_and_sweeps_records_the_golden_column(tmp_pat
     assert rows == {("Small", "with_bins"): "used", ("Small", "pointer_only"): "dvc-only",
                     **{(f"Pointwise_Default.{c}", "quick"): None for c in SHAPES}}
     assert set(run.validation.filter(run.validation["against"] == "golden")["passed"]) == {True}
+
+
+@pytest.mark.parametrize("bins", ["all", "outputs"])
+def test_the_generators_own_causal_graph_validates_against_its_golden_output(tmp_path: Path, bins: str) -> None:
+    """The generator's JSON form (uids 0-3, causal like hd64_causal/Small): with every file, and with
+    only O's file (Q, K, V remade from the meta's seed and range)."""
+    _sdpa_bundle(tmp_path, bins=bins, causal=True)
+    run = _run(expand([str(tmp_path)])[0])
+    assert run.status != "error", run.error
+    assert _verdicts(run) == {"golden": True, "reference": True}, (run.validation, run.notes)
