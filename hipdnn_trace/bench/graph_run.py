@@ -231,8 +231,8 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | No
     --golden bundle when one matches, else seeded (on ``device`` when given: the same bits as on the host)."""
     if bundle is not None:
         data = golden_data(bundle, graph)
-        run.notes.extend(data.notes)
-        run.notes.extend(filter(None, [support_note(bundle)]))
+        run.bundle_notes = [*data.notes, *filter(None, [support_note(bundle)])]
+        run.notes.extend(run.bundle_notes)
         run.golden = data.state
         if data.inputs is not None:
             return data.inputs, data.outputs
@@ -576,6 +576,7 @@ def check_support(run: GraphRun, bundle: BundleRef, arch: str | None) -> None:
             line = support_disagreement(bundle, arch, platform.system().lower(), c.status in (OK, FAILED), verdict)
             if line:
                 run.notes.append(f"[{c.config.name}] {line}")
+                run.bundle_notes.append(run.notes[-1])
 
 
 def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:

@@ -364,6 +364,11 @@ def test_run_over_a_tree_of_bundles_and_sweeps_records_the_golden_column(tmp_pat
     assert rows == {("Small", "with_bins"): "used", ("Small", "pointer_only"): "dvc-only",
                     **{(f"Pointwise_Default.{c}", "quick"): None for c in SHAPES}}
     assert set(run.validation.filter(run.validation["against"] == "golden")["passed"]) == {True}
+    [record] = (tmp_path / "runs").glob("*/run.json")
+    bundles = json.loads(record.read_text())["bundles"]
+    assert sorted(b["golden"] for b in bundles.values()) == ["dvc-only", "used"]
+    used = next(b for b in bundles.values() if b["golden"] == "used")
+    assert used["graph"] == "Small" and any(n.startswith("golden: expected outputs from") for n in used["notes"])
 
 
 @pytest.mark.parametrize("bins", ["all", "outputs"])
