@@ -379,3 +379,27 @@ def test_the_generators_own_causal_graph_validates_against_its_golden_output(tmp
     run = _run(expand([str(tmp_path)])[0])
     assert run.status != "error", run.error
     assert _verdicts(run) == {"golden": True, "reference": True}, (run.validation, run.notes)
+
+
+def test_upstream_bundles_and_sweeps_expand_load_and_small_ones_run(shared_fixtures: Path) -> None:
+    """Real upstream trees, when the lead has placed them under ``../shared/fixtures/integration-bundles/``
+    (byte copies of ROCm/rocm-libraries ``dnn-providers/integration-tests/{integration-test-bundles,
+    golden_reference_data}/...`` folders, their SOURCES.md naming each commit): every sweep expands to one
+    graph per case, every bundle graph loads with its bundle, and the small ones validate."""
+    from hipdnn_trace.graph.load import load_bytes
+
+    root = shared_fixtures / "integration-bundles"
+    if not root.is_dir():
+        pytest.skip("no upstream integration-test bundles under ../shared/fixtures/integration-bundles")
+    sources = expand([str(root)])
+    for sweep in root.rglob("sweep.json"):
+        cases = json.loads(sweep.read_text())["cases"]
+        assert [s.name for s in sources if s.name.startswith(f"{sweep}#")] == [f"{sweep}#{c['id']}" for c in cases]
+    for source in sources:
+        graph = load_bytes(source.read(), source.name)
+        if source.path is not None and source.path.with_name(f"{source.path.stem}.meta.json").is_file():
+            assert source.bundle is not None, source.name
+        if sum(t.numel for t in graph.tensors) <= 1 << 20:
+            run = _run(source)
+            assert run.status != "error", (source.name, run.error)
+            assert all(_verdicts(run).values()), (source.name, run.validation, run.notes)
