@@ -94,15 +94,18 @@ def _check_meta(meta: Any, origin: str) -> dict[str, Any]:
 
 
 def bundle_ref(json_path: Path) -> BundleRef | None:
-    """The bundle around ``{Name}.json`` when it is an upstream one (a ``{Name}.meta.json`` or a
-    ``{Name}.tensors.dvc`` beside it, and no ``.sha256`` manifest of ours), else None."""
+    """The bundle around ``{Name}.json`` when it is an upstream one (a ``{Name}.meta.json``, a DVC pointer,
+    a ``{Name}.support.json`` or ``{Name}.tensor*.bin`` files beside it, and no ``.sha256`` manifest of
+    ours), else None."""
     stem = json_path.with_suffix("").name
     meta_file, dvc = json_path.with_name(f"{stem}.meta.json"), json_path.with_name(f"{stem}.tensors.dvc")
     if os.path.lexists(golden.checksums_path(json_path)):
         return None
     if not dvc.is_file():   # the older layout: one pointer per tensor file
         dvc = next(iter(sorted(json_path.parent.glob(f"{glob.escape(stem)}.tensor*.bin.dvc"))), dvc)
-    if not (meta_file.is_file() or dvc.is_file()):
+    support = json_path.with_name(f"{stem}.support.json")
+    bins = any(json_path.parent.glob(f"{glob.escape(stem)}.tensor*.bin"))   # hipDNN's own layout, pulled
+    if not (meta_file.is_file() or dvc.is_file() or support.is_file() or bins):
         return None
     meta: dict[str, Any] = {}
     if meta_file.is_file():
@@ -110,7 +113,6 @@ def bundle_ref(json_path: Path) -> BundleRef | None:
             meta = _check_meta(read_gate.read_json(meta_file, read_gate.GOLDEN_META), str(meta_file))
         except read_gate.ReadRefused as exc:
             raise BundleMetaError(str(meta_file), "", exc.problem) from None
-    support = json_path.with_name(f"{stem}.support.json")
     claims = read_support(support) if support.is_file() else ()
     return BundleRef(str(meta_file), json_path.with_name(f"{stem}.tensor"), dvc if dvc.is_file() else None, meta,
                      claims, str(support) if support.is_file() else None)

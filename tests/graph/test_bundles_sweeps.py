@@ -403,3 +403,13 @@ def test_upstream_bundles_and_sweeps_expand_load_and_small_ones_run(shared_fixtu
             run = _run(source)
             assert run.status != "error", (source.name, run.error)
             assert all(_verdicts(run).values()), (source.name, run.validation, run.notes)
+
+
+def test_hipdnns_plain_layout_without_meta_is_a_bundle_too(tmp_path: Path) -> None:
+    """``{Name}.json`` + ``{Name}.tensor{uid}.bin`` only (hipDNN's LoadGraphAndTensors layout, no meta, no
+    pointer): the files are the inputs and the expected outputs."""
+    folder = _sdpa_bundle(tmp_path)
+    for name in ("Small.meta.json", "Small.tensors.dvc"):
+        (folder / name).unlink()
+    run = _run(expand([str(tmp_path)])[0])
+    assert run.golden == "used" and _verdicts(run) == {"golden": True, "reference": True}
