@@ -22,6 +22,7 @@ from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
 from hipdnn_trace.bench import ab, engines as engine_choice
 from hipdnn_trace.bench.ab import Arm
 from hipdnn_trace.bench.attention_inputs import undefined_elements
+from hipdnn_trace.bench.bundle_support import check_support, gpu_arch
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
@@ -44,7 +45,7 @@ from hipdnn_trace.bench.verdict import (
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
-from hipdnn_trace.graph.bundles import BundleRef, golden_data, support_disagreement, support_note
+from hipdnn_trace.graph.bundles import BundleRef, golden_data, support_note
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
@@ -552,31 +553,6 @@ def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndar
     _mark(run, settings)
     if bundle is not None and any(c.config.backend == "hipdnn" for c in run.configs):
         check_support(run, bundle, gpu_arch())
-
-
-def gpu_arch() -> str | None:
-    """This machine's AMD GPU architecture (``gfx942``...) as ROCm torch reports it; None elsewhere."""
-    try:
-        import torch
-
-        if getattr(torch.version, "hip", None) and torch.cuda.is_available():
-            return str(torch.cuda.get_device_properties(0).gcnArchName)
-    except Exception:   # no ROCm torch: no arch, no disagreement to list
-        return None
-    return None
-
-
-def check_support(run: GraphRun, bundle: BundleRef, arch: str | None) -> None:
-    """A note per hipDNN row whose verdict disagrees with the bundle's support file (graph/bundles.py)."""
-    import platform
-
-    for c in run.configs:
-        if c.config.backend == "hipdnn":
-            verdict = c.status if c.status in (OK, FAILED) else f"{c.status} ({c.error})"
-            line = support_disagreement(bundle, arch, platform.system().lower(), c.status in (OK, FAILED), verdict)
-            if line:
-                run.notes.append(f"[{c.config.name}] {line}")
-                run.bundle_notes.append(run.notes[-1])
 
 
 def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:

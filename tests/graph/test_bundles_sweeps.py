@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from hipdnn_trace.bench import graph_run
+from hipdnn_trace.bench.bundle_support import check_support
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.errors import GraphError
@@ -304,18 +305,18 @@ def test_support_disagreements_with_a_stand_in_amd_arch(tmp_path: Path) -> None:
     (folder / "Small.support.json").write_text(json.dumps(SUPPORT))
     ref = expand([str(tmp_path)])[0].bundle
     refused = _hipdnn_row("unsupported", "no engine")
-    graph_run.check_support(refused, ref, "gfx942:sramecc+:xnack-")
+    check_support(refused, ref, "gfx942:sramecc+:xnack-")
     if __import__("platform").system().lower() == "linux":
         assert refused.notes == ["[hipdnn] disagreement: " + str(folder / "Small.support.json")
                                  + " claims MIOPEN_ENGINE on gfx942/linux; hipdnn here: unsupported (no engine)"]
     ran = _hipdnn_row("ok")
-    graph_run.check_support(ran, ref, "gfx90a")
+    check_support(ran, ref, "gfx90a")
     assert ran.notes and "claims no engine on gfx90a" in ran.notes[0]
     agreed = _hipdnn_row("unsupported", "no engine")
-    graph_run.check_support(agreed, ref, "gfx90a")
+    check_support(agreed, ref, "gfx90a")
     assert agreed.notes == []
     unknown = _hipdnn_row("ok")
-    graph_run.check_support(unknown, ref, None)     # no AMD arch known: nothing to judge
+    check_support(unknown, ref, None)     # no AMD arch known: nothing to judge
     assert unknown.notes == []
 
 
