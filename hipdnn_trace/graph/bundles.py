@@ -30,7 +30,7 @@ import numpy as np
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
-from hipdnn_trace.graph import golden
+from hipdnn_trace.graph import dtypes, golden
 from hipdnn_trace.graph.model import Graph, Tensor
 
 __all__ = ["RECIPES", "BundleRef", "GoldenData", "bundle_ref", "golden_data", "is_sidecar"]
@@ -197,8 +197,6 @@ def _sdpa_fwd_inputs(graph: Graph, meta: Mapping[str, Any]) -> dict[int, np.ndar
     ``torch.empty(dims, dtype).uniform_(low, high, generator=rng)``, contiguous (BHSD)."""
     import torch
 
-    from hipdnn_trace.graph import dtypes
-
     nodes = [n for n in graph.nodes if n.op == "Sdpa"]
     if len(nodes) != 1 or "seed" not in meta:
         return None
@@ -215,6 +213,21 @@ def _sdpa_fwd_inputs(graph: Graph, meta: Mapping[str, Any]) -> dict[int, np.ndar
         tt = torch.empty(list(t.dims), dtype=kind)
         tt.uniform_(float(low), float(high), generator=rng)
         out[uid] = tt.view(torch.int16).numpy().view(dtypes.numpy_dtype(t.data_type)).copy()
+    return _runtime_scale(graph, nodes[0].inputs.get("scale"), meta, out)
+
+
+def _runtime_scale(graph: Graph, uid: Any, meta: Mapping[str, Any],
+                   out: dict[int, np.ndarray]) -> dict[int, np.ndarray] | None:
+    """``generate_sdpa_runtime_scale_test_bundle.py`` (@ 8efc596) draws Q, K, V the same way and wires
+    the scale as a runtime float tensor ``[1]`` holding meta ``config.scale_value``."""
+    t = graph.by_uid.get(uid) if isinstance(uid, int) else None
+    if t is None or t.is_value:
+        return out
+    config = meta.get("config")
+    value = config.get("scale_value") if isinstance(config, Mapping) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None   # a runtime scale whose value the meta does not give
+    out[uid] = np.full(t.dims, value, dtype=dtypes.numpy_dtype(t.data_type))
     return out
 
 
@@ -229,6 +242,7 @@ def _contiguous(dims: Any) -> list[int]:
 #: meta ``generator`` -> how it made the inputs, where its source defines that exactly
 RECIPES: dict[str, Callable[[Graph, Mapping[str, Any]], dict[int, np.ndarray] | None]] = {
     "generate_sdpa_fwd_golden.py": _sdpa_fwd_inputs,
+    "generate_sdpa_runtime_scale_golden.py": _sdpa_fwd_inputs,   # the name its meta writes
 }
 
 

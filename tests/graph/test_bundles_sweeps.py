@@ -58,7 +58,8 @@ def _generator_graph(dims: list[int], causal: bool) -> dict:
         "io_data_type": "half", "compute_data_type": "float", "intermediate_data_type": "float", "name": ""}
 
 
-def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None, causal: bool | None = None) -> Path:
+def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None, causal: bool | None = None,
+                 runtime_scale: float | None = None) -> Path:
     """``root/Small/`` as generate_sdpa_fwd_golden.py (dnn-providers reference_data_scripts at 3005a4b)
     writes it: Q, K, V uniform in RANGE from one seeded CPU generator, O from SDPA (here in float64).
     ``causal`` given: the generator's own graph JSON; else one from our builder."""
@@ -72,12 +73,18 @@ def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None, cau
         graph = b.to_json()
     else:
         graph = _generator_graph(dims, causal)
+    if runtime_scale is not None:   # generate_sdpa_runtime_scale_test_bundle.py's wiring (@ 8efc596): uid 4
+        graph["nodes"][0]["inputs"]["scale_tensor_uid"] = 4
+        graph["nodes"][0]["attributes"]["attn_scale_value"] = None
+        graph["tensors"].append({"uid": 4, "name": "scale", "dims": [1], "strides": [1], "data_type": "float",
+                                 "virtual": False, "is_runtime_pass_by_value": True})
     (folder / "Small.json").write_text(json.dumps(graph, indent=4))
     (folder / "Small.meta.json").write_text(json.dumps(META if meta is None else meta, indent=4))
     (folder / "Small.tensors.dvc").write_text("outs:\n" + "".join(f"- path: Small.tensor{u}.bin\n" for u in range(4)))
     rng = torch.Generator().manual_seed(SEED)
     qkv = [torch.empty(dims, dtype=torch.float16).uniform_(*RANGE, generator=rng) for _ in range(3)]
-    o = torch.nn.functional.scaled_dot_product_attention(*(t.double() for t in qkv), scale=1 / math.sqrt(32),
+    scale = 1 / math.sqrt(32) if runtime_scale is None else runtime_scale
+    o = torch.nn.functional.scaled_dot_product_attention(*(t.double() for t in qkv), scale=scale,
                                                          is_causal=bool(causal))
     uids = {t["name"]: t["uid"] for t in graph["tensors"]}
     out_uid = next(t["uid"] for t in graph["tensors"] if t["name"] not in ("Q", "K", "V"))
@@ -414,3 +421,15 @@ def test_hipdnns_plain_layout_without_meta_is_a_bundle_too(tmp_path: Path) -> No
         (folder / name).unlink()
     run = _run(expand([str(tmp_path)])[0])
     assert run.golden == "used" and _verdicts(run) == {"golden": True, "reference": True}
+
+
+def test_runtime_scale_bundle_remakes_its_scale_tensor_from_the_meta(tmp_path: Path) -> None:
+    """generate_sdpa_runtime_scale_test_bundle.py: Q, K, V as the forward generator, the scale a runtime
+    tensor holding meta ``config.scale_value`` (here 1.0, far from 1/sqrt(d)); only O's file is kept."""
+    meta = {**META, "generator": "generate_sdpa_runtime_scale_golden.py", "config": {"scale_value": 1.0}}
+    _sdpa_bundle(tmp_path / "a", bins="outputs", meta=meta, causal=False, runtime_scale=1.0)
+    run = _run(expand([str(tmp_path / "a")])[0])
+    assert _verdicts(run) == {"golden": True, "reference": True}, (run.validation, run.notes)
+    del meta["config"]
+    _sdpa_bundle(tmp_path / "b", bins="outputs", meta=meta, causal=False, runtime_scale=1.0)
+    assert _run(expand([str(tmp_path / "b")])[0]).golden == "unusable"
