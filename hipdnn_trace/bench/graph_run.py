@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
 from hipdnn_trace.bench import ab, engines as engine_choice
 from hipdnn_trace.bench.ab import Arm
 from hipdnn_trace.bench.attention_inputs import undefined_elements
+from hipdnn_trace.bench.bundle_support import check_support, gpu_arch
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
@@ -44,6 +45,7 @@ from hipdnn_trace.bench.verdict import (
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.device.kernel_clock import KernelClock
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
+from hipdnn_trace.graph.bundles import BundleRef, golden_data, support_note
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
@@ -224,10 +226,18 @@ def _input_device(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str
     return None if cuda_missing() else f"cuda:{settings.options.device}"
 
 
-def _inputs(graph: Graph, settings: RunSettings, run: GraphRun,
-            device: str | None = None) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
-    """(inputs, golden outputs): from a golden bundle when one matches, else seeded (on ``device``
-    when given: the same bits as on the host)."""
+def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | None = None,
+            bundle: BundleRef | None = None) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
+    """(inputs, golden outputs): from the source's integration-test bundle (graph/bundles.py), from a
+    --golden bundle when one matches, else seeded (on ``device`` when given: the same bits as on the host)."""
+    if bundle is not None:
+        data = golden_data(bundle, graph)
+        run.bundle_notes = [*data.notes, *filter(None, [support_note(bundle)])]
+        run.notes.extend(run.bundle_notes)
+        run.golden = data.state
+        if data.inputs is not None:
+            return data.inputs, data.outputs
+        return make_inputs(graph, settings.seed), {}
     if settings.golden is not None:
         from hipdnn_trace.graph import golden
 
@@ -531,14 +541,18 @@ def _mark(run: GraphRun, settings: RunSettings) -> None:
                     c.status, c.error = FAILED, "outputs differ between A and B"
 
 
-def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings) -> None:
-    """Each config's outputs against each expectation (reference, golden, and B against A)."""
+def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings,
+              bundle: BundleRef | None = None) -> None:
+    """Each config's outputs against each expectation (reference, golden, and B against A); then a
+    bundle's support claims against the hipDNN rows."""
     ran = [c for c in run.configs if c.status == OK and c.outputs]
     pairs = [(c, against, values) for c in ran for against, values in expected.items()]
     if settings.ab:
         pairs += _ab_pair(run)
     _compare(graph, run, pairs, settings)
     _mark(run, settings)
+    if bundle is not None and any(c.config.backend == "hipdnn" for c in run.configs):
+        check_support(run, bundle, gpu_arch())
 
 
 def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:
@@ -589,6 +603,7 @@ def run_graph(
     stage = on_stage or (lambda _: None)
     markers = with_stages(markers, on_stage)
     run = GraphRun(source=source.name, name=Path(source.name).stem)
+    settings = replace(settings, reference_cache=None) if source.bundle else settings   # bundle inputs: not seeded
     graph = _load(source, run, settings.allow_unknown)
     if graph is None or not _memory_plan(graph, settings, run):
         return run
@@ -606,9 +621,9 @@ def run_graph(
         return run
     stage("inputs")
     t0 = now_ns()
-    device = _input_device(expanded, settings, run)
+    device = None if source.bundle is not None else _input_device(expanded, settings, run)   # bundle data: host
     try:
-        inputs, golden_out = _inputs(graph, settings, run, device)
+        inputs, golden_out = _inputs(graph, settings, run, device, source.bundle)
     except UserError as exc:
         run.status, run.error = ERROR, str(exc)
         return run
@@ -640,7 +655,7 @@ def run_graph(
         _evaluate_reference(graph, inputs, settings, run, expected)   # the backend failed: evaluate here
     stage("validate")
     t0 = now_ns()
-    _validate(graph, run, expected, settings)
+    _validate(graph, run, expected, settings, source.bundle)
     recheck_failures(graph, run, inputs, expected, settings)   # before a FAILED row blames the library
     run.phases.append(Phase("validate", t0, now_ns()))
     if device is not None:

@@ -23,7 +23,7 @@ import re
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -199,7 +199,7 @@ class IsolatedRunner:
                 data = source.read()
             except UserError:   # too big or unreadable: nothing for a child to do
                 return run_graph(source, configs, settings, markers)   # records the read error itself
-            job.source = GraphSource(source.name, MemberBytes(data), source.path)
+            job.source = replace(source, read=MemberBytes(data))
             try:
                 payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
             except (pickle.PicklingError, TypeError, AttributeError) as exc:

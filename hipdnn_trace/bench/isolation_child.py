@@ -12,7 +12,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -169,7 +169,7 @@ def run_job(payload: bytes, status: Connection, released: Phase | None = None) -
             send("phase", "load")
             return data
 
-        source = GraphSource(job.source.name, read, job.source.path)
+        source = replace(job.source, read=read)
         run = run_graph(source, job.configs, job.settings, markers, on_iteration=on_iteration,
                         on_stage=lambda stage: send("phase", stage))
         if not job.settings.keep_outputs:

@@ -91,6 +91,8 @@ class GraphRun:
     skip_reference: bool = False      # set when the float64 oracle would not fit in memory
     reference_placement: list[str] = field(default_factory=list)   # where the oracle's nodes ran ("cpu", "cuda:0")
     reference_origin: str | None = None   # computed | reference backend | either + ", cached" | cache
+    golden: str | None = None         # an integration-test bundle's golden data: used | dvc-only | unusable | none
+    bundle_notes: list[str] = field(default_factory=list)   # its notes (golden, inputs, support, disagreements)
     saved_tensors: str | None = None   # --save-tensors: the bundle's .json, or "failed: <file>: <why>"
     flops: float | None = None        # counted from the bound inputs (varlen attention: real lengths)
     undefined: dict[int, np.ndarray] = field(default_factory=dict)   # output elements an op leaves undefined

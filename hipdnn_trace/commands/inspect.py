@@ -36,6 +36,7 @@ examples:
   hipdnn-trace inspect graphs/ --quiet            # one line per graph
   hipdnn-trace inspect 'graphs/**/*bf16.json' --json > graphs.json
   hipdnn-trace inspect suite.tar.gz other/        # archives are read in memory
+  hipdnn-trace inspect integration_test_bundles/quick/   # bundles and sweeps: one entry per graph / case
   hipdnn-trace inspect graphs/perf/ --peaks h100-sxm   # speed of light on H100 SXM, before any run
   hipdnn-trace inspect g.json --json --peaks my-gpu.toml   # peaks measured by hipdnn-trace calibrate
   hipdnn-trace inspect big.json --max-reference-seconds 0   # as run with the same limit would judge

@@ -39,6 +39,7 @@ examples:
   hipdnn-trace run g.json --backend hipdnn --APath /opt/a/plugins --BPath /opt/b/plugins
   hipdnn-trace run suite.tar.gz --max-rel-ci 0.01 --format csv,parquet --out runs/
   hipdnn-trace run g.json --save-tensors golden/    # then: run g.json --golden golden/
+  hipdnn-trace run integration_test_bundles/quick/   # bundles vs their golden .bin, sweeps per case
   hipdnn-trace run graphs/perf/ --backend cudnn --peaks h100-sxm   # speed of light on H100 SXM peaks
   hipdnn-trace run g.json --backend cudnn --profile ncu    # why: each kernel's limiter (kernel_metrics.csv)
   hipdnn-trace run suite/ --backend hipdnn --graph-timeout 120     # crash/hang -> one error row

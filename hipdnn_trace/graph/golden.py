@@ -311,7 +311,7 @@ def _verified(path: Path, data: bytes, sums: dict[str, str] | None, manifest: Pa
     return data
 
 
-def _tensor_kind(t: Tensor) -> read_gate.Kind:
+def tensor_kind(t: Tensor) -> read_gate.Kind:
     """A .bin may be longer than its layout needs (hipDNN reads the start), within reason."""
     need = storage_elements(t.dims, t.strides) * _host_dtype(t).itemsize
     return read_gate.Kind(read_gate.GOLDEN_TENSOR.what, min(need + TENSOR_SLACK_BYTES, read_gate.GOLDEN_TENSOR.budget))
@@ -340,7 +340,7 @@ def read_bundle(json_path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
                 continue
             raise BundleError(f"{bin_path}: missing; tensor {t.uid} ({t.name!r}) of {path} "
                               "has no data (a bundle needs a .bin for every tensor)")
-        data = _verified(bin_path, read_gate.read_bytes(bin_path, _tensor_kind(t)), sums, manifest)
+        data = _verified(bin_path, read_gate.read_bytes(bin_path, tensor_kind(t)), sums, manifest)
         arrays[t.uid] = from_bytes(t, data, str(bin_path))
     return graph, arrays
 

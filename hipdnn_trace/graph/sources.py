@@ -27,6 +27,8 @@ from pathlib import Path, PurePosixPath
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError, UserError
+from hipdnn_trace.graph import sweeps
+from hipdnn_trace.graph.bundles import BundleRef, bundle_ref, case_ref, is_sidecar
 from hipdnn_trace.graph.load import MAX_FILE_BYTES, read_graph_file
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
@@ -56,6 +58,7 @@ class GraphSource:
     name: str
     read: Callable[[], bytes]
     path: Path | None = None          # the file on disk, when there is one
+    bundle: BundleRef | None = None   # an integration-test bundle's golden tensors and meta (graph/bundles.py)
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,33 @@ def is_archive(path: Path) -> bool:
 
 
 def _file_source(path: Path) -> GraphSource:
-    return GraphSource(str(path), FileReader(path), path)
+    """A graph file; an upstream bundle's graph carries its bundle (a bad meta: an error row)."""
+    try:
+        ref = bundle_ref(path)
+    except GraphError as exc:
+        return GraphSource(str(path), Refusal(exc.source, f"{exc.path}: {exc.problem}" if exc.path else exc.problem),
+                           path)
+    return GraphSource(str(path), FileReader(path), path, ref)
+
+
+def sweep_sources(folder: Path) -> list[GraphSource]:
+    """One source per case of the template sweep in ``folder`` (graph/sweeps.py), named
+    ``.../sweep.json#<case id>``; a sweep that cannot be expanded is one error source."""
+    sweep = folder / sweeps.SWEEP_FILE
+    try:
+        cases = sweeps.read_sweep(folder)
+    except GraphError as exc:
+        return [GraphSource(str(sweep), Refusal(exc.source, f"{exc.path}: {exc.problem}" if exc.path else exc.problem))]
+    out = []
+    for case in cases:
+        name = f"{sweep}#{case.case_id}"
+        try:
+            ref = case_ref(name, case.golden_dir, case.dvc, case.metadata, folder / "support.json", case.case_id)
+        except GraphError as exc:
+            out.append(GraphSource(name, Refusal(exc.source, f"{exc.path} (case {case.case_id}): {exc.problem}")))
+            continue
+        out.append(GraphSource(name, MemberBytes(case.graph), None, ref))
+    return out
 
 
 def _too_big(name: str, size: int) -> Refusal:
@@ -121,8 +150,9 @@ def _too_big(name: str, size: int) -> Refusal:
 
 
 def _is_bundle_sidecar(path: Path) -> bool:
-    """Result files a run writes beside graphs are not graphs."""
-    return path.name in {"run.json", "summary.json"}
+    """Result files a run writes beside graphs, bundle meta / support files and sweep files
+    (expanded per folder) are not graphs."""
+    return path.name in {"run.json", "summary.json"} or is_sidecar(path) or sweeps.is_sweep_file(path)
 
 
 class _Walker:
@@ -394,8 +424,12 @@ class _Expansion:
             files = self.walker.files(path)
             graphs = [f for f in files if f.suffix == ".json" and not _is_bundle_sidecar(f)]
             archives = [f for f in files if is_archive(f)]
+            swept = sorted({f.parent for f in files if sweeps.is_sweep_file(f)})
             return ([(_file_source(f), self._skipped(f, path)) for f in graphs]
+                    + [(s, self._skipped(d / sweeps.SWEEP_FILE, path)) for d in swept for s in sweep_sources(d)]
                     + [(s, self._skipped(a, path)) for a in archives for s in self.archive(a, named=False)])
+        if sweeps.is_sweep_file(path):
+            return [(s, False) for s in sweep_sources(path.parent)]
         if is_archive(path):
             return [(s, False) for s in self.archive(path, named=named)]
         if not os.access(path, os.R_OK):

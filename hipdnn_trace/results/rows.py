@@ -73,7 +73,7 @@ def summary_rows(run_id: str, g: GraphRun, peaks: Peaks | None = None) -> list[d
     """One row per configuration; with ``peaks``, each also gets the graph's speed of light."""
     if g.unrunnable:
         return [{**_key(run_id, g, None), "source": g.source, "status": g.status, "error": g.error,
-                 "validation": "skipped"}]
+                 "validation": "skipped", "golden": g.golden}]
     flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
     sol = speed_of_light(g.graph, peaks, flops, nbytes) if peaks is not None and g.graph is not None else None
     rows = []
@@ -81,7 +81,8 @@ def summary_rows(run_id: str, g: GraphRun, peaks: Peaks | None = None) -> list[d
         row: dict[str, Any] = {**_key(run_id, g, c.config.name), "source": g.source,
                                "backend": c.config.backend, "engine": c.engine, "dtype": _dtype(g),
                                "init_ms": c.init_ms, "e2e_ms": c.e2e_ms, "flops": flops, "bytes": nbytes,
-                               "status": c.status, "validation": c.validation, "error": c.error}
+                               "status": c.status, "validation": c.validation, "error": c.error,
+                               "golden": g.golden}
         if c.samples is not None:
             timed = c.samples.statistic_kernel_ms()
             row.update(timing_stats(timed))

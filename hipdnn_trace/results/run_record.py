@@ -206,7 +206,7 @@ class RunRecord(Block):
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({
         "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "phases_s", "error",
-        "speed_of_light", "saved_tensors", "oracle", "environment"})
+        "speed_of_light", "saved_tensors", "oracle", "environment", "bundles"})
     NESTED: ClassVar[dict[str, type[Block]]] = {
         "timing": Timing, "validation": Validation, "isolation": Isolation, "gpus": Gpus,
         "reference_cache": ReferenceCache, "reference_device": ReferenceDevice, "inputs": Inputs,
@@ -244,6 +244,7 @@ class RunRecord(Block):
     error: str | None = None
     saved_tensors: dict[str, str] | None = None   # --save-tensors: graph -> its bundle, or why it is missing
     oracle: Oracle | None = None             # --oracle: the ootb/tuned pairs
+    bundles: dict[str, dict[str, Any]] | None = None   # integration-test bundle rows: source -> golden, notes
 
     @classmethod
     def start(cls, **values: Any) -> RunRecord:

@@ -79,6 +79,7 @@ SUMMARY: Schema = {
     "gbps": pl.Float64(),
     "status": pl.String(),          # ok | failed | unsupported | error
     "validation": pl.String(),      # passed | failed | skipped
+    "golden": pl.String(),          # integration-test bundle golden data: used | dvc-only | unusable | none
     "error": pl.String(),
     "warnings": pl.String(),        # dnn-benchmarking's row warnings, "; "-joined: noisy: .., outlier: .., throttled
     # from profilers: the dominant limiter (ncu; docs/nvidia.md "Why"), or compute-/memory-/latency-bound (AMD)

@@ -281,6 +281,9 @@ class _Suite:
         record.add_reference(g)
         if g.saved_tensors is not None:   # --save-tensors: the bundle, or why it is missing
             record.saved_tensors = {**(record.saved_tensors or {}), g.name: g.saved_tensors}
+        if g.golden is not None:          # an integration-test bundle: its golden data, support claims, disagreements
+            record.bundles = {**(record.bundles or {}), g.source: {"graph": g.name, "golden": g.golden,
+                                                                   "notes": list(g.bundle_notes)}}
 
     def _suite(self) -> SuiteOutcome:
         plan, progress = self.plan, self.progress
