@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hipdnn_trace.graph import dtypes
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
 from hipdnn_trace.graph.option_types import BOOL_OR_NULL, INT_OR_NULL, NUMBER_OR_NULL, STRING_OR_NULL
 
@@ -46,6 +47,9 @@ FWD_OPTIONS = (*_COMMON_OPTIONS, "generate_stats", "mma_core_mode", "implementat
 BWD_OPTIONS = (*_COMMON_OPTIONS, "max_seq_len_q", "deterministic", "mma_core_mode", "implementation")
 
 DIAGONAL_ALIGNMENTS = ("TOP_LEFT", "BOTTOM_RIGHT")
+#: ``AttentionImplementation`` (sdpa_attributes.fbs @ 01b4ecd0): which of hipDNN's kernel paths runs the
+#: op; the math is the same for each, read case-insensitively like diagonal_alignment.
+IMPLEMENTATIONS = ("AUTO", "COMPOSITE", "UNIFIED")
 #: Ports that make a graph fp8 attention (descale/scale/amax): cast factors around the matmuls.
 FP8_PORTS = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "amax_s", "amax_o")
 DROPOUT_PORTS = ("seed", "offset", "dropout_mask", "dropout_scale", "dropout_scale_inv", "rng_dump")
@@ -210,6 +214,7 @@ def _options_problems(node: Node) -> list[tuple[str, str]]:
     if align is not None and (not isinstance(align, str) or align.strip().upper() not in DIAGONAL_ALIGNMENTS):
         problems.append((option_path(node, "diagonal_alignment", sec),
                          f"unknown diagonal_alignment {align!r} (hipDNN: {', '.join(DIAGONAL_ALIGNMENTS)})"))
+    problems.extend(_enum_problems(node, sec))
     if node.params.get("max_seq_len_kv") is not None and isinstance(node.params["max_seq_len_kv"], int) \
             and not isinstance(node.params["max_seq_len_kv"], bool) and node.params["max_seq_len_kv"] < 1:
         problems.append((option_path(node, "max_seq_len_kv", sec), "must be >= 1"))
@@ -217,6 +222,21 @@ def _options_problems(node: Node) -> list[tuple[str, str]]:
         problems.append((option_path(node, "causal_mask_bottom_right", sec),
                          "causal_mask and causal_mask_bottom_right are both set; choose one "
                          "(or causal_mask with diagonal_alignment)"))
+    return problems
+
+
+def _enum_problems(node: Node, sec: str) -> list[tuple[str, str]]:
+    """``implementation`` one of :data:`IMPLEMENTATIONS`; ``mma_core_mode`` a hipDNN data type in any
+    spelling its repositories write (the frontend ``UNSET``, dnn-providers ``float``: dtypes.spelled)."""
+    problems = []
+    impl = node.params.get("implementation")
+    if impl is not None and (not isinstance(impl, str) or impl.strip().upper() not in IMPLEMENTATIONS):
+        problems.append((option_path(node, "implementation", sec),
+                         f"unknown implementation {impl!r} (hipDNN: {', '.join(IMPLEMENTATIONS)})"))
+    mode = node.params.get("mma_core_mode")
+    if mode is not None and (not isinstance(mode, str) or dtypes.spelled(mode) is None):
+        problems.append((option_path(node, "mma_core_mode", sec),
+                         f"unknown mma_core_mode {mode!r} (a hipDNN data type or unset)"))
     return problems
 
 

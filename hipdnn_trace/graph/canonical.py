@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 _SECTION_ORDER = ("inputs", "outputs", "parameters", "attributes")
 
+#: Graph keys kept and written back but left out of ``graph_id``: hipDNN marks each ``cache_ignore``
+#: in its schema (``flatbuffers_sdk/schemas/graph.fbs`` @ 463c78a8), i.e. a result measured with one
+#: value holds for every value. ``id`` names a graph, it does not describe it; the API floor and the
+#: override-shape opt-in change what may run it, not what it computes (docs/hipdnn-format.md 1.2).
+IDENTITY_NEUTRAL_KEYS = ("id", "min_required_engine_api_version", "is_override_shape_enabled")
+
 
 def tensor_to_json(t: Tensor) -> dict[str, Any]:
     out: dict[str, Any] = {
@@ -90,8 +96,12 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
 
 
 def canonical(graph: Graph) -> str:
-    """One string per graph: sorted keys, no whitespace. Key order and layout do not matter."""
-    return json.dumps(graph_to_json(graph), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    """One string per graph: sorted keys, no whitespace. Key order and layout do not matter, nor do
+    the :data:`IDENTITY_NEUTRAL_KEYS` (written back by ``graph_to_json``, not hashed)."""
+    data = graph_to_json(graph)
+    for key in IDENTITY_NEUTRAL_KEYS:
+        data.pop(key, None)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def graph_id(graph: Graph) -> str:

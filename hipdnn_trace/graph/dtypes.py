@@ -72,6 +72,19 @@ ALIASES: dict[str, str] = {"float16": "half"}
 #: "unset" is legal where a type may be inherited (node compute type, graph types).
 UNSET = "unset"
 
+
+def spelled(name: str) -> str | None:
+    """The frontend's string for any spelling of a data type hipDNN's repositories write, or None.
+
+    For enum-valued options that hold a DataType (SDPA ``mma_core_mode``): the frontend's graphs write the
+    flatbuffers enum name (``"UNSET"``), dnn-providers' generator the JSON string (``"float"``), so case
+    is ignored here (docs/hipdnn-format.md 1.5). Tensor and graph ``data_type`` fields stay exact plus
+    :data:`ALIASES`, as hipDNN's reader takes them.
+    """
+    low = name.strip().lower()
+    low = ALIASES.get(low, low)
+    return low if low == UNSET or low in DTYPES else None
+
 #: Scalar-tensor value kinds hipDNN writes as ``value_type`` (its ``TensorValue`` union).
 VALUE_TYPES: dict[str, str] = {
     "Float32Value": "float",

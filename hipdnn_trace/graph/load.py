@@ -40,6 +40,9 @@ _TOP_KEYS = {"name", "compute_data_type", "io_data_type", "intermediate_data_typ
 _LEGACY_TYPE_KEYS = {"compute_data_type": "compute_type", "io_data_type": "io_type",
                      "intermediate_data_type": "intermediate_type"}
 _TENSOR_KEYS = {"uid", "name", "data_type", "dims", "strides", "virtual", "value_type", "value"}
+#: The newest schema's tensor fields (``flatbuffers_sdk/schemas/tensor_attributes.fbs`` @ 33f48644), kept in
+#: ``Tensor.extra`` as read and written back; checked here only for the JSON type hipDNN's reader takes.
+_TENSOR_SCHEMA_INTS = {"alignment": 0, "ragged_offset_multiplier": 1}   # key -> least value
 
 
 class _Duplicate(ValueError):
@@ -224,7 +227,21 @@ class _Parser:
         elif "value" in t:
             raise self.fail(f"{path}.value", "a value needs a value_type")
         extra = {k: v for k, v in t.items() if k not in _TENSOR_KEYS}
+        self.tensor_schema_fields(extra, path)
         return Tensor(uid, name, dims, strides, data_type, virtual, value_type, value, extra)
+
+    def tensor_schema_fields(self, extra: Mapping[str, Any], path: str) -> None:
+        """The newest schema's tensor fields, read as hipDNN's types (never refused when well typed):
+        ``ragged_offset_tensor_uid`` a uid or null, ``alignment`` a byte count (>= 0),
+        ``ragged_offset_multiplier`` an integer >= 1, ``is_runtime_pass_by_value`` a boolean."""
+        if extra.get("ragged_offset_tensor_uid") is not None:
+            self.integer(extra["ragged_offset_tensor_uid"], f"{path}.ragged_offset_tensor_uid")
+        for key, least in _TENSOR_SCHEMA_INTS.items():
+            if key in extra and self.integer(extra[key], f"{path}.{key}") < least:
+                raise self.fail(f"{path}.{key}", f"{extra[key]} must be >= {least}")
+        flag = extra.get("is_runtime_pass_by_value", False)
+        if not isinstance(flag, bool):
+            raise self.fail(f"{path}.is_runtime_pass_by_value", f"expected true or false, got {_kind(flag)}")
 
     # ---------------------------------------------------------------- nodes
 

@@ -52,6 +52,28 @@ class Tensor:
     def numel(self) -> int:
         return prod(self.dims)
 
+    # The newest schema's tensor fields (tensor_attributes.fbs @ 33f48644) live in ``extra`` as read, so
+    # they are written back unchanged; these read them with hipDNN's schema defaults.
+    @property
+    def ragged_offset_tensor_uid(self) -> int | None:
+        """The uid of the per-batch offsets into this packed (ragged) tensor; None when dense."""
+        return self.extra.get("ragged_offset_tensor_uid")
+
+    @property
+    def ragged_offset_multiplier(self) -> int:
+        """Element offset = stored ragged offset x this (schema default 1: offsets in elements)."""
+        return int(self.extra.get("ragged_offset_multiplier", 1))
+
+    @property
+    def alignment(self) -> int:
+        """The buffer's promised byte alignment (schema default 16)."""
+        return int(self.extra.get("alignment", 16))
+
+    @property
+    def is_runtime_pass_by_value(self) -> bool:
+        """A scalar handed to the kernel at execute time rather than as a buffer (default false)."""
+        return bool(self.extra.get("is_runtime_pass_by_value", False))
+
     @property
     def storage_elements(self) -> int:
         """Elements a buffer needs for these dims and strides (max offset + 1)."""
