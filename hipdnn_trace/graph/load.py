@@ -372,6 +372,7 @@ class _Parser:
         nodes = tuple(self.node(n, f"$.nodes[{i}]", legacy=legacy) for i, n in enumerate(raw_nodes))
         skip = _TOP_KEYS | (set(_LEGACY_TYPE_KEYS.values()) if legacy else set())
         extra = {k: v for k, v in g.items() if k not in skip}
+        self.graph_schema_fields(extra)
         if self.unknown and not self.allow_unknown:
             where, problem = self.unknown[0].split(": ", 1)
             more = f" (and {len(self.unknown) - 1} more)" if len(self.unknown) > 1 else ""
@@ -381,6 +382,17 @@ class _Parser:
                       warnings=tuple(self.unknown))
         self.check_graph(graph)
         return graph
+
+    def graph_schema_fields(self, extra: Mapping[str, Any]) -> None:
+        """The newest graph-level fields, checked only where hipDNN's JSON reader checks them
+        (``json/Graph.hpp`` @ 1e919aac): ``id`` must be a string ("Graph id must be a canonical UUID
+        string"), ``is_override_shape_enabled`` a boolean. ``min_required_engine_api_version`` is kept
+        as read in any form (that reader ignores it)."""
+        if "id" in extra and not isinstance(extra["id"], str):
+            raise self.fail("$.id", f"expected a UUID string, got {_kind(extra['id'])}")
+        flag = extra.get("is_override_shape_enabled", False)
+        if not isinstance(flag, bool):
+            raise self.fail("$.is_override_shape_enabled", f"expected true or false, got {_kind(flag)}")
 
     def check_graph(self, graph: Graph) -> None:
         producer: dict[int, int] = {}

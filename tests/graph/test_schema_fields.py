@@ -152,3 +152,14 @@ def test_the_orchestrators_graph_level_fields_load_together() -> None:
     first, second = _round_trip(data)
     assert first.graph_id == second.graph_id
     assert not first.warnings
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("id", 42, r"\$\.id: expected a UUID string"),
+    ("is_override_shape_enabled", "false", r"\$\.is_override_shape_enabled: expected true or false"),
+])
+def test_a_mistyped_graph_field_is_a_one_line_error(key: str, value: Any, problem: str) -> None:
+    """hipDNN's own reader throws on these too (json/Graph.hpp @ 1e919aac)."""
+    with pytest.raises(GraphError, match=problem) as info:
+        _load({**graph_json("g"), key: value})
+    assert "\n" not in str(info.value)
