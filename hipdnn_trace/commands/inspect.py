@@ -15,7 +15,7 @@ from hipdnn_trace.commands import SUMMARIES, argtypes
 from hipdnn_trace.console import escape, escape_strings
 from hipdnn_trace.device.peaks import Peaks, resolve as resolve_peaks
 from hipdnn_trace.errors import UserError, describe as describe_error
-from hipdnn_trace.graph import ops, sources
+from hipdnn_trace.graph import ops, sources, umd
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 from hipdnn_trace.results.speed_of_light import speed_of_light
@@ -23,7 +23,8 @@ from hipdnn_trace.runs.request import REFERENCE_DEVICES
 
 DESCRIPTION = """\
 For each graph: name, graph_id, data types, ops, every tensor (uid, name, role, dtype,
-dims, strides, layout), analytical FLOPs and minimum bytes moved, and for each backend
+dims, strides, layout), analytical FLOPs and minimum bytes moved (and, where a node carries
+them, hipDNN's own umd_flops / umd_bytes beside ours: a difference over 1% is flagged), and for each backend
 whether it is available here and whether it can run the graph (and why not).
 GRAPH is a file, a folder (searched recursively), a glob or a tarball; mix them freely.
 A graph that fails to load prints one line (file, JSON path, problem) on stderr and the
@@ -39,6 +40,7 @@ examples:
   hipdnn-trace inspect integration_test_bundles/quick/   # bundles and sweeps: one entry per graph / case
   hipdnn-trace inspect graphs/perf/ --peaks h100-sxm   # speed of light on H100 SXM, before any run
   hipdnn-trace inspect g.json --json --peaks my-gpu.toml   # peaks measured by hipdnn-trace calibrate
+  hipdnn-trace inspect sdpa_with_umd_flops.json  # "hipDNN ..." line: its umd_flops beside ours
   hipdnn-trace inspect big.json --max-reference-seconds 0   # as run with the same limit would judge
   hipdnn-trace inspect big.json --reference-device cpu --validate reference   # run's flags, run's verdict
 
@@ -182,6 +184,7 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict],
         "flops": flops,
         "bytes": nbytes,
         "arithmetic_intensity": flops / nbytes if nbytes else None,
+        "umd": _umd(graph, flops, nbytes),
         "backends": [
             {"name": v.name, "available": v.available, "available_reason": v.available_reason,
              "supported": v.supported, "supported_reason": v.supported_reason}
@@ -189,6 +192,15 @@ def describe(graph: Graph, source: str, verdicts: list[BackendVerdict],
         ],
         "speed_of_light": None if sol is None else {**sol.record(), "peaks": peaks.name if peaks else None},
     }
+
+
+def _umd(graph: Graph, flops: float, nbytes: float) -> dict[str, Any] | None:
+    """hipDNN's own model (umd_flops / umd_bytes, RFC 0019) where the graph carries it; None otherwise."""
+    model = umd.graph_model(graph)
+    if model is None:
+        return None
+    return {"flops": model.flops, "bytes": model.bytes, "flags": model.flags(flops, nbytes),
+            "notes": list(model.notes)}
 
 
 # ---------------------------------------------------------------- output
@@ -217,6 +229,7 @@ def render_text(info: dict[str, Any]) -> str:
         f"  cost       {_si(info['flops'], 'FLOP')}, {_si(info['bytes'], 'B')} moved (minimum), "
         f"{'n/a' if ai is None else f'{ai:.3g}'} FLOP/B",
     ]
+    lines += _umd_lines(info.get("umd"))
     sol = info.get("speed_of_light")
     if sol:
         lines.append(f"  light      {sol['ms']:.3g} ms, {sol['bound']}-bound on {sol['peaks']} "
@@ -242,12 +255,26 @@ def render_text(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _umd_lines(model: dict[str, Any] | None) -> list[str]:
+    """hipDNN's numbers beside ours (the cost line above), then one flag per number over 1% apart."""
+    if not model:
+        return []
+    shown = [_si(v, unit) for v, unit in ((model["flops"], "FLOP"), (model["bytes"], "B")) if v is not None]
+    lines = [f"  hipDNN     {', '.join(shown) or 'n/a'} (its umd_flops / umd_bytes)"]
+    lines += [f"  note       {note}" for note in model["notes"]]
+    lines += [f"  DIFFERS    {flag}" for flag in model["flags"]]
+    return lines
+
+
 def render_quiet(info: dict[str, Any]) -> str:
     runnable = [b["name"] for b in info["backends"] if b["available"] and b["supported"]]
     sol = info.get("speed_of_light")
     light = f"light {sol['ms']:.3g} ms {sol['bound']}  " if sol else ""
+    model = info.get("umd")
+    hipdnn = (f"hipDNN {_si(model['flops'], 'FLOP')}{' DIFFERS' if model['flags'] else ''}  "
+              if model and model["flops"] is not None else "")
     return (f"{info['name']}  {info['graph_id']}  {'+'.join(info['ops'])}  {_si(info['flops'], 'FLOP')}  "
-            f"{_si(info['bytes'], 'B')}  {light}runs on: {','.join(runnable) or '-'}  ({info['source']})")
+            f"{_si(info['bytes'], 'B')}  {hipdnn}{light}runs on: {','.join(runnable) or '-'}  ({info['source']})")
 
 
 def _peaks(asked: str | None) -> Peaks | None:

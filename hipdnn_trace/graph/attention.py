@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hipdnn_trace.graph import dtypes
+from hipdnn_trace.graph import dtypes, umd
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
 from hipdnn_trace.graph.option_types import BOOL_OR_NULL, INT_OR_NULL, NUMBER_OR_NULL, STRING_OR_NULL
 
@@ -43,8 +43,8 @@ BWD_OPTIONAL_OUTPUTS = ("dbias", "dsink_token")
 _COMMON_OPTIONS = ("alibi_mask", "padding_mask", "causal_mask", "causal_mask_bottom_right",
                    "dropout_probability", "attn_scale_value", "left_bound", "right_bound",
                    "max_seq_len_kv", "diagonal_alignment")
-FWD_OPTIONS = (*_COMMON_OPTIONS, "generate_stats", "mma_core_mode", "implementation")
-BWD_OPTIONS = (*_COMMON_OPTIONS, "max_seq_len_q", "deterministic", "mma_core_mode", "implementation")
+FWD_OPTIONS = (*_COMMON_OPTIONS, "generate_stats", "mma_core_mode", "implementation", *umd.FIELDS)
+BWD_OPTIONS = (*_COMMON_OPTIONS, "max_seq_len_q", "deterministic", "mma_core_mode", "implementation", *umd.FIELDS)
 
 DIAGONAL_ALIGNMENTS = ("TOP_LEFT", "BOTTOM_RIGHT")
 #: ``AttentionImplementation`` (sdpa_attributes.fbs @ 01b4ecd0): which of hipDNN's kernel paths runs the
@@ -447,6 +447,7 @@ _SDPA_KINDS = {
     "dropout_probability": NUMBER_OR_NULL, "attn_scale_value": NUMBER_OR_NULL,
     "left_bound": INT_OR_NULL, "right_bound": INT_OR_NULL, "max_seq_len_kv": INT_OR_NULL,
     "diagonal_alignment": STRING_OR_NULL, "mma_core_mode": STRING_OR_NULL, "implementation": STRING_OR_NULL,
+    **dict.fromkeys(umd.FIELDS, umd.expression_kind),   # hipDNN's FLOP/byte models (RFC 0019, graph/umd.py)
 }
 
 SPECS: tuple[OpSpec, ...] = (

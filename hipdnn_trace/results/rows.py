@@ -11,6 +11,7 @@ from hipdnn_trace.bench.loop import Samples
 from hipdnn_trace.bench.records import GraphRun
 from hipdnn_trace.bench.stats import WARNING_SEPARATOR, cycles, row_warnings, timing_stats
 from hipdnn_trace.device.peaks import Peaks
+from hipdnn_trace.graph import umd
 from hipdnn_trace.graph.ops import graph_bytes
 from hipdnn_trace.results import schemas
 from hipdnn_trace.results.speed_of_light import speed_of_light
@@ -76,13 +77,14 @@ def summary_rows(run_id: str, g: GraphRun, peaks: Peaks | None = None) -> list[d
                  "validation": "skipped", "golden": g.golden}]
     flops, nbytes = g.graph_flops(), graph_bytes(g.graph)
     sol = speed_of_light(g.graph, peaks, flops, nbytes) if peaks is not None and g.graph is not None else None
+    hipdnn = umd_columns(g, flops, nbytes)
     rows = []
     for c in g.configs:
         row: dict[str, Any] = {**_key(run_id, g, c.config.name), "source": g.source,
                                "backend": c.config.backend, "engine": c.engine, "dtype": _dtype(g),
                                "init_ms": c.init_ms, "e2e_ms": c.e2e_ms, "flops": flops, "bytes": nbytes,
                                "status": c.status, "validation": c.validation, "error": c.error,
-                               "golden": g.golden}
+                               "golden": g.golden, **hipdnn}
         if c.samples is not None:
             timed = c.samples.statistic_kernel_ms()
             row.update(timing_stats(timed))
@@ -106,6 +108,15 @@ def summary_rows(run_id: str, g: GraphRun, peaks: Peaks | None = None) -> list[d
             row["sol_share"] = sol.ms / median if median and sol.ms else None
         rows.append(row)
     return rows
+
+
+def umd_columns(g: GraphRun, flops: float, nbytes: float) -> dict[str, Any]:
+    """hipDNN's own FLOP/byte model beside ours (summary columns umd_flops, umd_bytes, umd_flag)."""
+    model = umd.graph_model(g.graph) if g.graph is not None else None
+    if model is None:
+        return {}
+    flags = model.flags(flops, nbytes)
+    return {"umd_flops": model.flops, "umd_bytes": model.bytes, "umd_flag": "; ".join(flags) or None}
 
 
 def validation_rows(run_id: str, g: GraphRun) -> list[dict[str, Any]]:

@@ -77,6 +77,9 @@ SUMMARY: Schema = {
     "bytes": pl.Float64(),
     "tflops": pl.Float64(),
     "gbps": pl.Float64(),
+    "umd_flops": pl.Float64(),      # hipDNN's own FLOP model (the nodes' umd_flops, RFC 0019); null: not carried
+    "umd_bytes": pl.Float64(),      # hipDNN's own byte model (umd_bytes)
+    "umd_flag": pl.String(),        # set when hipDNN's and our FLOPs/bytes differ by >1%: both numbers
     "status": pl.String(),          # ok | failed | unsupported | error
     "validation": pl.String(),      # passed | failed | skipped
     "golden": pl.String(),          # integration-test bundle golden data: used | dvc-only | unusable | none
