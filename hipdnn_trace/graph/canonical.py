@@ -25,6 +25,10 @@ _SECTION_ORDER = ("inputs", "outputs", "parameters", "attributes")
 #: value holds for every value. ``id`` names a graph, it does not describe it; the API floor and the
 #: override-shape opt-in change what may run it, not what it computes (docs/hipdnn-format.md 1.2).
 IDENTITY_NEUTRAL_KEYS = ("id", "min_required_engine_api_version", "is_override_shape_enabled")
+#: node options that describe the op's cost (hipDNN RFC 0019's universal heuristic descriptor: JsonLogic of its
+#: FLOPs and bytes), not what it computes: written back, not hashed, so a graph that carries them joins the
+#: runs of the same graph without them
+COST_MODEL_PARAMS = ("umd_flops", "umd_bytes")
 
 
 def tensor_to_json(t: Tensor) -> dict[str, Any]:
@@ -97,10 +101,15 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
 
 def canonical(graph: Graph) -> str:
     """One string per graph: sorted keys, no whitespace. Key order and layout do not matter, nor do
-    the :data:`IDENTITY_NEUTRAL_KEYS` (written back by ``graph_to_json``, not hashed)."""
+    the :data:`IDENTITY_NEUTRAL_KEYS` and the nodes' :data:`COST_MODEL_PARAMS` (written back by
+    ``graph_to_json``, not hashed)."""
     data = graph_to_json(graph)
     for key in IDENTITY_NEUTRAL_KEYS:
         data.pop(key, None)
+    for node in data["nodes"]:
+        for holder in (node, *(v for v in node.values() if isinstance(v, dict))):
+            for key in COST_MODEL_PARAMS:
+                holder.pop(key, None)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 

@@ -184,3 +184,12 @@ def test_hipdnn_sigils_and_operators() -> None:
 def test_graph_without_the_fields_shows_nothing(capsys) -> None:
     graph = parse_graph(_sdpa_graph(), "umd")
     assert umd.graph_model(graph) is None
+
+
+def test_cost_expressions_leave_the_graph_id_alone() -> None:
+    """They describe the op's cost, not what it computes: the same graph with or without them is one graph_id,
+    while a change to what it computes (the mask) is another."""
+    plain = parse_graph(_sdpa_graph(), "plain")
+    carrying = parse_graph(_sdpa_graph(umd_flops=RFC_SDPA_FLOPS, umd_bytes=RFC_SDPA_BYTES), "umd")
+    assert carrying.graph_id == plain.graph_id
+    assert parse_graph(_sdpa_graph(causal=True, umd_flops=RFC_SDPA_FLOPS), "c").graph_id != plain.graph_id
