@@ -80,6 +80,7 @@ class AttentionConfig:
     dropout: bool = False
     fp8: bool = False
     alibi: bool = False
+    ragged_offsets: tuple[str, ...] = ()   # ports whose tensors carry ragged_offset_tensor_uid
 
     @property
     def sequences(self) -> int:
@@ -182,8 +183,22 @@ def config(node: Node, graph: Graph) -> AttentionConfig:
         dropout=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in DROPOUT_PORTS)
         or (isinstance(dropout_p, (int, float)) and not isinstance(dropout_p, bool) and dropout_p > 0),
         fp8=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in FP8_PORTS),
-        alibi=_flag(node, "alibi_mask"),
+        alibi=_flag(node, "alibi_mask"), ragged_offsets=_ragged_offset_ports(node, graph),
     )
+
+
+#: Ports whose tensors may carry hipDNN's ragged_offset_tensor_uid (RFC 0014 packed [B, S, H, D]).
+RAGGED_PORTS = ("q", "k", "v", "o", "do", "dq", "dk", "dv", "stats")
+
+
+def _ragged_offset_ports(node: Node, graph: Graph) -> tuple[str, ...]:
+    """Ports whose tensor names a ragged offset tensor (kept in TensorDesc.extra as read)."""
+    out = []
+    for port in RAGGED_PORTS:
+        t = port_tensor(node, graph, port)
+        if t is not None and t.extra.get("ragged_offset_tensor_uid") is not None:
+            out.append(port)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- shape rules
@@ -487,6 +502,10 @@ def unmodelled(cfg: AttentionConfig, node: Node) -> str | None:
 
 def layout_refusal(cfg: AttentionConfig, node: Node) -> str | None:
     """A layout no backend here models, with the reason (the same words everywhere)."""
+    if cfg.ragged_offsets:
+        return (f"{node.op} {node.name!r}: {', '.join(cfg.ragged_offsets)} carry ragged_offset_tensor_uid "
+                "(hipDNN RFC 0014 packed [B, S, H, D] with per-sequence element offsets): not modelled yet; "
+                "computing them as dense tensors would be wrong (docs/hipdnn-format.md, ragged attention)")
     return None
 
 

@@ -32,6 +32,10 @@ def _refuse(cfg: attention.AttentionConfig, node: Node) -> None:
     layout = attention.layout_refusal(cfg, node)
     if layout:
         raise UnsupportedError(layout)
+    if cfg.ragged_batch:
+        raise UnsupportedError(f"{what}: {cfg.ragged_batch} sequences packed in q's {cfg.batch} batch row(s): "
+                               "cuDNN takes them through ragged offset tensors (set_ragged_offset on Q and O), "
+                               "which this mapping does not derive from seq_len_q yet")
     if cfg.dropout:
         raise UnsupportedError(f"{what}: dropout needs hipDNN's RNG stream; cuDNN's Philox draws other "
                                "numbers, so the output could not be validated")
