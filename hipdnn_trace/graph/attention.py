@@ -518,13 +518,27 @@ def per_sequence(cfg: AttentionConfig) -> AttentionConfig:
 def packed_spans(cfg: AttentionConfig, lq: list[int]) -> list[tuple[int, int, int]]:
     """(q batch row, first row, rows) of each packed sequence: a row's sequences follow each
     other from row 0 in order (docs/hipdnn-format.md, ragged attention)."""
-    spans, start = [], 0
+    return spans(cfg.per_row, lq)
+
+
+def spans(per_row: int, lq: list[int]) -> list[tuple[int, int, int]]:
+    """:func:`packed_spans` from the number of sequences each q row packs."""
+    out, start = [], 0
     for i, n in enumerate(lq):
-        if i % cfg.per_row == 0:
+        if i % per_row == 0:
             start = 0
-        spans.append((i // cfg.per_row, start, n))
+        out.append((i // per_row, start, n))
         start += n
-    return spans
+    return out
+
+
+def ragged_element_offsets(lq: list[int], per_row: int, seq_q: int, token_stride: int) -> list[int]:
+    """cuDNN's ragged offsets for packed rows: sequence i's first element (row * Sq + first row,
+    times the token stride H * D of a [B, S, H, D] tensor), then the end of the last one
+    (cudnn-frontend docs/operations/Attention.md, "Ragged Offset Tensor": B + 1 offsets in elements)."""
+    out = [(row * seq_q + start) * token_stride for row, start, _ in spans(per_row, lq)]
+    last = spans(per_row, lq)[-1] if lq else (0, 0, 0)
+    return [*out, (last[0] * seq_q + last[1] + last[2]) * token_stride]
 
 
 def unpack_rows(cfg: AttentionConfig, packed: Any, lq: list[int], zeros: Any) -> Any:

@@ -154,8 +154,39 @@ def test_upstream_paged_sample_passes(shared_fixtures: Path, backend: str) -> No
     assert c.status == "ok" and c.validation == "passed", c.error
 
 
-def test_cudnn_plan_refuses_packed_rows_with_the_reason(shared_fixtures: Path) -> None:
+def test_cudnn_plan_declares_packed_rows_as_ragged_tensors(shared_fixtures: Path) -> None:
+    """The plan only (no GPU here): q and o as [sequences, H, Sq_each, D] token-major, each with an int32
+    offset tensor computed from seq_len_q; lengths and page tables one row per sequence."""
     from hipdnn_trace.backends import cudnn_graph as cg
 
-    with pytest.raises(UnsupportedError, match="ragged offset"):
-        cg.plan(_sample(shared_fixtures))
+    plan = cg.plan(_sample(shared_fixtures))
+    by_name = {t.name: t for t in (*plan.inputs, *plan.outputs)}
+    assert by_name["Q"].dims == (2, 16, 64, 128) and by_name["Q"].strides == (131072, 128, 2048, 1)
+    assert by_name["O"].dims == (2, 16, 64, 128) and by_name["Q"].ragged_offset and by_name["O"].ragged_offset
+    offsets = next(t for t in plan.inputs if t.key == by_name["Q"].ragged_offset)
+    assert offsets.dims == (3, 1, 1, 1) and offsets.dtype == "INT32" and offsets.offsets_of == (2, 128, 2048)
+    assert by_name["SEQ_LEN_Q"].dims == (2, 1, 1, 1) and by_name["PAGE_TABLE_K"].dims == (2, 1, 1, 1)
+
+
+def test_cudnn_refuses_packed_rows_not_stored_token_major() -> None:
+    from hipdnn_trace.backends import cudnn_graph as cg
+
+    with pytest.raises(UnsupportedError, match="token-major"):
+        cg.plan(_packed_graph())
+
+
+def test_ragged_element_offsets_follow_the_packing() -> None:
+    """Two rows of Sq 6 packing 2 sequences each, token stride 8: starts 0, 3, 6 (row 1), 6 + 4 tokens."""
+    assert attention.ragged_element_offsets([3, 2, 4, 1], 2, 6, 8) == [0, 24, 48, 80, 88]
+    assert attention.ragged_element_offsets([64, 30], 2, 128, 2048) == [0, 64 * 2048, 94 * 2048]
+
+
+def test_cudnn_session_uploads_offsets_from_the_bound_lengths() -> None:
+    pytest.importorskip("torch")
+    from hipdnn_trace.backends.cudnn import ragged_offsets
+    from hipdnn_trace.backends.cudnn_graph import TensorDecl
+
+    decl = TensorDecl("r1", 1, "ragged_offset_q", (3, 1, 1, 1), (1, 1, 1, 1), "INT32", hipdnn_uid=7,
+                      offsets_of=(2, 128, 2048))
+    got = ragged_offsets(decl, np.array([50.0, 7.0]))
+    assert got.dtype == np.int32 and got.tolist() == [0, 50 * 2048, 57 * 2048]
