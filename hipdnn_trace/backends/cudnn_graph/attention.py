@@ -8,7 +8,8 @@ in the frontend's words (kwarg names as in nvidia-cudnn-frontend 1.32's
 ``diagonal_band_right_bound`` (0 = causal) and ``diagonal_band_left_bound`` (the window
 length, the same number hipDNN's left_bound holds), ``paged_attention_k_table`` /
 ``_v_table`` as [B, 1, pages, 1] int32 with ``paged_attention_max_seq_len_kv``, and
-``sink_token`` as [1, H, 1, 1] float. score_max / score_sum_exp and dBias are
+``sink_token`` as [1, H, 1, 1] float; packed (ragged) q rows as Q and O with ragged offset
+tensors (``set_ragged_offset``) the session computes from seq_len_q. score_max / score_sum_exp and dBias are
 outputs the frontend takes as arguments (``output_kwargs``).
 
 What cuDNN cannot say is refused here with the reason, before any library call:
