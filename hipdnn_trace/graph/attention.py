@@ -446,10 +446,13 @@ def notes(node: Node, graph: Graph) -> list[str]:
     elif cfg.scale is not None:
         out.append(f"scale {cfg.scale:.6g} from attn_scale_value")
     per_head = pairs(node, graph)
-    full = cfg.batch * cfg.seq_q * cfg.seq_kv
+    full = cfg.sequences * cfg.seq_q_each * cfg.seq_kv
     out.append(f"FLOPs count {per_head} of {full} (query, key) pairs per head"
                + (" (padded lengths; real lengths are counted at run time)" if cfg.padded else "")
                + (", x2.5 for the backward" if cfg.backward else ""))
+    if cfg.ragged_batch:
+        out.append(f"packed (ragged) rows: {cfg.ragged_batch} sequences in q's {cfg.batch} batch row(s), up to "
+                   f"{cfg.seq_q_each} query rows each (docs/hipdnn-format.md 3.10)")
     if cfg.paged:
         out.append(f"paged K/V: {cfg.pages} pages of {cfg.page_size} tokens, {cfg.pages_per_seq} per "
                    f"sequence, max_seq_len_kv {cfg.seq_kv}")

@@ -101,6 +101,13 @@ def test_packed_flops_count_each_sequence_once() -> None:
     assert ops.graph_flops(graph, x) == 2 * 4 * 16 * pairs
 
 
+def test_inspect_notes_say_the_packing() -> None:
+    graph = _packed_graph(batch=2, per_row=2)
+    text = " ".join(attention.notes(graph.nodes[0], graph))
+    assert "4 sequences in q's 2 batch row(s), up to 6 query rows each" in text
+    assert f"of {4 * 6 * 12} (query, key) pairs" in text
+
+
 def test_torch_matches_the_reference_on_packed_rows() -> None:
     pytest.importorskip("torch")
     c = _run(_packed_graph(batch=2, per_row=2), "torch")
