@@ -20,7 +20,7 @@ from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.cudnn_graph import EnumValue, OutputDecl, Plan, TensorDecl
 from hipdnn_trace.device import cuda
 from hipdnn_trace.errors import ToolMissingError, UnsupportedError
-from hipdnn_trace.graph import layout
+from hipdnn_trace.graph import attention, layout
 from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.validate.poison import POISON_BYTE
@@ -93,6 +93,16 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
+def ragged_offsets(decl: TensorDecl, lengths: Any) -> np.ndarray:
+    """The int32 ragged offsets of packed attention rows from the bound seq_len_q values."""
+    if device_tensors.is_device_tensor(lengths):
+        lengths = lengths.detach().cpu().numpy()
+    assert decl.offsets_of is not None
+    per_row, seq_q, token = decl.offsets_of
+    lq = [int(x) for x in np.asarray(lengths).reshape(-1)[: decl.dims[0] - 1]]
+    return np.asarray(attention.ragged_element_offsets(lq, per_row, seq_q, token), dtype=np.int32)
+
+
 class BuiltGraph:
     """A plan replayed on a cudnn.pygraph, with its execution-plan list created."""
 
@@ -109,6 +119,9 @@ class BuiltGraph:
         for t in plan.inputs:
             made[t.key] = g.tensor(name=t.name, dim=list(t.dims), stride=list(t.strides),
                                    data_type=getattr(dt, t.dtype), is_pass_by_value=t.is_scalar, uid=t.uid)
+        for t in plan.inputs:   # packed attention rows (docs/hipdnn-format.md 3.10, ragged attention)
+            if t.ragged_offset is not None:
+                made[t.key].set_ragged_offset(made[t.ragged_offset])
         for op in plan.ops:
             kw: dict[str, Any] = {k: made[v] for k, v in op.tensors.items() if v is not None}
             for kwarg, key in op.output_kwargs.items():   # outputs the method takes as arguments
@@ -131,6 +144,8 @@ class BuiltGraph:
                 tensor.set_dim(list(decl.dims)).set_stride(list(decl.strides)).set_data_type(getattr(dt, decl.dtype))
                 if not decl.virtual:
                     tensor.set_output(True).set_uid(decl.uid)
+                if decl.ragged_offset is not None:
+                    tensor.set_ragged_offset(made[decl.ragged_offset])
                 made[key] = tensor
         self.graph = g
         try:
@@ -272,6 +287,8 @@ class CudnnSession:
     # ----------------------------------------------------------------- buffers
 
     def _nbytes(self, decl: TensorDecl | OutputDecl) -> int:
+        if isinstance(decl, TensorDecl) and decl.offsets_of is not None:
+            return decl.dims[0] * 4   # int32 ragged offsets, computed at bind
         if decl.hipdnn_uid is not None and decl.hipdnn_uid in self.graph.by_uid:
             t = self.graph.by_uid[decl.hipdnn_uid]
             cast = getattr(decl, "cast", None)
@@ -306,6 +323,9 @@ class CudnnSession:
             if decl.is_scalar:
                 continue
             value = tensors[t.uid]
+            if decl.offsets_of is not None:
+                self._buffers[decl.key].upload(ragged_offsets(decl, value))
+                continue
             kind = decl.cast or t.data_type     # the type cuDNN reads (a sink token: float)
             if device_tensors.is_device_tensor(value):   # made on the GPU: laid out and copied there
                 if decl.cast is not None:

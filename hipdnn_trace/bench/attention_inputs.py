@@ -48,8 +48,8 @@ def metadata_value(graph: Graph, tensor: Tensor, rng_for: RngFor) -> np.ndarray 
         cfg = attention.config(node, graph)
         rng = rng_for(tensor.uid)
         if port in ("seq_len_q", "seq_len_kv"):
-            top = cfg.seq_q if port == "seq_len_q" else cfg.seq_kv
-            return _lengths(rng, cfg.batch, top).reshape(tensor.dims).astype(np.float64)
+            top = cfg.seq_q_each if port == "seq_len_q" else cfg.seq_kv
+            return _lengths(rng, cfg.sequences, top).reshape(tensor.dims).astype(np.float64)
         if port in ("page_table_k", "page_table_v"):
             return _page_table(rng, cfg).reshape(tensor.dims).astype(np.float64)
         if port == "scale":
@@ -68,14 +68,14 @@ def _lengths(rng: np.random.Generator, batch: int, top: int) -> np.ndarray:
 
 
 def _page_table(rng: np.random.Generator, cfg: attention.AttentionConfig) -> np.ndarray:
-    per_seq, pages = cfg.pages_per_seq, cfg.pages
-    if cfg.batch * per_seq <= pages:
-        return rng.permutation(pages)[: cfg.batch * per_seq].reshape(cfg.batch, per_seq)
+    per_seq, pages, n = cfg.pages_per_seq, cfg.pages, cfg.sequences
+    if n * per_seq <= pages:
+        return rng.permutation(pages)[: n * per_seq].reshape(n, per_seq)
     if per_seq <= pages:
-        return np.stack([rng.permutation(pages)[:per_seq] for _ in range(cfg.batch)])
+        return np.stack([rng.permutation(pages)[:per_seq] for _ in range(n)])
     # more page slots than pages: only the slots max_seq_len_kv reaches must be distinct
     used = -(-cfg.seq_kv // cfg.page_size)
-    table = np.stack([np.resize(rng.permutation(pages), per_seq) for _ in range(cfg.batch)])
+    table = np.stack([np.resize(rng.permutation(pages), per_seq) for _ in range(n)])
     if used > pages:
         raise ValueError(f"max_seq_len_kv {cfg.seq_kv} needs {used} distinct pages, the container has {pages}")
     return table
@@ -155,6 +155,9 @@ def undefined_elements(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.
             continue
         lq, lkv = attention.seq_lengths(node, graph, _lengths_on_host(node, graph, inputs))
         rows_q = np.arange(cfg.seq_q)[None, :] >= np.asarray(lq)[:, None]        # [B, Sq]
+        if cfg.ragged_batch:   # packed rows: a row is defined when some sequence covers it
+            covered = attention.pack_rows(cfg, np.ones((cfg.sequences, 1, cfg.seq_q_each, 1)), lq, np.zeros)
+            rows_q = covered[:, 0, :, 0] == 0
         rows_kv = np.arange(cfg.seq_kv)[None, :] >= np.asarray(lkv)[:, None]    # [B, Skv]
         for port, rows in (("o", rows_q), ("stats", rows_q), ("max", rows_q), ("sum_exp", rows_q),
                            ("dq", rows_q), ("dk", rows_kv), ("dv", rows_kv)):

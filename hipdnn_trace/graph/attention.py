@@ -15,7 +15,7 @@ stride permutation). With paged K/V, k and v are page containers
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from hipdnn_trace.graph import dtypes, umd
@@ -84,6 +84,22 @@ class AttentionConfig:
     dropout: bool = False
     fp8: bool = False
     alibi: bool = False
+    ragged_offsets: tuple[str, ...] = ()   # ports whose tensors carry ragged_offset_tensor_uid
+
+    @property
+    def sequences(self) -> int:
+        """Sequences computed: q's batch, or the packed count of a ragged graph."""
+        return self.ragged_batch or self.batch
+
+    @property
+    def per_row(self) -> int:
+        """Packed sequences per q batch row (1 when not ragged)."""
+        return self.ragged_batch // self.batch if self.ragged_batch else 1
+
+    @property
+    def seq_q_each(self) -> int:
+        """The most query rows one sequence can have (q's Sq, shared by a row's packed sequences)."""
+        return self.seq_q // self.per_row
 
     @property
     def group(self) -> int:
@@ -171,8 +187,22 @@ def config(node: Node, graph: Graph) -> AttentionConfig:
         dropout=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in DROPOUT_PORTS)
         or (isinstance(dropout_p, (int, float)) and not isinstance(dropout_p, bool) and dropout_p > 0),
         fp8=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in FP8_PORTS),
-        alibi=_flag(node, "alibi_mask"),
+        alibi=_flag(node, "alibi_mask"), ragged_offsets=_ragged_offset_ports(node, graph),
     )
+
+
+#: Ports whose tensors may carry hipDNN's ragged_offset_tensor_uid (RFC 0014 packed [B, S, H, D]).
+RAGGED_PORTS = ("q", "k", "v", "o", "do", "dq", "dk", "dv", "stats")
+
+
+def _ragged_offset_ports(node: Node, graph: Graph) -> tuple[str, ...]:
+    """Ports whose tensor names a ragged offset tensor (kept in TensorDesc.extra as read)."""
+    out = []
+    for port in RAGGED_PORTS:
+        t = port_tensor(node, graph, port)
+        if t is not None and t.extra.get("ragged_offset_tensor_uid") is not None:
+            out.append(port)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- shape rules
@@ -327,6 +357,9 @@ def _paged_problems(node: Node, graph: Graph, b: int, k: Tensor) -> list[tuple[s
     if rows != b and (seq_q is None or seq_q.numel != rows):
         return [(port_path(node, "page_table_k"), f"{rows} page-table rows but q's batch is {b} and no "
                  f"seq_len_q lists {rows} sequences")]
+    if rows != b and (rows % b or port_tensor(node, graph, "q").dims[2] < rows // b):  # type: ignore[union-attr]
+        return [(port_path(node, "page_table_k"), f"{rows} packed sequences do not share q's {b} batch rows "
+                 "evenly with at least one query row each (docs/hipdnn-format.md, ragged attention)")]
     max_kv = _int_option(node, "max_seq_len_kv")
     for port in ("page_table_k", "page_table_v"):
         t = port_tensor(node, graph, port)
@@ -367,12 +400,13 @@ def seq_lengths(node: Node, graph: Graph, values: dict[int, Any] | None = None) 
     at its padded lengths; the harness counts real lengths once inputs exist.
     """
     cfg = config(node, graph)
-    lq, lkv = [cfg.seq_q] * cfg.batch, [cfg.seq_kv] * cfg.batch
+    n = cfg.sequences
+    lq, lkv = [cfg.seq_q_each] * n, [cfg.seq_kv] * n
     if values:
-        for port, out, cap in (("seq_len_q", lq, cfg.seq_q), ("seq_len_kv", lkv, cfg.seq_kv)):
+        for port, out, cap in (("seq_len_q", lq, cfg.seq_q_each), ("seq_len_kv", lkv, cfg.seq_kv)):
             uid = node.inputs.get(port)
             if isinstance(uid, int) and uid in values:
-                flat = [int(x) for x in list(_flat(values[uid]))[:cfg.batch]]
+                flat = [int(x) for x in list(_flat(values[uid]))[:n]]
                 out[:] = [min(max(x, 0), cap) for x in flat]
     return lq, lkv
 
@@ -432,10 +466,13 @@ def notes(node: Node, graph: Graph) -> list[str]:
     elif cfg.scale is not None:
         out.append(f"scale {cfg.scale:.6g} from attn_scale_value")
     per_head = pairs(node, graph)
-    full = cfg.batch * cfg.seq_q * cfg.seq_kv
+    full = cfg.sequences * cfg.seq_q_each * cfg.seq_kv
     out.append(f"FLOPs count {per_head} of {full} (query, key) pairs per head"
                + (" (padded lengths; real lengths are counted at run time)" if cfg.padded else "")
                + (", x2.5 for the backward" if cfg.backward else ""))
+    if cfg.ragged_batch:
+        out.append(f"packed (ragged) rows: {cfg.ragged_batch} sequences in q's {cfg.batch} batch row(s), up to "
+                   f"{cfg.seq_q_each} query rows each (docs/hipdnn-format.md 3.10)")
     if cfg.paged:
         out.append(f"paged K/V: {cfg.pages} pages of {cfg.page_size} tokens, {cfg.pages_per_seq} per "
                    f"sequence, max_seq_len_kv {cfg.seq_kv}")
@@ -482,14 +519,64 @@ def unmodelled(cfg: AttentionConfig, node: Node) -> str | None:
         return f"{what}: block_mask is not modelled"
     if cfg.backward and cfg.paged:
         return f"{what}: paged K/V in the backward pass is not modelled"
+    if cfg.ragged_batch and cfg.mask_kind:
+        return f"{what}: an attn_mask over packed (ragged) query rows is not modelled"
     return None
 
 
 def layout_refusal(cfg: AttentionConfig, node: Node) -> str | None:
     """A layout no backend here models, with the reason (the same words everywhere)."""
-    if cfg.ragged_batch:
-        return (f"{node.op} {node.name!r}: the page tables and seq_len_q list {cfg.ragged_batch} sequences "
-                f"while q's batch is {cfg.batch}: queries packed several sequences to a batch row (THD/ragged) "
-                "are not modelled; hipDNN's rule for where each sequence's rows start could not be confirmed "
-                "from its schema or reference (docs/hipdnn-format.md 3.10)")
+    if cfg.ragged_offsets:
+        return (f"{node.op} {node.name!r}: {', '.join(cfg.ragged_offsets)} carry ragged_offset_tensor_uid "
+                "(hipDNN RFC 0014 packed [B, S, H, D] with per-sequence element offsets): not modelled yet; "
+                "computing them as dense tensors would be wrong (docs/hipdnn-format.md, ragged attention)")
     return None
+
+
+def per_sequence(cfg: AttentionConfig) -> AttentionConfig:
+    """The same problem with each packed sequence in its own batch entry (padded to
+    :attr:`AttentionConfig.seq_q_each` rows): what backends compute for a ragged node."""
+    return replace(cfg, batch=cfg.sequences, seq_q=cfg.seq_q_each, ragged_batch=0)
+
+
+def packed_spans(cfg: AttentionConfig, lq: list[int]) -> list[tuple[int, int, int]]:
+    """(q batch row, first row, rows) of each packed sequence: a row's sequences follow each
+    other from row 0 in order (docs/hipdnn-format.md, ragged attention)."""
+    return spans(cfg.per_row, lq)
+
+
+def spans(per_row: int, lq: list[int]) -> list[tuple[int, int, int]]:
+    """:func:`packed_spans` from the number of sequences each q row packs."""
+    out, start = [], 0
+    for i, n in enumerate(lq):
+        if i % per_row == 0:
+            start = 0
+        out.append((i // per_row, start, n))
+        start += n
+    return out
+
+
+def ragged_element_offsets(lq: list[int], per_row: int, seq_q: int, token_stride: int) -> list[int]:
+    """cuDNN's ragged offsets for packed rows: sequence i's first element (row * Sq + first row,
+    times the token stride H * D of a [B, S, H, D] tensor), then the end of the last one
+    (cudnn-frontend docs/operations/Attention.md, "Ragged Offset Tensor": B + 1 offsets in elements)."""
+    out = [(row * seq_q + start) * token_stride for row, start, _ in spans(per_row, lq)]
+    last = spans(per_row, lq)[-1] if lq else (0, 0, 0)
+    return [*out, (last[0] * seq_q + last[1] + last[2]) * token_stride]
+
+
+def unpack_rows(cfg: AttentionConfig, packed: Any, lq: list[int], zeros: Any) -> Any:
+    """[B, H, Sq, D] packed rows -> [sequences, H, seq_q_each, D], rows past a length zero.
+    ``zeros(shape)`` makes the result (numpy or torch): the slicing works on both."""
+    out = zeros((cfg.sequences, packed.shape[1], cfg.seq_q_each, packed.shape[3]))
+    for i, (row, start, n) in enumerate(packed_spans(cfg, lq)):
+        out[i, :, :n] = packed[row, :, start:start + n]
+    return out
+
+
+def pack_rows(cfg: AttentionConfig, padded: Any, lq: list[int], zeros: Any) -> Any:
+    """Inverse of :func:`unpack_rows`: rows no sequence covers are 0."""
+    out = zeros((cfg.batch, padded.shape[1], cfg.seq_q, padded.shape[3]))
+    for i, (row, start, n) in enumerate(packed_spans(cfg, lq)):
+        out[row, :, start:start + n] = padded[i, :, :n]
+    return out

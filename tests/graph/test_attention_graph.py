@@ -46,12 +46,11 @@ def test_upstream_attention_files_load_with_exact_flops(shared_fixtures: Path, r
     assert executor.check(graph) is None
 
 
-def test_upstream_packed_paged_file_is_refused_with_the_reason(shared_fixtures: Path) -> None:
+def test_upstream_packed_paged_file_loads_as_two_packed_sequences(shared_fixtures: Path) -> None:
     graph = parse_graph(_upstream(shared_fixtures, "ROCm_dnn-benchmarking/sample_sdpa_paged.json"), "paged")
-    reason = executor.check(graph)
-    assert reason and "packed" in reason and "2 sequences" in reason
-    with pytest.raises(UnsupportedError, match="packed"):
-        cg.plan(graph)
+    assert executor.check(graph) is None
+    assert attention.config(graph.nodes[0], graph).ragged_batch == 2
+    assert cg.plan(graph).ops[0].method == "sdpa"
 
 
 def test_builder_writes_hipdnns_own_key_order(shared_fixtures: Path) -> None:

@@ -8,7 +8,8 @@ in the frontend's words (kwarg names as in nvidia-cudnn-frontend 1.32's
 ``diagonal_band_right_bound`` (0 = causal) and ``diagonal_band_left_bound`` (the window
 length, the same number hipDNN's left_bound holds), ``paged_attention_k_table`` /
 ``_v_table`` as [B, 1, pages, 1] int32 with ``paged_attention_max_seq_len_kv``, and
-``sink_token`` as [1, H, 1, 1] float. score_max / score_sum_exp and dBias are
+``sink_token`` as [1, H, 1, 1] float; packed (ragged) q rows as Q and O with ragged offset
+tensors (``set_ragged_offset``) the session computes from seq_len_q. score_max / score_sum_exp and dBias are
 outputs the frontend takes as arguments (``output_kwargs``).
 
 What cuDNN cannot say is refused here with the reason, before any library call:
@@ -21,10 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
-from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue
+from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue, TensorDecl
 from hipdnn_trace.errors import UnsupportedError
 from hipdnn_trace.graph import attention
-from hipdnn_trace.graph.model import Node
+from hipdnn_trace.graph.model import Node, Tensor
 
 
 def _refuse(cfg: attention.AttentionConfig, node: Node) -> None:
@@ -72,8 +73,8 @@ def _common(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> tuple[di
             raise UnsupportedError(f"{node.op} {node.name!r}: cuDNN's padding mask needs both seq_len_q and "
                                    "seq_len_kv")
         attrs["use_padding_mask"] = True
-        tensors["seq_len_q"] = _int32(b, node, "seq_len_q", [cfg.batch, 1, 1, 1])
-        tensors["seq_len_kv"] = _int32(b, node, "seq_len_kv", [cfg.batch, 1, 1, 1])
+        tensors["seq_len_q"] = _int32(b, node, "seq_len_q", [cfg.sequences, 1, 1, 1])
+        tensors["seq_len_kv"] = _int32(b, node, "seq_len_kv", [cfg.sequences, 1, 1, 1])
     if cfg.right_bound is not None or cfg.left_bound is not None:
         align = "BOTTOM_RIGHT" if cfg.bottom_right else "TOP_LEFT"
         attrs["diagonal_alignment"] = EnumValue("diagonal_alignment", align)
@@ -115,14 +116,44 @@ def float_intermediates(b: _Builder) -> None:
         b.plan.intermediate = "FLOAT"
 
 
+def _token_major(t: Tensor) -> bool:
+    """[B, H, S, D] dims stored [B, S, H, D] and packed: cuDNN's ragged layout (one token = H * D)."""
+    b_, h, s_, d = t.dims
+    return tuple(t.strides) == (s_ * h * d, d, h * d, 1)
+
+
+def _ragged_rows(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> None:
+    """Packed q/o rows as cuDNN's ragged tensors: q and o declared [sequences, H, Sq_each, D] in
+    [B, S, H, D] strides, each with an int32 [sequences + 1, 1, 1, 1] offset tensor the session
+    computes from seq_len_q at bind time (docs/hipdnn-format.md 3.10, ragged attention)."""
+    what = f"{node.op} {node.name!r}"
+    if cfg.backward or any(node.outputs.get(p) is not None for p in ("stats", "max", "sum_exp")):
+        raise UnsupportedError(f"{what}: packed (ragged) rows are mapped for the forward's O only")
+    for port in ("q", "o"):
+        t = b.graph.by_uid[node.inputs[port] if port == "q" else node.outputs[port]]   # type: ignore[index]
+        if not _token_major(t):
+            raise UnsupportedError(f"{what}: packed rows need {port} stored token-major ([B, S, H, D], "
+                                   f"packed) for cuDNN's ragged offsets; strides are {list(t.strides)}")
+        h, d = t.dims[1], t.dims[3]
+        dims = (cfg.sequences, h, cfg.seq_q_each, d)
+        b.geometry[t.uid] = (dims, (cfg.seq_q_each * h * d, d, h * d, 1))
+        key = f"r{t.uid}"
+        b.plan.inputs.append(TensorDecl(key, b.uid(), f"ragged_offset_{port}", (cfg.sequences + 1, 1, 1, 1),
+                                        (1, 1, 1, 1), "INT32", hipdnn_uid=node.inputs["seq_len_q"],
+                                        offsets_of=(cfg.per_row, cfg.seq_q, h * d)))
+        b.ragged[t.uid] = key
+
+
 def sdpa(b: _Builder, node: Node) -> None:
     cfg = attention.config(node, b.graph)
     _refuse(cfg, node)
     float_intermediates(b)
+    if cfg.ragged_batch:
+        _ragged_rows(b, node, cfg)
     tensors, attrs = _common(b, node, cfg)
     o = node.outputs
     if cfg.paged:
-        pages = [cfg.batch, 1, cfg.pages_per_seq, 1]
+        pages = [cfg.sequences, 1, cfg.pages_per_seq, 1]
         tensors["paged_attention_k_table"] = _int32(b, node, "page_table_k", pages)
         tensors["paged_attention_v_table"] = _int32(b, node, "page_table_v", pages)
         attrs["paged_attention_max_seq_len_kv"] = int(cfg.seq_kv)

@@ -42,6 +42,7 @@ class _Builder:
         self._synthetic = 0
         self.perm: tuple[int, ...] | None = None
         self.merged: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.ragged: dict[int, str] = {}         # hipDNN uid -> key of its ragged offset tensor
         self._collapse_single_matmul()
         self._coalesce_elementwise()
         self._permute_elementwise()
@@ -148,7 +149,7 @@ class _Builder:
                               hipdnn_uid=uid, by_value=t.value)
         else:
             decl = TensorDecl(key, self.uid(), t.name, dims, strides, _dtype(t.data_type, f"tensor {t.name!r}"),
-                              hipdnn_uid=uid)
+                              hipdnn_uid=uid, ragged_offset=self.ragged.get(uid))
         self.plan.inputs.append(decl)
         self._keys[uid] = key
         return key
@@ -194,7 +195,8 @@ class _Builder:
             t = self.graph.by_uid[uid]
             dims, strides = self.geom(t)
             decl = OutputDecl(f"t{uid}", self.uid(), t.name, dims, strides,
-                              _dtype(t.data_type, f"tensor {t.name!r}"), virtual=t.virtual, hipdnn_uid=uid)
+                              _dtype(t.data_type, f"tensor {t.name!r}"), virtual=t.virtual, hipdnn_uid=uid,
+                              ragged_offset=self.ragged.get(uid))
             self._keys[uid] = decl.key
         else:
             src = next(x for x in (*self.plan.inputs, *self.plan.outputs) if x.key == like)

@@ -42,6 +42,10 @@ class TensorDecl:
     by_value_from_input: bool = False     # pass-by-value scalar read from the bound input
     fill: float | None = None        # a device constant the plan synthesizes (zero bias)
     cast: str | None = None          # hipDNN type the buffer holds when cuDNN takes another than the graph's
+    ragged_offset: str | None = None  # key of this tensor's ragged offset tensor (packed attention rows)
+    #: this is a ragged offset tensor computed from the seq_len_q input (hipdnn_uid) at bind time:
+    #: (sequences per q row, q's Sq, token stride H * D); graph.attention.ragged_element_offsets
+    offsets_of: tuple[int, int, int] | None = None
 
     @property
     def is_scalar(self) -> bool:
@@ -60,6 +64,7 @@ class OutputDecl:
     dtype: str
     virtual: bool
     hipdnn_uid: int | None = None    # None: scratch output nobody fetches
+    ragged_offset: str | None = None  # key of this output's ragged offset tensor (packed attention rows)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue, OpCall, OutputDecl, Plan, TensorDecl
 from hipdnn_trace.backends.repro_fill import FILL_SOURCE
 from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph.attention import ragged_element_offsets
 
 #: cudnn.data_type member -> the torch dtype of a buffer holding it (fp4: packed codes in bytes)
 TORCH_OF = {"FLOAT": "torch.float32", "HALF": "torch.float16", "BFLOAT16": "torch.bfloat16",
@@ -70,6 +71,8 @@ def _op_lines(plan: Plan, op: OpCall) -> list[str]:
                      f".set_data_type(cudnn.data_type.{decl.dtype})")
         if not decl.virtual:
             lines.append(f"{_var(key)}.set_output(True).set_uid({decl.uid})")
+        if decl.ragged_offset:
+            lines.append(f"{_var(key)}.set_ragged_offset({_var(decl.ragged_offset)})")
     return lines
 
 
@@ -81,6 +84,11 @@ def _buffer_lines(plan: Plan, scalars: Mapping[int, float]) -> list[str]:
         if t.is_scalar:
             value = t.by_value if t.by_value is not None else scalars.get(t.hipdnn_uid or 0, 1.0)
             lines.append(f"pack[{_var(t.key)}] = torch.full({list(t.dims)}, {value!r}, dtype={dtype})   # by value")
+        elif t.offsets_of is not None:   # packed attention rows: every sequence at its longest
+            per_row, seq_q, token = t.offsets_of
+            offsets = ragged_element_offsets([seq_q // per_row] * (t.dims[0] - 1), per_row, seq_q, token)
+            lines.append(f"pack[{_var(t.key)}] = torch.tensor({offsets}, dtype=torch.int32).reshape({list(t.dims)})"
+                         "   # ragged offsets (elements)")
         elif t.fill is not None:
             lines.append(f"pack[{_var(t.key)}] = torch.full_like(empty({list(t.dims)}, {list(t.strides)}, "
                          f"{dtype}), {t.fill!r})")
@@ -99,6 +107,7 @@ def cudnn_script(plan: Plan, *, title: str, deselect: Sequence[str], engine: str
                                                                ("intermediate_data_type", plan.intermediate),
                                                                ("compute_data_type", plan.compute)) if v)
     body = [f"{_var(t.key)} = {_tensor_line(t, by_value=t.is_scalar)}" for t in plan.inputs]
+    body += [f"{_var(t.key)}.set_ragged_offset({_var(t.ragged_offset)})" for t in plan.inputs if t.ragged_offset]
     for op in plan.ops:
         body += _op_lines(plan, op)
     return TEMPLATE.format(title=title, types=types, tf32=plan.fp32_math,

@@ -181,12 +181,32 @@ def _config(node: Node, graph: Graph, ctx: Ctx) -> attention.AttentionConfig:
     return cache[node.name]
 
 
+def _ragged_forward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: Ctx, k: torch.Tensor,
+                    v: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Packed (ragged) query rows: each sequence in its own batch entry, then packed back."""
+    q = x["q"]
+    assert q is not None
+    lens = _lengths(x, "seq_len_q", cfg.sequences, cfg.seq_q_each, q.device).tolist()
+
+    def zeros(shape: tuple[int, ...], dtype: torch.dtype = q.dtype) -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype, device=q.device)
+
+    each = attention.per_sequence(cfg)
+    out = _forward(each, node, x, ctx, attention.unpack_rows(cfg, q, lens, zeros), k, v, None,
+                   x.get("sink_token"), _needs_composite(cfg, node))
+    return {key: attention.pack_rows(cfg, a, lens, lambda shape, a=a: zeros(shape, a.dtype))
+            for key, a in out.items()}
+
+
 def sdpa(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
     cfg = _config(node, graph, ctx)
     k, v = _keys_values(cfg, x)
     bias = x.get("attn_mask") if cfg.mask_kind == "additive" else None
-    out = _forward(cfg, node, x, ctx, x["q"], k, v, bias, x.get("sink_token"),   # type: ignore[arg-type]
-                   _needs_composite(cfg, node))
+    if cfg.ragged_batch:
+        out = _ragged_forward(cfg, node, x, ctx, k, v)
+    else:
+        out = _forward(cfg, node, x, ctx, x["q"], k, v, bias, x.get("sink_token"),   # type: ignore[arg-type]
+                       _needs_composite(cfg, node))
     result = {"o": out["o"].to(ctx.out_dtype(node, "o"))}
     for port in ("stats", "max", "sum_exp"):
         if node.outputs.get(port) is not None:

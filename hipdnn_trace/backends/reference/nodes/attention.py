@@ -59,7 +59,16 @@ def _keys_values(cfg: attention.AttentionConfig, x: Inputs) -> tuple[np.ndarray 
 def _sdpa(node: Node, graph: Graph, x: Inputs) -> Outputs:
     cfg, kwargs = _inputs(node, graph, x)
     k, v = _keys_values(cfg, x)
-    return dict(sdpa_forward(x["q"], k, v, **kwargs))
+    if not cfg.ragged_batch:
+        return dict(sdpa_forward(x["q"], k, v, **kwargs))
+    # packed (ragged) rows: each sequence in its own batch entry, then packed back
+    q = x["q"]
+    xp, device = shim.namespace(q), shim.device_of(q)
+    def zeros(shape: tuple[int, ...]) -> Any:
+        return xp.zeros(shape, dtype=xp.float64, device=device)
+    lq = list(kwargs["masking"].seq_len_q)
+    out = sdpa_forward(attention.unpack_rows(cfg, q, lq, zeros), k, v, **kwargs)
+    return {key: attention.pack_rows(cfg, a, lq, zeros) for key, a in out.items()}
 
 
 def _sdpa_backward(node: Node, graph: Graph, x: Inputs) -> Outputs:
