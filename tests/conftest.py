@@ -77,3 +77,20 @@ def faulty(monkeypatch: pytest.MonkeyPatch) -> str:
 
     monkeypatch.setitem(backends.REGISTRY, "faulty", FAULTY_SPEC)
     return "faulty"
+
+
+#: variables a hipDNN session exports for its library's own cache (backends/plan_cache.py hipdnn_cache_env)
+_LIBRARY_CACHE_VARIABLES = ("HIPDNN_CACHE_DIR", "HIPDNN_DISABLE_CACHE")
+
+
+@pytest.fixture(autouse=True)
+def _library_cache_variables_stay_per_test():
+    """A (stand-in) hipDNN session sets its cache variables in this process, as it must before the library
+    reads them; each test gets the environment back as it found it."""
+    before = {name: os.environ.get(name) for name in _LIBRARY_CACHE_VARIABLES}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
