@@ -7,6 +7,7 @@ import copy
 import json
 from pathlib import Path
 
+import graph_dicts
 import numpy as np
 import pytest
 
@@ -65,13 +66,7 @@ def test_builder_writes_hipdnns_own_key_order(shared_fixtures: Path) -> None:
 
 
 def _sdpa_json(**attrs) -> dict:
-    b = GraphBuilder("t", io="half")
-    q = b.tensor("q", [2, 8, 16, 32])
-    k, v = b.tensor("k", [2, 2, 16, 32]), b.tensor("v", [2, 2, 16, 32])
-    b.sdpa(q, k, v, causal=True)
-    raw = b.to_json()
-    raw["nodes"][0]["attributes"].update(attrs)
-    return raw
+    return graph_dicts.sdpa([2, 8, 16, 32], [2, 2, 16, 32], causal=True, **attrs)
 
 
 @pytest.mark.parametrize("change,path,words", [

@@ -13,6 +13,7 @@ import copy
 import json
 from pathlib import Path
 
+import graph_dicts
 import pytest
 
 from hipdnn_trace.bench.config import Config
@@ -20,7 +21,6 @@ from hipdnn_trace.bench.records import ConfigRun, GraphRun
 from hipdnn_trace.cli import main
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph import ops, umd
-from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.load import load_file, parse_graph
 from hipdnn_trace.graph.write import dumps
 from hipdnn_trace.results.rows import summary_rows
@@ -77,13 +77,7 @@ def test_library_passes_jsonlogic_published_cases(rule, data, expected) -> None:
 
 def _sdpa_graph(causal: bool = False, **attrs) -> dict:
     """An SDPA graph (B 2, Hq 4, Hkv 2, Sq 24, Skv 40, d 32, fp16) carrying ``attrs`` in its attributes."""
-    b = GraphBuilder("umd", io="half")
-    q = b.tensor("q", [2, 4, 24, 32])
-    k, v = b.tensor("k", [2, 2, 40, 32]), b.tensor("v", [2, 2, 40, 32])
-    b.sdpa(q, k, v, causal=causal)
-    raw = b.to_json()
-    raw["nodes"][0]["attributes"].update(attrs)
-    return raw
+    return graph_dicts.sdpa([2, 4, 24, 32], [2, 2, 40, 32], causal=causal, name="umd", **attrs)
 
 
 def test_rfc_example_evaluates_to_our_flops_and_bytes() -> None:

@@ -92,3 +92,16 @@ def write_built(folder: Path, builder: Any) -> Path:
     path = folder / f"{graph.name}.json"
     path.write_text(json.dumps(graph_to_json(graph)))
     return path
+
+
+def sdpa(q_dims: list[int], kv_dims: list[int], *, causal: bool, name: str = "t", **attrs: Any) -> dict[str, Any]:
+    """A half SDPA graph (q, k, v of these dims) as hipDNN JSON, with ``attrs`` added to its attributes."""
+    from hipdnn_trace.graph.build import GraphBuilder
+
+    b = GraphBuilder(name, io="half")
+    q = b.tensor("q", q_dims)
+    k, v = b.tensor("k", kv_dims), b.tensor("v", kv_dims)
+    b.sdpa(q, k, v, causal=causal)
+    raw = b.to_json()
+    raw["nodes"][0]["attributes"].update(attrs)
+    return raw
