@@ -196,13 +196,9 @@ RAGGED_PORTS = ("q", "k", "v", "o", "do", "dq", "dk", "dv", "stats")
 
 
 def _ragged_offset_ports(node: Node, graph: Graph) -> tuple[str, ...]:
-    """Ports whose tensor names a ragged offset tensor (kept in TensorDesc.extra as read)."""
-    out = []
-    for port in RAGGED_PORTS:
-        t = port_tensor(node, graph, port)
-        if t is not None and t.extra.get("ragged_offset_tensor_uid") is not None:
-            out.append(port)
-    return tuple(out)
+    """Ports whose tensor names a ragged offset tensor (``Tensor.ragged_offset_tensor_uid``)."""
+    tensors = ((port, port_tensor(node, graph, port)) for port in RAGGED_PORTS)
+    return tuple(port for port, t in tensors if t is not None and t.ragged_offset_tensor_uid is not None)
 
 
 # ---------------------------------------------------------------- shape rules
@@ -539,14 +535,9 @@ def per_sequence(cfg: AttentionConfig) -> AttentionConfig:
     return replace(cfg, batch=cfg.sequences, seq_q=cfg.seq_q_each, ragged_batch=0)
 
 
-def packed_spans(cfg: AttentionConfig, lq: list[int]) -> list[tuple[int, int, int]]:
-    """(q batch row, first row, rows) of each packed sequence: a row's sequences follow each
-    other from row 0 in order (docs/hipdnn-format.md, ragged attention)."""
-    return spans(cfg.per_row, lq)
-
-
 def spans(per_row: int, lq: list[int]) -> list[tuple[int, int, int]]:
-    """:func:`packed_spans` from the number of sequences each q row packs."""
+    """(q batch row, first row, rows) of each packed sequence when each q row packs ``per_row``: a row's
+    sequences follow each other from row 0 in order (docs/hipdnn-format.md, ragged attention)."""
     out, start = [], 0
     for i, n in enumerate(lq):
         if i % per_row == 0:
@@ -560,8 +551,9 @@ def ragged_element_offsets(lq: list[int], per_row: int, seq_q: int, token_stride
     """cuDNN's ragged offsets for packed rows: sequence i's first element (row * Sq + first row,
     times the token stride H * D of a [B, S, H, D] tensor), then the end of the last one
     (cudnn-frontend docs/operations/Attention.md, "Ragged Offset Tensor": B + 1 offsets in elements)."""
-    out = [(row * seq_q + start) * token_stride for row, start, _ in spans(per_row, lq)]
-    last = spans(per_row, lq)[-1] if lq else (0, 0, 0)
+    placed = spans(per_row, lq)
+    out = [(row * seq_q + start) * token_stride for row, start, _ in placed]
+    last = placed[-1] if placed else (0, 0, 0)
     return [*out, (last[0] * seq_q + last[1] + last[2]) * token_stride]
 
 
@@ -569,7 +561,7 @@ def unpack_rows(cfg: AttentionConfig, packed: Any, lq: list[int], zeros: Any) ->
     """[B, H, Sq, D] packed rows -> [sequences, H, seq_q_each, D], rows past a length zero.
     ``zeros(shape)`` makes the result (numpy or torch): the slicing works on both."""
     out = zeros((cfg.sequences, packed.shape[1], cfg.seq_q_each, packed.shape[3]))
-    for i, (row, start, n) in enumerate(packed_spans(cfg, lq)):
+    for i, (row, start, n) in enumerate(spans(cfg.per_row, lq)):
         out[i, :, :n] = packed[row, :, start:start + n]
     return out
 
@@ -577,6 +569,6 @@ def unpack_rows(cfg: AttentionConfig, packed: Any, lq: list[int], zeros: Any) ->
 def pack_rows(cfg: AttentionConfig, padded: Any, lq: list[int], zeros: Any) -> Any:
     """Inverse of :func:`unpack_rows`: rows no sequence covers are 0."""
     out = zeros((cfg.batch, padded.shape[1], cfg.seq_q, padded.shape[3]))
-    for i, (row, start, n) in enumerate(packed_spans(cfg, lq)):
+    for i, (row, start, n) in enumerate(spans(cfg.per_row, lq)):
         out[row, :, start:start + n] = padded[i, :, :n]
     return out

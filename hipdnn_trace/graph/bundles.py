@@ -30,7 +30,7 @@ import numpy as np
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
-from hipdnn_trace.graph import dtypes, golden
+from hipdnn_trace.graph import dtypes, golden, layout
 from hipdnn_trace.graph.model import Graph, Tensor
 
 __all__ = ["RECIPES", "BundleRef", "GoldenData", "bundle_ref", "golden_data", "is_sidecar"]
@@ -208,7 +208,7 @@ def _sdpa_fwd_inputs(graph: Graph, meta: Mapping[str, Any]) -> dict[int, np.ndar
         t = graph.by_uid.get(uid) if isinstance(uid, int) else None
         host = dtypes.numpy_dtype(t.data_type) if t is not None else None
         kind = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(host.name if host is not None else "")
-        if t is None or kind is None or list(t.strides) != _contiguous(t.dims):
+        if t is None or kind is None or tuple(t.strides) != layout.packed_strides(t.dims):
             return None   # the generator writes contiguous BHSD fp16 / bf16 only
         tt = torch.empty(list(t.dims), dtype=kind)
         tt.uniform_(float(low), float(high), generator=rng)
@@ -229,14 +229,6 @@ def _runtime_scale(graph: Graph, uid: Any, meta: Mapping[str, Any],
         return None   # a runtime scale whose value the meta does not give
     out[uid] = np.full(t.dims, value, dtype=dtypes.numpy_dtype(t.data_type))
     return out
-
-
-def _contiguous(dims: Any) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(list(dims)):
-        strides.append(step)
-        step *= d
-    return strides[::-1]
 
 
 #: meta ``generator`` -> how it made the inputs, where its source defines that exactly

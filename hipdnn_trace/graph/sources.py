@@ -91,6 +91,12 @@ class Refusal:
     def __call__(self) -> bytes:
         raise GraphError(self.name, "", self.problem)
 
+    @classmethod
+    def of(cls, exc: GraphError, case: str = "") -> Refusal:
+        """The refusal an error raised while finding a source becomes: its file, field and problem."""
+        where = f"{exc.path}{case}: " if exc.path or case else ""
+        return cls(exc.source, f"{where}{exc.problem}")
+
 
 class ArchiveBudgetError(GraphError):
     """The command's archives together would unpack to more than the budget."""
@@ -120,8 +126,7 @@ def _file_source(path: Path) -> GraphSource:
     try:
         ref = bundle_ref(path)
     except GraphError as exc:
-        return GraphSource(str(path), Refusal(exc.source, f"{exc.path}: {exc.problem}" if exc.path else exc.problem),
-                           path)
+        return GraphSource(str(path), Refusal.of(exc), path)
     return GraphSource(str(path), FileReader(path), path, ref)
 
 
@@ -132,14 +137,14 @@ def sweep_sources(folder: Path) -> list[GraphSource]:
     try:
         cases = sweeps.read_sweep(folder)
     except GraphError as exc:
-        return [GraphSource(str(sweep), Refusal(exc.source, f"{exc.path}: {exc.problem}" if exc.path else exc.problem))]
+        return [GraphSource(str(sweep), Refusal.of(exc))]
     out = []
     for case in cases:
         name = f"{sweep}#{case.case_id}"
         try:
             ref = case_ref(name, case.golden_dir, case.dvc, case.metadata, folder / "support.json", case.case_id)
         except GraphError as exc:
-            out.append(GraphSource(name, Refusal(exc.source, f"{exc.path} (case {case.case_id}): {exc.problem}")))
+            out.append(GraphSource(name, Refusal.of(exc, f" (case {case.case_id})")))
             continue
         out.append(GraphSource(name, MemberBytes(case.graph), None, ref))
     return out

@@ -99,6 +99,11 @@ def expression_kind(value: Any) -> str | None:
     return None
 
 
+def _path(variable: str) -> str:
+    """A ``$`` variable as a JsonLogic path: ``$a[0].b`` -> ``a.0.b``."""
+    return re.sub(r"\[(\d+)\]", r".\1", variable[1:])
+
+
 def to_jsonlogic(expr: Any) -> Any:
     """hipDNN's ``$`` sigils -> JsonLogic ``var`` (``$a[0].b`` -> ``a.0.b``; ``$$t`` -> ``"$t"``)."""
     if isinstance(expr, list):
@@ -108,7 +113,7 @@ def to_jsonlogic(expr: Any) -> Any:
     if isinstance(expr, str) and expr.startswith("$"):
         if expr.startswith("$$"):
             return expr[1:]
-        return {"var": re.sub(r"\[(\d+)\]", r".\1", expr[1:])}
+        return {"var": _path(expr)}
     return expr
 
 
@@ -130,7 +135,7 @@ def variables_of(expr: Any) -> set[str]:
     if isinstance(expr, dict):
         return variables_of(next(iter(expr.values())))
     if isinstance(expr, str) and expr.startswith("$") and not expr.startswith("$$"):
-        return {re.sub(r"\[(\d+)\]", r".\1", expr[1:])}
+        return {_path(expr)}
     return set()
 
 
@@ -171,16 +176,7 @@ def bindings(node: Node, graph: Graph) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
-class NodeModel:
-    """One node's hipDNN numbers (None: the field is absent or did not evaluate) and why not."""
-
-    flops: float | None
-    bytes: float | None
-    notes: tuple[str, ...]
-
-
-def node_model(node: Node, graph: Graph) -> NodeModel | None:
+def node_model(node: Node, graph: Graph) -> Model | None:
     """hipDNN's FLOPs and bytes for a node carrying ``umd_flops`` / ``umd_bytes``; None when it carries neither."""
     present = [f for f in FIELDS if node.params.get(f) is not None]
     if not present:
@@ -197,12 +193,13 @@ def node_model(node: Node, graph: Graph) -> NodeModel | None:
         values[field] = evaluate(expr, env)
         if values[field] is None:
             notes.append(f"{node.name} {field}: does not evaluate to a finite number")
-    return NodeModel(values["umd_flops"], values["umd_bytes"], tuple(notes))
+    return Model(values["umd_flops"], values["umd_bytes"], tuple(notes))
 
 
 @dataclass(frozen=True)
-class GraphModel:
-    """hipDNN's model summed over the nodes that carry it, beside ours."""
+class Model:
+    """hipDNN's numbers for a node, or summed over a graph's nodes that carry them (None: absent or did
+    not evaluate), why not, and how they compare with ours."""
 
     flops: float | None
     bytes: float | None
@@ -227,7 +224,7 @@ def differs(theirs: float | None, ours: float | None) -> bool:
     return abs(theirs - ours) > FLAG_SHARE * abs(ours)
 
 
-def graph_model(graph: Graph) -> GraphModel | None:
+def graph_model(graph: Graph) -> Model | None:
     """The sum over the graph's nodes that carry hipDNN's model; None when none does. A graph where only
     some nodes carry a field gets a note: the sum then covers those nodes only."""
     models = [(n, m) for n in graph.nodes if (m := node_model(n, graph)) is not None]
@@ -241,4 +238,4 @@ def graph_model(graph: Graph) -> GraphModel | None:
         carrying = sum(1 for n in graph.nodes if n.params.get(field) is not None)
         if got and carrying < len(graph.nodes):
             notes.append(f"{field} is carried by {carrying} of {len(graph.nodes)} nodes: hipDNN's sum covers those")
-    return GraphModel(sums["flops"], sums["bytes"], tuple(notes))
+    return Model(sums["flops"], sums["bytes"], tuple(notes))
