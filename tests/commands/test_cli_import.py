@@ -72,3 +72,15 @@ def _minimal(name: str) -> list[str]:
 ])
 def test_command_named(argv: list[str], name: str | None) -> None:
     assert command_named(argv) == name
+
+
+def test_a_fork_servers_harness_imports_no_scipy() -> None:
+    """Every fork server imports the harness before it forks (bench/early.py HARNESS_MODULES); scipy, an
+    optional speed-up of the reference's erf, is imported on first use only: it was 1.5 s of each
+    server's set-up on an H200 host (docs/benchmarks.md, issue 36)."""
+    code = ("import sys\n"
+            "from hipdnn_trace.bench.early import HARNESS_MODULES\n"
+            "import importlib\n"
+            "for m in HARNESS_MODULES: importlib.import_module(m)\n"
+            "print('scipy' in sys.modules)")
+    assert _python(code).strip() == "False"

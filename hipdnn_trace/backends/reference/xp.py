@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,18 +263,26 @@ def contract_leading(xp: Namespace, a: Array, b: Array) -> Array:
     return xp.tensordot(a, b, axes=([0, 1], [0, 1]))
 
 
-try:  # scipy is optional: it is only faster, math.erf gives the same values
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # pragma: no cover - depends on the environment
-    _scipy_erf = None
-
 _math_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+@functools.cache
+def _scipy_erf() -> Callable[[np.ndarray], np.ndarray] | None:
+    """scipy's erf when scipy is installed (optional: only faster; math.erf gives the same values).
+    Imported on first use, not with this module: scipy's import took 1.5 s of every fork server's
+    set-up on an H200 host (docs/benchmarks.md, issue 36), for graphs that mostly have no GELU."""
+    try:
+        from scipy.special import erf
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return erf
 
 
 def numpy_erf(x: np.ndarray) -> np.ndarray:
     """The error function, elementwise, in float64, on numpy arrays."""
-    if _scipy_erf is not None:
-        return np.asarray(_scipy_erf(x), dtype=np.float64)
+    scipy_erf = _scipy_erf()
+    if scipy_erf is not None:
+        return np.asarray(scipy_erf(x), dtype=np.float64)
     return _erf_with_math(x)
 
 
