@@ -164,6 +164,7 @@ class IsolatedRunner:
         self._child: _Child | None = None  # the resident child, idle between graphs
         self._running: int | None = None   # pid of the child now running, for abort()
         self._warm_with: tuple[list[Config], RunSettings] | None = None   # set by a warm() that worked
+        self._handed: tuple[GraphSource, bytes] | None = None   # the next graph, sent to the resident child
         self.warm_ups = 0                  # resident children set up before their first graph
         self.successor_warm_ups: list[float] = []   # seconds, each successor set up between graphs
         self.versions: dict[str, str] = {}  # the libraries' versions as the set-up child loaded them
@@ -187,10 +188,15 @@ class IsolatedRunner:
     def __call__(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
                  markers: Markers, *, on_iteration: Callable[[int], None] | None = None,
                  on_stage: Callable[[str], None] | None = None) -> GraphRun:
+        handed, self._handed = self._handed, None
+        if handed is not None and handed[0] is source:   # already with the resident child (hand_over_next)
+            run = self._run(handed[1], source, configs, on_iteration, on_stage, handed=True)
+            run.ready_ns = run.ready_ns or _last_phase_end(run)
+            return run
+        if handed is not None:   # asked for another graph than the one handed over: that child must not run both
+            self._retire()
         registry = _registry(configs)
-        vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
-        job = _Job(source, list(configs), settings, markers.kind,
-                   next(iter(vendors)) if len(vendors) == 1 else None, registry)
+        job = _job(source, configs, settings, markers)
         try:
             payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):
@@ -213,11 +219,36 @@ class IsolatedRunner:
     def between_graphs(self) -> None:
         """After a graph, before the next is handed out: a resident child that reached its job limit
         or died is replaced and set up now, so no graph's wall carries a process start (bench/warm.py)."""
-        if self._warm_with is None or not self._needs_child(_config_key(self._warm_with[0])):
-            return
+        if self._handed is not None or self._warm_with is None or \
+                not self._needs_child(_config_key(self._warm_with[0])):
+            return   # (a child already running the next graph is not replaced under it)
         began = time.monotonic()
         if self.warm(*self._warm_with) is not None:
             self.successor_warm_ups.append(round(time.monotonic() - began, 3))
+
+    def hand_over_next(self, source: GraphSource, configs: Sequence[Config], settings: RunSettings,
+                       markers: Markers) -> bool:
+        """Give the resident child its next graph now, before this process notes and commits the one
+        it just finished, so the child starts at once instead of idling while the suite writes (2.9 s
+        of a warm graphs/perf run on one H200, docs/benchmarks.md). Only to a child that is alive, set
+        up for these configurations and not due to retire; False when nothing was sent (the next call
+        hands the graph out as usual). The call for ``source`` then only follows the child."""
+        child = self._child
+        key = _config_key(configs)
+        if not self.resident or self._handed is not None or child is None or child.jobs_w is None \
+                or child.key != key or child.spent():
+            return False
+        try:
+            payload = pickle.dumps(_job(source, configs, settings, markers), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return False   # a reader only this process has: the usual path reads it here
+        try:
+            child.jobs_w.send_bytes(payload)
+        except OSError:
+            return False   # the child is gone: the usual path starts another
+        child.jobs += 1
+        self._handed = (source, payload)
+        return True
 
     def _needs_child(self, key: str) -> bool:
         """Whether the next job with this key starts a new resident child."""
@@ -316,7 +347,8 @@ class IsolatedRunner:
             child.close()
 
     def _run(self, payload: bytes, source: GraphSource, configs: Sequence[Config],
-             on_iteration: Callable[[int], None] | None, on_stage: Callable[[str], None] | None = None) -> GraphRun:
+             on_iteration: Callable[[int], None] | None, on_stage: Callable[[str], None] | None = None,
+             handed: bool = False) -> GraphRun:
         key = _config_key(configs)
         oom_before = _oom_kills()
         t0 = now_ns()
@@ -324,7 +356,10 @@ class IsolatedRunner:
         child: _Child | None = None
         started = True
         try:
-            child, started = self._child_for(key, payload)
+            if handed and self._child is not None:   # the job is in its pipe already
+                child, started = self._child, False
+            else:
+                child, started = self._child_for(key, payload)
             self._running = child.pid
             watch = _Watch(child.pid, self.server, child.status, child.output, self.timeout_s, self.tail_bytes,
                            on_iteration, resident=self.resident, on_stage=on_stage)
@@ -384,6 +419,21 @@ def resident_set_bytes(pid: int) -> int | None:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _job(source: GraphSource, configs: Sequence[Config], settings: RunSettings, markers: Markers) -> _Job:
+    """What a child needs to run one graph."""
+    vendors = {getattr(backends.get(c.backend), "vendor", None) for c in configs}
+    return _Job(source, list(configs), settings, markers.kind, next(iter(vendors)) if len(vendors) == 1 else None,
+                _registry(configs))
+
+
+def _last_phase_end(run: GraphRun) -> int | None:
+    """When a graph's own work ended: the end of its last phase. A graph handed over early may have
+    finished while the suite was still committing the one before; from then on its record waited
+    (the breakdown's t_queue_ms, not its wall)."""
+    ends = [p.end_ns for p in run.phases] + [p.end_ns for c in run.configs for p in c.phases]
+    return max(ends, default=None)
 
 
 def _registry(configs: Sequence[Config]) -> dict[str, str]:

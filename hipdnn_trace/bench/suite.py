@@ -102,13 +102,19 @@ def run_suite(
 ) -> SuiteOutcome:
     run_one = runner or run_in_process
     outcome = SuiteOutcome()
+    hand_over = getattr(run_one, "hand_over_next", None)   # a resident child takes the next graph early
+    handed_at: int | None = None
     for index, source in enumerate(sources, 1):
         if callbacks.before_graph:
             callbacks.before_graph(index, source)
-        started = now_ns()
+        started = handed_at or now_ns()
         g = run_one(source, configs, settings, markers, on_iteration=callbacks.on_iteration,
                     on_stage=callbacks.on_stage)
         g.started_ns = started   # the breakdown's wall clock starts here (results/breakdown.py)
+        handed_at = None
+        if hand_over is not None and index < len(sources) and \
+                hand_over(sources[index], configs, settings, markers):
+            handed_at = now_ns()   # the child runs it while this graph is noted and committed
         if callbacks.after_graph:
             callbacks.after_graph(index, g)
         g.drop_arrays()

@@ -15,7 +15,8 @@ is not part of it: that time belongs to the graphs that ran meanwhile, so counti
 twice. ``t_release_ms`` is a resident child still freeing the previous graph's memory after this graph
 was handed to it. ``t_other_ms`` is what no phase covers (config expansion, result transfer from an
 isolated child, console output), so the stage columns, ``t_write_ms`` and ``t_other_ms`` of a graph add up to
-its ``wall_ms``; summed over a serial run's graphs they give the run's time.
+its ``wall_ms``; summed over a serial run's graphs they give the run's time, less the commits that ran
+while a resident child already worked on the next graph (bench/isolation.py ``hand_over_next``).
 """
 
 from __future__ import annotations

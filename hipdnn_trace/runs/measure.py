@@ -213,7 +213,7 @@ class _Suite:
         that finish before the next commit is due (``COMMIT_EVERY_S``), printed when committed."""
         with self.guard.protect():
             self._note(g)
-        g.ready_ns = now_ns()   # from here until its commit, the breakdown's t_queue_ms
+        g.ready_ns = g.ready_ns or now_ns()   # from here until its commit, the breakdown's t_queue_ms
         self._pending.append((index, g))
         since = time.monotonic() - self._last_commit
         if COMMIT_EVERY_S <= 0 or since >= max(COMMIT_EVERY_S, 2 * self._commit_s):

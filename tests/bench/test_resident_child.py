@@ -11,12 +11,21 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from reliability_helpers import FAULTY_SPEC, HERE, REPO, assert_same_results, write_graphs
 
+from hipdnn_trace import backends
 from hipdnn_trace.bench import isolation
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.graph_run import RunSettings
+from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.bench.suite import SuiteCallbacks, run_suite
+from hipdnn_trace.device.clock import now_ns
+from hipdnn_trace.graph.sources import expand
+from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rundir import load_run
 
 TIMING = ["-w", "1", "-i", "3", "--no-trace"]
@@ -187,3 +196,34 @@ def test_a_spent_child_is_replaced_between_graphs_not_inside_one(tmp_path, monke
     assert warmed_inside == [False, False], "each successor was set up between graphs, outside every graph's wall"
     for g in outcome.runs:
         assert "process start" not in {p.name for p in g.phases}, g.name
+
+
+def test_the_resident_child_starts_the_next_graph_while_the_suite_records_the_last(tmp_path, monkeypatch):
+    """The suite hands graph i+1 to the resident child before it notes and commits graph i (bench/suite.py,
+    ``hand_over_next``): the child's work on i+1 begins before the suite's after-graph work on i ends.
+    Rows stay in order, one per graph; a crash in a handed-over graph is that graph's error row only."""
+    monkeypatch.setitem(backends.REGISTRY, "faulty", FAULTY_SPEC)
+    monkeypatch.syspath_prepend(str(HERE))
+    sources = expand([str(p) for p in write_graphs(tmp_path, ["ok__a", "ok__b", "segfault__c", "ok__d"])])
+    after_ends: dict[str, int] = {}
+
+    def slow_after(index: int, g) -> None:   # a commit that takes a while
+        time.sleep(0.3)
+        after_ends[g.name] = now_ns()
+
+    runner = isolation.IsolatedRunner(60, resident=True)
+    try:
+        outcome = run_suite(sources, [Config("faulty", "faulty")], RunSettings(loop=LoopSettings(warmup=1, iters=3)),
+                            Markers(), SuiteCallbacks(after_graph=slow_after), runner=runner)
+    finally:
+        runner.close()
+    names = [g.name for g in outcome.runs]
+    assert names == ["ok__a", "ok__b", "segfault__c", "ok__d"]
+    first_phase = {g.name: min(p.start_ns for c in g.configs for p in c.phases) for g in outcome.runs
+                   if g.configs and g.configs[0].phases}
+    assert first_phase["ok__b"] < after_ends["ok__a"]   # b ran while a was being recorded
+    rows = {g.name: g.configs[0] for g in outcome.runs}
+    assert rows["segfault__c"].status == "error" and "SIGSEGV" in rows["segfault__c"].error
+    assert rows["ok__a"].status == rows["ok__b"].status == rows["ok__d"].status == "ok"
+    b = next(g for g in outcome.runs if g.name == "ok__b")
+    assert b.started_ns is not None and b.ready_ns is not None and b.started_ns <= b.ready_ns
