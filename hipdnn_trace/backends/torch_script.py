@@ -40,7 +40,7 @@ def _runner(graph: Graph, device: Any, scalars: Mapping[int, float]) -> Any:
             values[uid] = torch.full(tuple(graph.by_uid[uid].dims), value, dtype=torch.float32, device=device)
         for index in execution_order(graph):
             node = graph.nodes[index]
-            x = {p: values[u] for p, u in node.inputs.items() if isinstance(u, int)}
+            x = {p: values[u] for p, u in graph.reads(node).items()}
             for port, tensor in ops.OPS[node.type](node, graph, x, ctx).items():
                 values[node.outputs[port]] = tensor
         return tuple(values[t.uid] for t in graph.output_tensors)

@@ -1,0 +1,242 @@
+"""Ragged attention through ``ragged_offset_tensor_uid`` (hipDNN RFC 0014; issue 35 item 4): q/k/v/o
+(and the backward's dO/dQ/dK/dV) packed token by token, each sequence at its offset tensor's element.
+
+The float64 reference is checked against a definition written here from the packed buffers alone
+(slice each sequence out of the buffer the offsets describe, plain softmax attention), its backward
+against the dense reference op on each sequence alone and against finite differences, the harness's
+offset contents against hipDNN's rules, and torch against the reference through ``run_graph``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from finite_differences import numeric_grad
+from graph_dicts import ragged_sdpa
+
+from hipdnn_trace.backends.reference import executor
+from hipdnn_trace.backends.reference.ops.sdpa import Masking, sdpa_backward
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.graph_run import RunSettings, run_graph
+from hipdnn_trace.bench.inputs import make_inputs
+from hipdnn_trace.bench.loop import LoopSettings
+from hipdnn_trace.graph import attention, ops, ragged
+from hipdnn_trace.graph.load import parse_graph
+from hipdnn_trace.graph.model import Graph
+from hipdnn_trace.graph.sources import GraphSource
+from hipdnn_trace.markers import Markers
+
+SETTINGS = RunSettings(loop=LoopSettings(warmup=0, iters=1))
+
+
+def _graph(**kw: object) -> Graph:
+    return parse_graph(ragged_sdpa(**kw), "ragged.json")   # type: ignore[arg-type]
+
+
+def _packed(graph: Graph, x: dict[int, np.ndarray], port: str) -> tuple[np.ndarray, list[int], int]:
+    """The buffer a library would get for ``port``, its element offsets and its token stride."""
+    node = graph.nodes[0]
+    t = graph.by_uid[node.inputs.get(port, node.outputs.get(port))]   # type: ignore[index]
+    assert t.ragged_offset_tensor_uid is not None
+    raw = x[t.ragged_offset_tensor_uid].reshape(-1).astype(np.int64)
+    elements = [int(v) * t.ragged_offset_multiplier for v in raw]
+    bounds = [e // t.strides[2] for e in elements]
+    flat = ragged.pack(x[t.uid].astype(np.float64), t, bounds, np.full(t.storage_elements, np.nan))
+    return flat, elements, t.strides[2]
+
+
+def _sequences(flat: np.ndarray, elements: list[int], token: int, heads: int) -> list[np.ndarray]:
+    """Each sequence as [H, L, D], read straight out of the packed buffer (token-major: [L, H, D])."""
+    return [flat[a:b].reshape((b - a) // token, heads, -1).transpose(1, 0, 2) for a, b in zip(elements, elements[1:])]
+
+
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> np.ndarray:
+    """Plain softmax attention of one sequence, GQA by repeating kv heads."""
+    g = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, g, axis=0), np.repeat(v, g, axis=0)
+    s = scale * np.einsum("hqd,hkd->hqk", q, k)
+    if causal:
+        s = np.where(np.arange(k.shape[1])[None, :] <= np.arange(q.shape[1])[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("hqk,hkd->hqd", p / p.sum(axis=-1, keepdims=True), v)
+
+
+@pytest.mark.parametrize("kw", [{}, {"causal": True}, {"shared": "side", "multiplier": True},
+                                {"heads": (2, 2), "seq": (6, 6), "shared": "all", "causal": True},
+                                {"heads": (4, 1), "seq": (5, 11)}])
+def test_reference_equals_attention_on_the_packed_sequences(kw: dict[str, object]) -> None:
+    graph = _graph(**kw)
+    x = make_inputs(graph, 3)
+    node = graph.nodes[0]
+    cfg = attention.config(node, graph)
+    out = executor.evaluate(graph, x).exact
+    qs = _sequences(*_packed(graph, x, "q"), cfg.heads_q)
+    ks = _sequences(*_packed(graph, x, "k"), cfg.heads_kv)
+    vs = _sequences(*_packed(graph, x, "v"), cfg.heads_kv)
+    o_flat, o_elements, o_token = _packed(graph, {**x, node.outputs["o"]: out[node.outputs["o"]]}, "o")
+    assert len(qs) == cfg.batch and qs[0].shape[1] == cfg.seq_q   # the first sequence at S_max
+    for b, (q, k, v) in enumerate(zip(qs, ks, vs)):
+        want = _attend(q, k, v, 0.3, bool(kw.get("causal")))
+        np.testing.assert_allclose(out[node.outputs["o"]][b, :, :q.shape[1]], want, rtol=1e-12, atol=1e-12)
+    for got, want in zip(_sequences(o_flat, o_elements, o_token, cfg.heads_q),
+                         (_attend(q, k, v, 0.3, bool(kw.get("causal"))) for q, k, v in zip(qs, ks, vs))):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_paged_reference_equals_attention_on_each_sequences_pages() -> None:
+    graph = _graph(paged=True, causal=True)
+    x = make_inputs(graph, 4)
+    node = graph.nodes[0]
+    cfg = attention.config(node, graph)
+    i = node.inputs
+    qs = _sequences(*_packed(graph, x, "q"), cfg.heads_q)
+    lkv = x[i["seq_len_kv"]].reshape(-1).astype(int)
+    tk, tv = (x[i[p]].reshape(cfg.batch, -1).astype(int) for p in ("page_table_k", "page_table_v"))
+    o = executor.evaluate(graph, x).exact[node.outputs["o"]]
+    for b, q in enumerate(qs):
+        k = np.concatenate([x[i["k"]][p] for p in tk[b]], axis=1)[:, :lkv[b]].astype(np.float64)
+        v = np.concatenate([x[i["v"]][p] for p in tv[b]], axis=1)[:, :lkv[b]].astype(np.float64)
+        np.testing.assert_allclose(o[b, :, :q.shape[1]], _attend(q, k, v, 0.3, True), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_equals_the_dense_backward_of_each_sequence(causal: bool) -> None:
+    graph = _graph(backward=True, causal=causal)
+    x = make_inputs(graph, 6)
+    node = graph.nodes[0]
+    i, o = node.inputs, node.outputs
+    lq, lkv = attention.seq_lengths(node, graph, {u: x[u] for u in attention.length_uids(node, graph)})
+    assert len(set(lq)) > 1 or len(set(lkv)) > 1
+    out = executor.evaluate(graph, x).exact
+    for b, (nq, nk) in enumerate(zip(lq, lkv)):
+        one = {p: x[i[p]][b:b + 1, :, :(nk if p in ("k", "v") else nq)].astype(np.float64)
+               for p in ("q", "k", "v", "o", "do")}
+        want = sdpa_backward(one["q"], one["k"], one["v"], one["do"], o=one["o"], scale=0.3,
+                             masking=Masking(causal=causal, bottom_right=False, left_bound=None,
+                                             right_bound=0 if causal else None))
+        for port, n in (("dq", nq), ("dk", nk), ("dv", nk)):
+            np.testing.assert_allclose(out[o[port]][b:b + 1, :, :n], want[port], rtol=1e-12, atol=1e-12)
+
+
+def test_backward_matches_finite_differences_of_the_forward() -> None:
+    """d sum(O * dO) / dq and / dk by central differences of the ragged forward graph (double)."""
+    fwd = _graph(batch=2, heads=(2, 1), seq=(3, 4), d=4, dtype="double", causal=True, shared="side")
+    bwd = _graph(batch=2, heads=(2, 1), seq=(3, 4), d=4, dtype="double", causal=True, shared="side",
+                 backward=True)
+    xb = make_inputs(bwd, 2)
+    nb, nf = bwd.nodes[0], fwd.nodes[0]
+    by_name = {graph.by_uid[u].name: u for graph in (fwd,) for u in graph.by_uid}
+    xf = {by_name[bwd.by_uid[u].name]: xb[u] for u in xb if bwd.by_uid[u].name in by_name}
+    do = xb[nb.inputs["do"]]
+
+    def loss() -> float:
+        o = executor.evaluate(fwd, xf).exact[nf.outputs["o"]]
+        lq, _ = attention.seq_lengths(nf, fwd, {u: xf[u] for u in attention.length_uids(nf, fwd)})
+        return float(sum((o[b, :, :n] * do[b, :, :n]).sum() for b, n in enumerate(lq)))
+
+    xb[nb.inputs["o"]] = executor.evaluate(fwd, xf).exact[nf.outputs["o"]]
+    got = executor.evaluate(bwd, xb).exact
+    for port, grad in (("q", "dq"), ("k", "dk")):
+        np.testing.assert_allclose(got[nb.outputs[grad]], numeric_grad(loss, xf[nf.inputs[port]]), atol=1e-7)
+
+
+def test_offsets_follow_hipdnns_rules_and_the_multiplier() -> None:
+    graph = _graph(shared="side", multiplier=True)
+    x = make_inputs(graph, 1)
+    node = graph.nodes[0]
+    q = graph.by_uid[node.inputs["q"]]
+    raw = x[q.ragged_offset_tensor_uid].reshape(-1).astype(int).tolist()   # type: ignore[index]
+    lens = ragged.lengths(ragged.tokens(raw, q, 3))
+    assert raw[0] == 0 and lens[0] == 7 and all(1 <= n <= 7 for n in lens)   # token units (multiplier H * D)
+    assert make_inputs(graph, 1)[q.ragged_offset_tensor_uid].tolist() == x[q.ragged_offset_tensor_uid].tolist()
+    assert ragged.offsets_for(lens, q) == raw
+
+
+@pytest.mark.parametrize("values,match", [([1, 32, 64, 96], "offset\\[0\\] must be 0"),
+                                          ([0, 33, 64, 96], "not a whole number of tokens"),
+                                          ([0, 64, 32, 96], "must not decrease"),
+                                          ([0, 8 * 32, 9 * 32, 10 * 32], "pass S_max")])
+def test_bad_offsets_are_one_line_errors(values: list[int], match: str) -> None:
+    graph = _graph()
+    q = graph.by_uid[graph.nodes[0].inputs["q"]]
+    with pytest.raises(ValueError, match=match):
+        ragged.tokens(values, q, 3)
+
+
+def test_pack_and_unpack_are_inverse_on_the_sequences() -> None:
+    graph = _graph()
+    q = graph.by_uid[graph.nodes[0].inputs["q"]]
+    logical = np.random.default_rng(0).normal(size=q.dims)
+    bounds = [0, 7, 9, 13]
+    back = ragged.unpack(ragged.pack(logical, q, bounds, np.zeros(q.storage_elements)), q, bounds,
+                         np.zeros(q.dims))
+    for b, n in enumerate(ragged.lengths(bounds)):
+        np.testing.assert_array_equal(back[b, :, :n], logical[b, :, :n])
+        assert not back[b, :, n:].any()
+
+
+def test_flops_count_each_sequence_at_its_length() -> None:
+    graph = _graph(causal=True)
+    x = make_inputs(graph, 0)
+    node = graph.nodes[0]
+    lq, lkv = attention.seq_lengths(node, graph, {u: x[u] for u in attention.length_uids(node, graph)})
+    pairs = sum(sum(min(kv, r + 1) for r in range(q)) for q, kv in zip(lq, lkv))
+    assert ops.graph_flops(graph, x) == 2 * 4 * 16 * pairs
+
+
+def _edit(edit: object) -> str:
+    raw = ragged_sdpa()
+    edit(raw)   # type: ignore[operator]
+    with pytest.raises(Exception) as info:
+        parse_graph(raw, "bad.json")
+    return str(info.value)
+
+
+def _tensor(raw: dict, name: str) -> dict:
+    return next(t for t in raw["tensors"] if t["name"] == name)
+
+
+def test_load_refuses_ragged_forms_with_the_field_named() -> None:
+    assert "o must carry ragged_offset_tensor_uid like q" in _edit(lambda r: _tensor(r, "output").pop(
+        "ragged_offset_tensor_uid"))
+    assert "must be int32 or int64, not float" in _edit(lambda r: _tensor(r, "q_ragged_offset").update(
+        data_type="float"))
+    assert "expected [B + 1, 1, 1, 1] = [4, 1, 1, 1]" in _edit(lambda r: _tensor(r, "q_ragged_offset").update(
+        dims=[3, 1, 1, 1]))
+    assert "not token-major" in _edit(lambda r: _tensor(r, "q").update(strides=[224, 56, 8, 1]))
+    assert "is not a tensor of the graph" in _edit(lambda r: _tensor(r, "q").update(ragged_offset_tensor_uid=999))
+    assert "plain graph input" in _edit(lambda r: _tensor(r, "k_ragged_offset").update(virtual=True))
+
+
+def test_seq_len_with_ragged_offsets_is_refused() -> None:
+    raw = ragged_sdpa()
+    raw["tensors"].append({"uid": 77, "name": "seq_len_q", "dims": [3, 1, 1, 1], "strides": [1, 1, 1, 1],
+                           "data_type": "int32", "virtual": False})
+    raw["nodes"][0]["inputs"]["seq_len_q_tensor_uid"] = 77
+    with pytest.raises(Exception, match="takes no seq_len_q"):
+        parse_graph(raw, "lens.json")
+
+
+def test_what_no_library_models_is_refused_with_the_reason() -> None:
+    raw = ragged_sdpa(heads=(4, 4), seq=(7, 7))
+    raw["tensors"].append({"uid": 88, "name": "bias", "dims": [1, 1, 7, 7], "strides": [49, 49, 7, 1],
+                           "data_type": "float", "virtual": False})
+    raw["nodes"][0]["inputs"]["attn_mask_tensor_uid"] = 88
+    reason = executor.check(parse_graph(raw, "mask.json"))
+    assert reason and "takes no mask" in reason
+
+
+def _run(graph_dict: dict, backend: str) -> object:
+    data = json.dumps(graph_dict).encode()
+    return run_graph(GraphSource("ragged.json", lambda: data), [Config(backend, backend)], SETTINGS,
+                     Markers()).configs[0]
+
+
+@pytest.mark.parametrize("kw", [{}, {"causal": True, "shared": "side", "multiplier": True}, {"stats": True},
+                                {"backward": True}, {"backward": True, "causal": True},
+                                {"paged": True, "causal": True}])
+def test_torch_matches_the_reference(kw: dict[str, object]) -> None:
+    pytest.importorskip("torch")
+    c = _run(ragged_sdpa(**kw), "torch")   # type: ignore[arg-type]
+    assert c.status == "ok" and c.validation == "passed", c.error   # type: ignore[attr-defined]
