@@ -240,3 +240,101 @@ def test_torch_matches_the_reference(kw: dict[str, object]) -> None:
     pytest.importorskip("torch")
     c = _run(ragged_sdpa(**kw), "torch")   # type: ignore[arg-type]
     assert c.status == "ok" and c.validation == "passed", c.error   # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- cuDNN: the plan and the session's buffers
+
+def test_cudnn_plan_binds_each_ragged_tensor_to_its_offsets_and_derives_lengths() -> None:
+    from hipdnn_trace.backends import cudnn_graph as cg
+
+    graph = _graph(backward=True, shared="side", multiplier=True)
+    plan = cg.plan(graph)
+    by_name = {d.name: d for d in (*plan.inputs, *plan.outputs)}
+    offsets = {d.key: d for d in plan.inputs if d.ragged_elements is not None}
+    for name in ("q", "k", "v", "o", "do", "grad_query", "grad_key", "grad_value"):
+        assert by_name[name].ragged_offset in offsets, name
+    assert by_name["stats"].ragged_offset is None   # dense stats, as the graph declares it
+    q_off = offsets[by_name["q"].ragged_offset]
+    assert q_off.dims == (4, 1, 1, 1) and q_off.dtype == "INT32" and q_off.ragged_elements == (32, 32, 7)
+    assert by_name["seq_len_q"].lengths_of == (32, 32, 7) and by_name["seq_len_kv"].lengths_of == (16, 16, 9)
+    assert plan.ops[0].attrs["use_padding_mask"] is True
+    assert plan.ops[0].tensors["seq_len_q"] == by_name["seq_len_q"].key
+
+
+def test_cudnn_paged_plan_takes_seq_len_kv_and_ragged_q_and_o_only() -> None:
+    from hipdnn_trace.backends import cudnn_graph as cg
+
+    plan = cg.plan(_graph(paged=True))
+    by_name = {d.name: d for d in (*plan.inputs, *plan.outputs)}
+    assert by_name["q"].ragged_offset and by_name["output"].ragged_offset
+    assert by_name["k"].ragged_offset is None and by_name["seq_len_kv"].lengths_of is None
+    assert plan.ops[0].tensors["paged_attention_k_table"] == by_name["page_table_k"].key
+
+
+def test_cudnn_repro_script_fills_offsets_at_full_length() -> None:
+    from hipdnn_trace.backends import cudnn_graph as cg
+    from hipdnn_trace.backends.cudnn_graph.script import cudnn_script
+
+    text = cudnn_script(cg.plan(_graph()), title="t", deselect=(), engine=None, scalars={})
+    assert "torch.tensor([0, 224, 448, 672], dtype=torch.int32)" in text       # q: 7 tokens of 32 each
+    assert "torch.full([3, 1, 1, 1], 9, dtype=torch.int32)" in text            # seq_len_kv: S_max
+    assert text.count(".set_ragged_offset(") == 4
+
+
+class _Buffer:
+    """A device buffer stand-in: what the session uploads, and what a kernel would have written."""
+
+    def __init__(self) -> None:
+        self.data: np.ndarray | None = None
+
+    def upload(self, array: np.ndarray) -> None:
+        self.data = np.array(array, copy=True)
+
+    def fill(self, byte: int, stream: object) -> None:
+        self.data = None
+
+    def download(self, dtype: np.dtype, count: int) -> np.ndarray:
+        assert self.data is not None
+        return self.data.astype(dtype)[:count]
+
+
+def _mocked_session(graph: Graph) -> object:
+    """A CudnnSession without a GPU (mocked buffers and stream): only bind's and fetch's data movement."""
+    from types import SimpleNamespace
+
+    from hipdnn_trace.backends import cudnn_graph as cg
+    from hipdnn_trace.backends.cudnn import CudnnSession
+
+    s = CudnnSession.__new__(CudnnSession)
+    s.graph, s.plan, s._elements, s._cuda_graph = graph, cg.plan(graph), {}, None
+    s.options = SimpleNamespace(cuda_graph=False)
+    s.stream = SimpleNamespace(handle=0, synchronize=lambda: None)
+    s._buffers = {d.key: _Buffer() for d in s.plan.buffers}
+    return s
+
+
+def test_cudnn_session_packs_inputs_and_unpacks_outputs_mocked_gpu() -> None:
+    pytest.importorskip("torch")
+    graph = _graph(shared="side", multiplier=True)
+    x = make_inputs(graph, 8)
+    node = graph.nodes[0]
+    s = _mocked_session(graph)
+    s.bind(x)   # type: ignore[attr-defined]
+    by_uid = {d.hipdnn_uid: d for d in s.plan.inputs if d.ragged_elements is None and d.lengths_of is None}  # type: ignore[attr-defined]
+    q = graph.by_uid[node.inputs["q"]]
+    tokens = x[q.ragged_offset_tensor_uid].reshape(-1).astype(int).tolist()   # type: ignore[index]
+    flat = s._buffers[by_uid[q.uid].key].data   # type: ignore[attr-defined]
+    for b, n in enumerate(ragged.lengths(tokens)):   # token units: sequence b from token tokens[b], [L, H, D]
+        want = x[q.uid][b, :, :n].transpose(1, 0, 2).reshape(-1)
+        np.testing.assert_array_equal(flat[tokens[b] * 32:tokens[b + 1] * 32], want)
+    q_off = next(d for d in s.plan.inputs if d.key == by_uid[q.uid].ragged_offset)   # type: ignore[attr-defined]
+    assert s._buffers[q_off.key].data.tolist() == [t * 32 for t in tokens]   # type: ignore[attr-defined]
+    lens = next(d for d in s.plan.inputs if d.name == "seq_len_q")   # type: ignore[attr-defined]
+    assert s._buffers[lens.key].data.tolist() == ragged.lengths(tokens)   # type: ignore[attr-defined]
+    o = graph.by_uid[node.outputs["o"]]
+    ref = executor.evaluate(graph, x).stored[o.uid]
+    out_key = next(d.key for d in s.plan.outputs if d.hipdnn_uid == o.uid)   # type: ignore[attr-defined]
+    s._buffers[out_key].data = ragged.pack(ref, o, tokens, np.full(o.storage_elements, np.nan, ref.dtype))  # type: ignore[attr-defined]
+    got = s.fetch([o.uid])[o.uid]   # type: ignore[attr-defined]
+    for b, n in enumerate(ragged.lengths(tokens)):
+        np.testing.assert_array_equal(got[b, :, :n], ref[b, :, :n])
