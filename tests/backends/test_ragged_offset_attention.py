@@ -338,3 +338,15 @@ def test_cudnn_session_packs_inputs_and_unpacks_outputs_mocked_gpu() -> None:
     got = s.fetch([o.uid])[o.uid]   # type: ignore[attr-defined]
     for b, n in enumerate(ragged.lengths(tokens)):
         np.testing.assert_array_equal(got[b, :, :n], ref[b, :, :n])
+
+
+def test_offset_tensors_are_graph_inputs_read_by_the_node() -> None:
+    from hipdnn_trace.commands.inspect import tensor_role
+
+    graph = _graph(shared="side")
+    node = graph.nodes[0]
+    q = graph.by_uid[node.inputs["q"]]
+    assert graph.reads(node)["q.ragged_offset"] == q.ragged_offset_tensor_uid
+    offsets = graph.by_uid[q.ragged_offset_tensor_uid]   # type: ignore[index]
+    assert offsets in graph.input_tensors and tensor_role(graph, offsets) == "in"
+    assert any("ragged (RFC 0014)" in n for n in attention.notes(node, graph))

@@ -9,6 +9,8 @@ What maps to what (the rules themselves live in ``graph/attention.py``):
 * paged K/V: gathered through the page tables into dense ``[B, Hkv, S, D]`` first (torch
   has no paged SDPA: the gather is part of the timed work, as for a torch user);
 * rows a sequence does not have (past ``seq_len_q``) and rows with no kept key are 0;
+* ragged tensors (``ragged_offset_tensor_uid``, hipDNN RFC 0014): each sequence computed alone at the
+  lengths its offset tensors give (a varlen loop), forward and backward;
 * sinks, or the softmax statistics as outputs (stats / max / sum_exp): torch's SDPA
   returns neither, so those graphs run as an explicit float32 composite
   (scores, masked softmax with the sink in the denominator, P V);
