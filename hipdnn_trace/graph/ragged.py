@@ -247,3 +247,14 @@ def side_lengths(node: Node, graph: Graph, values: Mapping[int, Any], ports: Seq
                              f"sequence lengths ({lens} vs {found[1]})")
         found = found or (port, lens)
     return None if found is None else found[1]
+
+
+def tensor_bounds(graph: Graph, values: Mapping[int, Any]) -> dict[int, list[int]]:
+    """uid -> token boundaries of every ragged tensor of ``graph`` whose offset tensor ``values`` holds:
+    what a session needs to pack its inputs and unpack its outputs."""
+    out = {}
+    for t in graph.tensors:
+        uid = t.ragged_offset_tensor_uid
+        if uid is not None and uid in values and len(t.dims) == 4:
+            out[t.uid] = tokens(values[uid], t, t.dims[0])
+    return out

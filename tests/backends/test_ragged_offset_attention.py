@@ -350,3 +350,22 @@ def test_offset_tensors_are_graph_inputs_read_by_the_node() -> None:
     offsets = graph.by_uid[q.ragged_offset_tensor_uid]   # type: ignore[index]
     assert offsets in graph.input_tensors and tensor_role(graph, offsets) == "in"
     assert any("ragged (RFC 0014)" in n for n in attention.notes(node, graph))
+
+
+@pytest.mark.parametrize("kw", [{"causal": True}, {"backward": True, "shared": "side", "multiplier": True}])
+def test_hipdnn_session_packs_as_the_offsets_say_with_stand_in_hipdnn_frontend(
+        stand_in_frontend: object, tmp_path: object, kw: dict[str, object]) -> None:
+    """The stand-in reads ragged tensors where their offsets say, as hipDNN does: a session that bound
+    them at the batch stride would hand it other numbers and fail validation."""
+    from pathlib import Path
+
+    from hipdnn_trace.cli import main
+    from hipdnn_trace.results.rundir import load_run
+
+    stand_in_frontend("newest")   # type: ignore[operator]
+    folder = Path(str(tmp_path))
+    (folder / "ragged.json").write_text(json.dumps(ragged_sdpa(**kw)))   # type: ignore[arg-type]
+    code = main(["run", str(folder / "ragged.json"), "--backend", "hipdnn", "--engine", "MIOPEN_ENGINE", "-w", "1",
+                 "-i", "2", "--out", str(folder / "runs"), "--run-id", "r", "--quiet", "--no-trace"])
+    run = load_run(folder / "runs" / "r")
+    assert code == 0 and set(run.summary["validation"]) == {"passed"}, run.summary.to_dicts()
