@@ -289,3 +289,20 @@ def test_hipdnn_session_packs_as_the_offsets_say_with_stand_in_hipdnn_frontend(
                  "-i", "2", "--out", str(folder / "runs"), "--run-id", "r", "--quiet", "--no-trace"])
     run = load_run(folder / "runs" / "r")
     assert code == 0 and set(run.summary["validation"]) == {"passed"}, run.summary.to_dicts()
+
+
+def test_paged_without_seq_len_kv_gives_every_sequence_max_seq_len_kv_keys() -> None:
+    from hipdnn_trace.backends import cudnn_graph as cg
+
+    raw = ragged_sdpa(paged=True)
+    raw["nodes"][0]["inputs"]["seq_len_kv_tensor_uid"] = None
+    raw["tensors"] = [t for t in raw["tensors"] if t["name"] != "seq_len_kv"]
+    graph = parse_graph(raw, "paged.json")
+    node = graph.nodes[0]
+    x = make_inputs(graph, 1)
+    lq, lkv = attention.seq_lengths(node, graph, {u: x[u] for u in attention.length_uids(node, graph)})
+    assert lkv == [9, 9, 9] and lq[0] == 7
+    fill = next(d for d in cg.plan(graph).inputs if d.name == "seq_len_kv")
+    assert fill.fill == 9 and fill.dtype == "INT32" and fill.dims == (3, 1, 1, 1)
+    c = _run(raw, "reference")
+    assert c.status == "ok", c.error   # type: ignore[attr-defined]
