@@ -306,3 +306,29 @@ def test_paged_without_seq_len_kv_gives_every_sequence_max_seq_len_kv_keys() -> 
     assert fill.fill == 9 and fill.dtype == "INT32" and fill.dims == (3, 1, 1, 1)
     c = _run(raw, "reference")
     assert c.status == "ok", c.error   # type: ignore[attr-defined]
+
+
+def test_torch_follows_the_empty_row_contract_for_a_sequence_without_keys() -> None:
+    """Offsets the harness would not draw (a sequence with no keys, one with no queries), bound by hand:
+    torch gives what the reference gives on every defined row (O 0 and stats -inf without keys)."""
+    pytest.importorskip("torch")
+    from hipdnn_trace import backends
+    from hipdnn_trace.backends.base import RunOptions
+
+    graph = _graph(stats=True)
+    node = graph.nodes[0]
+    x = make_inputs(graph, 2)
+    q, k = (graph.by_uid[node.inputs[p]] for p in ("q", "k"))
+    o = graph.by_uid[node.outputs["o"]]
+    for t, lens in ((q, [7, 0, 3]), (o, [7, 0, 3]), (k, [2, 5, 0]), (graph.by_uid[node.inputs["v"]], [2, 5, 0])):
+        x[t.ragged_offset_tensor_uid] = np.asarray(ragged.offsets_for(lens, t), dtype=np.int32).reshape(4, 1, 1, 1)  # type: ignore[index]
+    ref = executor.evaluate(graph, x).stored
+    session = backends.get("torch").prepare(graph, None, RunOptions())
+    session.bind(x)
+    session.execute()
+    got = session.fetch([t.uid for t in graph.output_tensors])
+    stats = node.outputs["stats"]
+    for b, n in ((0, 7), (2, 3)):
+        np.testing.assert_allclose(got[o.uid][b, :, :n], ref[o.uid][b, :, :n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[stats][b, :, :n], ref[stats][b, :, :n], rtol=1e-5, atol=1e-6)
+    assert np.isneginf(got[stats][2, :, :3]).all() and not got[o.uid][2, :, :3].any()

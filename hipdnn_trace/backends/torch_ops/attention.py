@@ -231,6 +231,11 @@ def _per_sequence(cfg: attention.AttentionConfig, lq: list[int], lkv: list[int],
             if key not in out:
                 out[key] = torch.zeros((cfg.batch, a.shape[1], rows, a.shape[3]), dtype=a.dtype, device=a.device)
             out[key][b:b + 1, :, :a.shape[2]] = a
+    if not out:
+        raise UnsupportedError("no ragged sequence has both queries and keys: nothing to compute")
+    for key in ("stats", "max"):   # a sequence with queries but no keys: the empty-row contract
+        for b in (b for b, (nq, nk) in enumerate(zip(lq, lkv)) if nq and not nk and key in out):
+            out[key][b, :, :lq[b]] = float("-inf")
     return out
 
 
