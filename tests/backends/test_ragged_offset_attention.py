@@ -332,3 +332,17 @@ def test_torch_follows_the_empty_row_contract_for_a_sequence_without_keys() -> N
         np.testing.assert_allclose(got[o.uid][b, :, :n], ref[o.uid][b, :, :n], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got[stats][b, :, :n], ref[stats][b, :, :n], rtol=1e-5, atol=1e-6)
     assert np.isneginf(got[stats][2, :, :3]).all() and not got[o.uid][2, :, :3].any()
+
+
+def test_rows_past_each_sequence_are_left_out_of_validation() -> None:
+    from hipdnn_trace.bench.attention_inputs import undefined_elements
+
+    graph = _graph(backward=True)
+    x = make_inputs(graph, 5)
+    node = graph.nodes[0]
+    lq, lkv = attention.seq_lengths(node, graph, {u: x[u] for u in attention.length_uids(node, graph)})
+    masks = undefined_elements(graph, x)
+    for port, lens in (("dq", lq), ("dk", lkv), ("dv", lkv)):
+        mask = masks[node.outputs[port]]
+        for b, n in enumerate(lens):
+            assert not mask[b, :, :n].any() and mask[b, :, n:].all()
