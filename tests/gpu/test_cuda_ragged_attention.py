@@ -69,7 +69,7 @@ RAGGED = {
     "ragged_bwd_causal": dict(batch=4, heads=(8, 8), seq=(192, 192), d=64, dtype="bfloat16", causal=True,
                               backward=True, shared="side"),
     "ragged_fwd_paged": dict(batch=4, heads=(8, 2), seq=(128, 256), d=128, dtype="bfloat16", causal=True,
-                             paged=True),
+                             paged=True, page=64),
 }
 
 

@@ -115,14 +115,14 @@ def _token_major(dims: list[int]) -> list[int]:
 
 def ragged_sdpa(*, batch: int = 3, heads: tuple[int, int] = (4, 2), seq: tuple[int, int] = (7, 9), d: int = 8,
                 backward: bool = False, paged: bool = False, dtype: str = "float", causal: bool = False,
-                shared: str = "none", multiplier: bool = False, stats: bool = False,
+                shared: str = "none", multiplier: bool = False, stats: bool = False, page: int = 4,
                 name: str = "ragged_sdpa") -> dict[str, Any]:
     """An SDPA (or SdpaBackward) graph in hipDNN's ragged form (RFC 0014): q/k/v/o (and dO/dQ/dK/dV)
     declared [B, H, S_max, D] token-major, each naming an int32 [B + 1, 1, 1, 1] offset tensor.
     ``shared``: "none" (one offset tensor per tensor), "side" (one for the query side, one for the keys)
     or "all" (one for both: self-attention, equal lengths); ``multiplier``: offsets in tokens
     (``ragged_offset_multiplier`` = H * D) instead of elements; ``paged``: K/V as page containers
-    (only the query side ragged, seq_len_kv given)."""
+    (only the query side ragged, seq_len_kv given) in pages of ``page`` tokens."""
     from hipdnn_trace.graph.build import GraphBuilder
 
     (hq, hkv), (sq, skv) = heads, seq
@@ -131,7 +131,6 @@ def ragged_sdpa(*, batch: int = 3, heads: tuple[int, int] = (4, 2), seq: tuple[i
     q = b.tensor("q", qd, strides=_token_major(qd))
     extra: dict[str, Any] = {}
     if paged:
-        page = 4
         pages_per_seq = -(-skv // page)
         container = [batch * pages_per_seq + 1, hkv, page, d]
         k, v = b.tensor("k", container), b.tensor("v", container)
