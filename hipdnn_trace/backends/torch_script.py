@@ -61,6 +61,10 @@ def traced_module_source(graph: Graph, device: str, scalars: Mapping[int, float]
     reason = ops.check(graph)
     if reason:
         raise UnsupportedError(reason)
+    ragged = [t.name for t in graph.tensors if t.ragged_offset_tensor_uid is not None]
+    if ragged:   # the per-sequence loop's lengths are the offset tensors' values: nothing to trace on fakes
+        raise UnsupportedError(f"ragged tensors ({', '.join(ragged)}: ragged_offset_tensor_uid) have lengths "
+                               "that are data, which a traced torch program cannot take")
     dev = torch.device(device)
     with FakeTensorMode():
         fakes = [torch.empty_strided(tuple(t.dims), tuple(t.strides), dtype=ops.TORCH_DTYPES[t.data_type],

@@ -346,3 +346,12 @@ def test_rows_past_each_sequence_are_left_out_of_validation() -> None:
         mask = masks[node.outputs[port]]
         for b, n in enumerate(lens):
             assert not mask[b, :, :n].any() and mask[b, :, n:].all()
+
+
+def test_torch_repro_script_refuses_ragged_graphs_with_the_reason() -> None:
+    pytest.importorskip("torch")
+    from hipdnn_trace.backends.torch_script import torch_script
+    from hipdnn_trace.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="lengths that are data"):
+        torch_script(_graph(), device="cpu", scalars={}, title="t")
