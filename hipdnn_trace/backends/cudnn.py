@@ -20,7 +20,7 @@ from hipdnn_trace.backends.base import SUPPORTED, Engine, RunOptions, Support
 from hipdnn_trace.backends.cudnn_graph import EnumValue, OutputDecl, Plan, TensorDecl
 from hipdnn_trace.device import cuda
 from hipdnn_trace.errors import ToolMissingError, UnsupportedError
-from hipdnn_trace.graph import attention, layout
+from hipdnn_trace.graph import attention, layout, ragged
 from hipdnn_trace.graph.dtypes import numpy_dtype
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.validate.poison import POISON_BYTE
@@ -101,6 +101,29 @@ def ragged_offsets(decl: TensorDecl, lengths: Any) -> np.ndarray:
     per_row, seq_q, token = decl.offsets_of
     lq = [int(x) for x in np.asarray(lengths).reshape(-1)[: decl.dims[0] - 1]]
     return np.asarray(attention.ragged_element_offsets(lq, per_row, seq_q, token), dtype=np.int32)
+
+
+def _host_ints(value: Any) -> list[int]:
+    if device_tensors.is_device_tensor(value):
+        value = value.detach().cpu().numpy()
+    return [int(x) for x in np.asarray(value).reshape(-1)]
+
+
+def ragged_element_offsets(decl: TensorDecl, value: Any) -> np.ndarray:
+    """An RFC 0014 offset tensor as the int32 element offsets cuDNN reads: values x multiplier."""
+    assert decl.ragged_elements is not None
+    elements = [v * decl.ragged_elements[0] for v in _host_ints(value)[: decl.dims[0]]]
+    if max(elements, default=0) >= 2**31:
+        raise UnsupportedError(f"{decl.name}: element offsets past 2^31 do not fit cuDNN's int32 ragged offsets")
+    return np.asarray(elements, dtype=np.int32)
+
+
+def ragged_lengths(decl: TensorDecl, value: Any) -> np.ndarray:
+    """Per-sequence lengths (int32) from an RFC 0014 offset tensor, for cuDNN's padding mask."""
+    assert decl.lengths_of is not None
+    mult, token, _ = decl.lengths_of
+    bounds = [v * mult // token for v in _host_ints(value)[: decl.dims[0] + 1]]
+    return np.asarray(ragged.lengths(bounds), dtype=np.int32)
 
 
 class BuiltGraph:
@@ -247,6 +270,7 @@ class CudnnSession:
         self.options = options
         self._buffers: dict[str, cuda.DeviceBuffer] = {}
         self._host_scalars: dict[str, np.ndarray] = {}
+        self._elements: dict[str, list[int]] = {}   # RFC 0014 offset key -> element offsets, set at bind
         self._cuda_graph: cuda.CudaGraph | None = None
         self._flush: cuda.L2Flush | None = None
         self.workspace: cuda.DeviceBuffer | None = None
@@ -287,8 +311,8 @@ class CudnnSession:
     # ----------------------------------------------------------------- buffers
 
     def _nbytes(self, decl: TensorDecl | OutputDecl) -> int:
-        if isinstance(decl, TensorDecl) and decl.offsets_of is not None:
-            return decl.dims[0] * 4   # int32 ragged offsets, computed at bind
+        if isinstance(decl, TensorDecl) and (decl.offsets_of or decl.ragged_elements or decl.lengths_of):
+            return decl.dims[0] * 4   # int32 ragged offsets or lengths, computed at bind
         if decl.hipdnn_uid is not None and decl.hipdnn_uid in self.graph.by_uid:
             t = self.graph.by_uid[decl.hipdnn_uid]
             cast = getattr(decl, "cast", None)
@@ -312,9 +336,38 @@ class CudnnSession:
         self.variant_pack.update({d.uid: int(self._host_scalars[d.key].ctypes.data)
                                   for d in self.plan.inputs if d.is_scalar})
 
-    def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
+    def _bind_offsets(self, tensors: Mapping[int, np.ndarray]) -> None:
+        """RFC 0014 offset tensors (element offsets, kept for packing) and the lengths derived from them."""
+        self._elements.clear()
         for decl in self.plan.inputs:
-            if decl.hipdnn_uid is None or decl.fill is not None:
+            if decl.ragged_elements is not None:
+                offsets = ragged_element_offsets(decl, tensors[decl.hipdnn_uid])   # type: ignore[index]
+                self._elements[decl.key] = offsets.tolist()
+                self._buffers[decl.key].upload(offsets)
+            elif decl.lengths_of is not None:
+                self._buffers[decl.key].upload(ragged_lengths(decl, tensors[decl.hipdnn_uid]))   # type: ignore[index]
+
+    def _bounds(self, decl: TensorDecl | OutputDecl, t: Any) -> list[int] | None:
+        """Token boundaries of a ragged (RFC 0014) tensor from its bound offsets; None when it is not one."""
+        elements = self._elements.get(decl.ragged_offset or "")
+        return None if elements is None else [e // ragged.token_stride(t) for e in elements]
+
+    def _upload_ragged(self, decl: TensorDecl, t: Any, value: Any, bounds: list[int]) -> None:
+        """A ragged tensor's logical array packed as its offsets say (graph/ragged.py) and uploaded."""
+        if device_tensors.is_device_tensor(value):
+            import torch
+
+            flat = torch.zeros(t.storage_elements, dtype=value.dtype, device=value.device)
+            ragged.pack(value, t, bounds, flat)
+            self._buffers[decl.key].copy_from_device(flat.data_ptr(), flat.numel() * flat.element_size())
+            return
+        array = np.asarray(value).astype(numpy_dtype(t.data_type), copy=False)
+        self._buffers[decl.key].upload(ragged.pack(array, t, bounds, np.zeros(t.storage_elements, array.dtype)))
+
+    def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
+        self._bind_offsets(tensors)
+        for decl in self.plan.inputs:
+            if decl.hipdnn_uid is None or decl.fill is not None or decl.ragged_elements or decl.lengths_of:
                 continue
             t = self.graph.by_uid[decl.hipdnn_uid]
             if decl.by_value_from_input:
@@ -327,6 +380,10 @@ class CudnnSession:
                 self._buffers[decl.key].upload(ragged_offsets(decl, value))
                 continue
             kind = decl.cast or t.data_type     # the type cuDNN reads (a sink token: float)
+            bounds = self._bounds(decl, t)
+            if bounds is not None:
+                self._upload_ragged(decl, t, value, bounds)
+                continue
             if device_tensors.is_device_tensor(value):   # made on the GPU: laid out and copied there
                 if decl.cast is not None:
                     from hipdnn_trace.backends.torch_ops import TORCH_DTYPES
@@ -370,6 +427,10 @@ class CudnnSession:
             t = self.graph.by_uid[uid]
             dtype = numpy_dtype(t.data_type)
             flat = self._buffers[by_uid[uid].key].download(dtype, t.storage_elements)
+            bounds = self._bounds(by_uid[uid], t)
+            if bounds is not None:   # packed (RFC 0014): each sequence's rows, the rest 0 (not compared)
+                out[uid] = ragged.unpack(flat, t, bounds, np.zeros(t.dims, dtype))
+                continue
             out[uid] = np.array(layout.view(flat, t.dims, t.strides))
         return out
 
@@ -388,7 +449,9 @@ class CudnnSession:
             flat = torch.empty(t.storage_elements, dtype=TORCH_DTYPES[t.data_type],
                                device=f"cuda:{torch.cuda.current_device()}")
             self._buffers[by_uid[uid].key].copy_to_device(flat.data_ptr(), flat.numel() * flat.element_size())
-            out[uid] = device_tensors.logical_view(flat, t.dims, t.strides)
+            bounds = self._bounds(by_uid[uid], t)
+            out[uid] = device_tensors.logical_view(flat, t.dims, t.strides) if bounds is None else \
+                ragged.unpack(flat, t, bounds, torch.zeros(tuple(t.dims), dtype=flat.dtype, device=flat.device))
         return out
 
     def info(self) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from hipdnn_trace.backends.hipdnn_api import (
 )
 from hipdnn_trace.device.hip import HipEventTimer, TimedExecuteTimer, make_hip_timer
 from hipdnn_trace.errors import ExecutionError, ToolMissingError, UnsupportedError, UserError
-from hipdnn_trace.graph import attention, dtypes, layout
+from hipdnn_trace.graph import attention, dtypes, layout, ragged
 from hipdnn_trace.graph.families import FAMILIES, Absent
 from hipdnn_trace.graph.model import Graph, Node, Tensor
 from hipdnn_trace.graph.ops import family_types
@@ -245,6 +245,7 @@ class HipdnnSession:
         self.fe_graph: Any = None
         self.buffers: dict[int, Any] = {}
         self.variant_pack: dict[int, int] = {}
+        self._bounds: dict[int, list[int]] = {}   # ragged (RFC 0014) tensor uid -> token boundaries, set at bind
         self.workspace: Any = None
         self.workspace_ptr = 0
         self.workspace_bytes = 0
@@ -386,7 +387,9 @@ class HipdnnSession:
     # --- Session protocol -------------------------------------------------------
 
     def bind(self, tensors: Mapping[int, np.ndarray]) -> None:
-        """Inputs to the device in their strided layout; every other buffer poisoned (0xFF)."""
+        """Inputs to the device in their strided layout (a ragged tensor, RFC 0014, packed as its offsets
+        say: graph/ragged.py); every other buffer poisoned (0xFF)."""
+        self._bounds = ragged.tensor_bounds(self.graph, tensors)
         for t in self.graph.tensors:
             buf = self.buffers.get(t.uid)
             if buf is None:
@@ -396,7 +399,9 @@ class HipdnnSession:
                 array = np.asarray(tensors[t.uid], dtype=_tensor_dtype(t))
                 if array.shape != t.dims:
                     raise ExecutionError(f"tensor {t.name} (uid {t.uid}): got shape {array.shape}, graph says {t.dims}")
-                data = layout.pack(array, t.strides).tobytes()
+                bounds = self._bounds.get(t.uid)
+                data = (layout.pack(array, t.strides) if bounds is None else
+                        ragged.pack(array, t, bounds, np.zeros(t.storage_elements, array.dtype))).tobytes()
                 buf.copy_from_host(data + bytes(nbytes - len(data)))
             else:
                 buf.copy_from_host(bytes([POISON_BYTE]) * nbytes)
@@ -438,7 +443,9 @@ class HipdnnSession:
             t = self.graph.by_uid[uid]
             raw = self.buffers[uid].copy_to_host()
             flat = np.frombuffer(raw, dtype=_tensor_dtype(t), count=t.storage_elements)
-            out[uid] = np.array(layout.view(flat, t.dims, t.strides))
+            bounds = self._bounds.get(uid)
+            out[uid] = np.array(layout.view(flat, t.dims, t.strides)) if bounds is None else \
+                ragged.unpack(flat, t, bounds, np.zeros(t.dims, flat.dtype))
         return out
 
     def info(self) -> dict[str, Any]:

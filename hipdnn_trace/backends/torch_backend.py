@@ -152,7 +152,7 @@ class TorchSession:
         self.steps = []
         for index in execution_order(graph):
             node = graph.nodes[index]
-            ins = [(p, u) for p, u in node.inputs.items() if isinstance(u, int)]
+            ins = list(graph.reads(node).items())   # ragged offsets too (Graph.reads)
             self.steps.append((node, ops.OPS[node.type], ins, dict(node.outputs)))
         self.ctx = ops.Ctx(graph, device, {t.uid: float(t.value) for t in graph.value_tensors
                                            if isinstance(t.value, (int, float))})

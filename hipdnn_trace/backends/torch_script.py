@@ -40,7 +40,7 @@ def _runner(graph: Graph, device: Any, scalars: Mapping[int, float]) -> Any:
             values[uid] = torch.full(tuple(graph.by_uid[uid].dims), value, dtype=torch.float32, device=device)
         for index in execution_order(graph):
             node = graph.nodes[index]
-            x = {p: values[u] for p, u in node.inputs.items() if isinstance(u, int)}
+            x = {p: values[u] for p, u in graph.reads(node).items()}
             for port, tensor in ops.OPS[node.type](node, graph, x, ctx).items():
                 values[node.outputs[port]] = tensor
         return tuple(values[t.uid] for t in graph.output_tensors)
@@ -61,6 +61,10 @@ def traced_module_source(graph: Graph, device: str, scalars: Mapping[int, float]
     reason = ops.check(graph)
     if reason:
         raise UnsupportedError(reason)
+    ragged = [t.name for t in graph.tensors if t.ragged_offset_tensor_uid is not None]
+    if ragged:   # the per-sequence loop's lengths are the offset tensors' values: nothing to trace on fakes
+        raise UnsupportedError(f"ragged tensors ({', '.join(ragged)}: ragged_offset_tensor_uid) have lengths "
+                               "that are data, which a traced torch program cannot take")
     dev = torch.device(device)
     with FakeTensorMode():
         fakes = [torch.empty_strided(tuple(t.dims), tuple(t.strides), dtype=ops.TORCH_DTYPES[t.data_type],

@@ -27,8 +27,9 @@ import numpy as np
 
 from hipdnn_trace.bench import device_arrays
 from hipdnn_trace.bench.device_arrays import host_array
-from hipdnn_trace.graph import attention
+from hipdnn_trace.graph import attention, ragged
 from hipdnn_trace.graph.model import Graph, Node, Tensor
+from hipdnn_trace.graph.opspec import port_tensor
 
 RngFor = Callable[[int], np.random.Generator]
 #: Share of pairs a generated boolean attention mask keeps.
@@ -42,6 +43,9 @@ def attention_nodes(graph: Graph) -> list[Node]:
 def metadata_value(graph: Graph, tensor: Tensor, rng_for: RngFor) -> np.ndarray | None:
     """The value of ``tensor`` when an attention node gives it a meaning, else None."""
     for node in attention_nodes(graph):
+        offsets = _ragged_offsets(node, graph, tensor, rng_for)
+        if offsets is not None:
+            return offsets
         port = next((p for p, u in node.inputs.items() if u == tensor.uid), None)
         if port is None:
             continue
@@ -58,6 +62,35 @@ def metadata_value(graph: Graph, tensor: Tensor, rng_for: RngFor) -> np.ndarray 
             keep = rng.random(tensor.dims) < BOOLEAN_MASK_KEEP
             keep[..., 0] = True
             return keep.astype(np.float64)
+    return None
+
+
+def ragged_lengths(node: Node, graph: Graph, rng_for: RngFor) -> tuple[list[int], list[int]]:
+    """Seeded (query, key) lengths of a node with ragged (RFC 0014) tensors, each in [1, S_max] with the
+    first at S_max: the query side's from q's offset tensor's stream, the key side's from k's (one set
+    for both when they share an offset tensor). A paged node's key lengths are not ragged (seq_len_kv)."""
+    cfg = attention.config(node, graph)
+    q, k = port_tensor(node, graph, "q"), port_tensor(node, graph, "k")
+    assert q is not None and k is not None and q.ragged_offset_tensor_uid is not None
+    if ragged.linked(node, graph):
+        both = _lengths(rng_for(q.ragged_offset_tensor_uid), cfg.batch, min(cfg.seq_q, cfg.seq_kv)).tolist()
+        return both, both
+    lq = _lengths(rng_for(q.ragged_offset_tensor_uid), cfg.batch, cfg.seq_q).tolist()
+    if k.ragged_offset_tensor_uid is None:
+        return lq, [cfg.seq_kv] * cfg.batch
+    return lq, _lengths(rng_for(k.ragged_offset_tensor_uid), cfg.batch, cfg.seq_kv).tolist()
+
+
+def _ragged_offsets(node: Node, graph: Graph, tensor: Tensor, rng_for: RngFor) -> np.ndarray | None:
+    """``tensor``'s contents when it is a ragged offset tensor of ``node``: the seeded lengths packed
+    from element 0 (``ragged.offsets_for``, in the units its multiplier says), else None."""
+    for port in ragged.ragged_ports(node, graph):
+        t = port_tensor(node, graph, port)
+        if t is None or t.ragged_offset_tensor_uid != tensor.uid:
+            continue
+        lq, lkv = ragged_lengths(node, graph, rng_for)
+        values = ragged.offsets_for(lq if port in ragged.QUERY_PORTS else lkv, t)
+        return np.asarray(values, dtype=np.float64).reshape(tensor.dims)
     return None
 
 
@@ -82,14 +115,10 @@ def _page_table(rng: np.random.Generator, cfg: attention.AttentionConfig) -> np.
 
 
 def _lengths_on_host(node: Node, graph: Graph, inputs: Mapping[int, Any]) -> dict[int, np.ndarray]:
-    """The node's sequence-length inputs as host arrays (a few integers, even when the
-    inputs live on a device), for :func:`attention.seq_lengths`."""
-    out = {}
-    for port in ("seq_len_q", "seq_len_kv"):
-        uid = node.inputs.get(port)
-        if isinstance(uid, int) and uid in inputs:
-            out[uid] = host_array(inputs[uid], graph.by_uid[uid])
-    return out
+    """The node's sequence-length inputs (seq_len_q / seq_len_kv, ragged offset tensors) as host arrays
+    (a few integers, even when the inputs live on a device), for :func:`attention.seq_lengths`."""
+    return {uid: host_array(inputs[uid], graph.by_uid[uid]) for uid in attention.length_uids(node, graph)
+            if uid in inputs}
 
 
 def forward_results(graph: Graph, inputs: Mapping[int, Any]) -> dict[int, Any]:

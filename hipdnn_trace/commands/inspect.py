@@ -153,8 +153,8 @@ def tensor_role(graph: Graph, t: Tensor) -> str:
         return "value"
     if t.uid in graph.produced_uids:
         return "virtual" if t.virtual else "out"
-    if any(t.uid in n.input_uids() for n in graph.nodes):
-        return "in"
+    if any(t.uid in n.input_uids() or t.uid in graph.reads(n).values() for n in graph.nodes):
+        return "in"   # read through a port, or as a ragged offset tensor (Graph.reads)
     return "unused"
 
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from hipdnn_trace.graph import dtypes, umd
+from hipdnn_trace.graph import dtypes, ragged, umd
 from hipdnn_trace.graph.opspec import OpSpec, option_path, port_path, port_tensor
 from hipdnn_trace.graph.option_types import BOOL_OR_NULL, INT_OR_NULL, NUMBER_OR_NULL, STRING_OR_NULL
 
@@ -73,7 +73,7 @@ class AttentionConfig:
     bottom_right: bool
     left_bound: int | None
     right_bound: int | None
-    padded: bool            # seq_len_q / seq_len_kv given: per-sequence lengths
+    padded: bool            # per-sequence lengths: seq_len_q / seq_len_kv given, or ragged offsets
     paged: bool
     page_size: int = 0
     pages_per_seq: int = 0
@@ -84,7 +84,7 @@ class AttentionConfig:
     dropout: bool = False
     fp8: bool = False
     alibi: bool = False
-    ragged_offsets: tuple[str, ...] = ()   # ports whose tensors carry ragged_offset_tensor_uid
+    ragged_offsets: tuple[str, ...] = ()   # ports whose tensors carry ragged_offset_tensor_uid (RFC 0014)
 
     @property
     def sequences(self) -> int:
@@ -152,13 +152,13 @@ def config(node: Node, graph: Graph) -> AttentionConfig:
     backward = node.type == SDPA_BACKWARD
     b, hq, sq, dqk = q.dims
     paged = node.inputs.get("page_table_k") is not None
-    page_size = pages_per_seq = pages = ragged = 0
+    page_size = pages_per_seq = pages = packed = 0
     if paged:
         table = port_tensor(node, graph, "page_table_k")
         assert table is not None
         pages, _, page_size, _ = k.dims
         rows = table.dims[0]
-        ragged = rows if rows != b else 0
+        packed = rows if rows != b else 0
         pages_per_seq = table.numel // rows
         skv = _int_option(node, "max_seq_len_kv") or pages_per_seq * page_size
     else:
@@ -177,28 +177,19 @@ def config(node: Node, graph: Graph) -> AttentionConfig:
     mask = port_tensor(node, graph, "attn_mask")
     mask_kind = None if mask is None else ("boolean" if mask.data_type == "boolean" else "additive")
     dropout_p = node.params.get("dropout_probability")
+    offsets = ragged.ragged_ports(node, graph)
     return AttentionConfig(
         backward=backward, batch=b, heads_q=hq, heads_kv=k.dims[1], seq_q=sq, seq_kv=skv, d_qk=dqk,
         d_v=v.dims[3], scale=scale, scale_source=source, causal=causal, bottom_right=bottom_right,
         left_bound=left if left is not None and left >= 0 else None,
         right_bound=right if right is not None and right >= 0 else (0 if causal else None),
-        padded=_lengths_given(node), paged=paged, page_size=page_size, pages_per_seq=pages_per_seq,
-        pages=pages, ragged_batch=ragged, mask_kind=mask_kind, sink=node.inputs.get("sink_token") is not None,
+        padded=_lengths_given(node) or bool(offsets), paged=paged, page_size=page_size, pages_per_seq=pages_per_seq,
+        pages=pages, ragged_batch=packed, mask_kind=mask_kind, sink=node.inputs.get("sink_token") is not None,
         dropout=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in DROPOUT_PORTS)
         or (isinstance(dropout_p, (int, float)) and not isinstance(dropout_p, bool) and dropout_p > 0),
         fp8=any(node.inputs.get(p) is not None or node.outputs.get(p) is not None for p in FP8_PORTS),
-        alibi=_flag(node, "alibi_mask"), ragged_offsets=_ragged_offset_ports(node, graph),
+        alibi=_flag(node, "alibi_mask"), ragged_offsets=offsets,
     )
-
-
-#: Ports whose tensors may carry hipDNN's ragged_offset_tensor_uid (RFC 0014 packed [B, S, H, D]).
-RAGGED_PORTS = ("q", "k", "v", "o", "do", "dq", "dk", "dv", "stats")
-
-
-def _ragged_offset_ports(node: Node, graph: Graph) -> tuple[str, ...]:
-    """Ports whose tensor names a ragged offset tensor (``Tensor.ragged_offset_tensor_uid``)."""
-    tensors = ((port, port_tensor(node, graph, port)) for port in RAGGED_PORTS)
-    return tuple(port for port, t in tensors if t is not None and t.ragged_offset_tensor_uid is not None)
 
 
 # ---------------------------------------------------------------- shape rules
@@ -281,6 +272,7 @@ def check(node: Node, graph: Graph) -> list[tuple[str, str]]:
         return []
     b, hq, sq, dqk = q.dims
     paged = node.inputs.get("page_table_k") is not None
+    problems += ragged.problems(node, graph, b)   # RFC 0014 offsets (graph/ragged.py)
     if paged != (node.inputs.get("page_table_v") is not None):
         return [(port_path(node, "page_table_v" if paged else "page_table_k"),
                  "paged attention needs both page_table_k and page_table_v")]
@@ -390,7 +382,8 @@ def _mask_problems(node: Node, t: Tensor, full: list[int], port: str = "attn_mas
 # ---------------------------------------------------------------- cost
 
 def seq_lengths(node: Node, graph: Graph, values: dict[int, Any] | None = None) -> tuple[list[int], list[int]]:
-    """Per batch entry (query, key) lengths: from bound int tensors when given, else the maxima.
+    """Per batch entry (query, key) lengths: from bound int tensors when given (seq_len_q / seq_len_kv,
+    or the ragged offset tensors: :func:`length_uids`), else the maxima.
 
     Without values (``inspect``, FLOP counts before inputs exist) a varlen graph is counted
     at its padded lengths; the harness counts real lengths once inputs exist.
@@ -404,7 +397,18 @@ def seq_lengths(node: Node, graph: Graph, values: dict[int, Any] | None = None) 
             if isinstance(uid, int) and uid in values:
                 flat = [int(x) for x in list(_flat(values[uid]))[:n]]
                 out[:] = [min(max(x, 0), cap) for x in flat]
+        for ports, out in ((ragged.QUERY_PORTS, lq), (ragged.KEY_PORTS, lkv)):
+            found = ragged.side_lengths(node, graph, values, ports, n) if cfg.ragged_offsets else None
+            if found is not None:
+                out[:] = found
     return lq, lkv
+
+
+def length_uids(node: Node, graph: Graph) -> dict[int, str]:
+    """uid -> port of the tensors that hold a node's sequence lengths: seq_len_q / seq_len_kv and every
+    ragged offset tensor (``Graph.reads``' ``<port>.ragged_offset``)."""
+    ports = ("seq_len_q", "seq_len_kv")
+    return {u: p for p, u in graph.reads(node).items() if p in ports or p.endswith(ragged.RAGGED_SUFFIX)}
 
 
 def _flat(a: Any) -> Any:
@@ -466,6 +470,9 @@ def notes(node: Node, graph: Graph) -> list[str]:
     out.append(f"FLOPs count {per_head} of {full} (query, key) pairs per head"
                + (" (padded lengths; real lengths are counted at run time)" if cfg.padded else "")
                + (", x2.5 for the backward" if cfg.backward else ""))
+    if cfg.ragged_offsets:
+        out.append(f"ragged (RFC 0014): {', '.join(cfg.ragged_offsets)} packed token by token, each sequence's "
+                   "offsets and length from its offset tensor (docs/hipdnn-format.md 3.10)")
     if cfg.ragged_batch:
         out.append(f"packed (ragged) rows: {cfg.ragged_batch} sequences in q's {cfg.batch} batch row(s), up to "
                    f"{cfg.seq_q_each} query rows each (docs/hipdnn-format.md 3.10)")
@@ -521,11 +528,19 @@ def unmodelled(cfg: AttentionConfig, node: Node) -> str | None:
 
 
 def layout_refusal(cfg: AttentionConfig, node: Node) -> str | None:
-    """A layout no backend here models, with the reason (the same words everywhere)."""
-    if cfg.ragged_offsets:
-        return (f"{node.op} {node.name!r}: {', '.join(cfg.ragged_offsets)} carry ragged_offset_tensor_uid "
-                "(hipDNN RFC 0014 packed [B, S, H, D] with per-sequence element offsets): not modelled yet; "
-                "computing them as dense tensors would be wrong (docs/hipdnn-format.md, ragged attention)")
+    """A ragged (RFC 0014) form no backend here models, with the reason (the same words everywhere)."""
+    what = f"{node.op} {node.name!r}"
+    if not cfg.ragged_offsets:
+        return None
+    if cfg.mask_kind or node.outputs.get("dbias") is not None:
+        return (f"{what}: an attn_mask / dbias over ragged (ragged_offset_tensor_uid) tensors is not modelled: "
+                "hipDNN's ragged SDPA takes no mask (GpuSdpaRaggedFwdPlan.hpp), so its layout is undefined")
+    if cfg.sink:
+        return (f"{what}: sink_token with ragged (ragged_offset_tensor_uid) tensors is not modelled (hipDNN's "
+                "ragged references have no sink)")
+    if cfg.ragged_batch:
+        return (f"{what}: packed q rows and ragged_offset_tensor_uid together are not modelled (one packing "
+                "or the other)")
     return None
 
 

@@ -240,7 +240,9 @@ RECIPES: dict[str, Callable[[Graph, Mapping[str, Any]], dict[int, np.ndarray] | 
 
 # ---------------------------------------------------------------- golden data
 
-def _read_tensor(ref: BundleRef, t: Tensor) -> np.ndarray | None:
+def _read_tensor(ref: BundleRef, t: Tensor, read: Mapping[int, np.ndarray] | None = None) -> np.ndarray | None:
+    """Tensor ``t``'s golden file, None when absent; a ragged tensor (RFC 0014) from the packed buffer its
+    offset tensor (in ``read``) describes."""
     path = ref.tensor_file(t.uid)
     if not path.is_file():
         return None
@@ -248,7 +250,7 @@ def _read_tensor(ref: BundleRef, t: Tensor) -> np.ndarray | None:
         data = read_gate.read_bytes(path, golden.tensor_kind(t))
     except read_gate.ReadRefused as exc:
         raise golden.BundleError(f"{path}: {exc.problem}") from None
-    return golden.from_bytes(t, data, str(path))
+    return golden.from_bytes(t, data, str(path), golden.bounds_of(t, read or {}))
 
 
 def _recipe_inputs(graph: Graph, ref: BundleRef) -> tuple[dict[int, np.ndarray] | None, str]:
@@ -264,8 +266,12 @@ def _recipe_inputs(graph: Graph, ref: BundleRef) -> tuple[dict[int, np.ndarray] 
 
 def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
     """The inputs and expected outputs a run of this bundle graph uses, with notes saying whence."""
-    ins = {t.uid: _read_tensor(ref, t) for t in graph.input_tensors if not t.is_value}
-    outs = {t.uid: _read_tensor(ref, t) for t in graph.output_tensors}
+    ins: dict[int, np.ndarray | None] = {}
+    for t in sorted(graph.input_tensors, key=lambda t: t.ragged_offset_tensor_uid is not None):   # offsets first
+        if not t.is_value:
+            ins[t.uid] = _read_tensor(ref, t, {u: a for u, a in ins.items() if a is not None})
+    have = {u: a for u, a in ins.items() if a is not None}
+    outs = {t.uid: _read_tensor(ref, t, have) for t in graph.output_tensors}
     have_in = {u: a for u, a in ins.items() if a is not None}
     have_out = {u: a for u, a in outs.items() if a is not None}
     notes: list[str] = []

@@ -27,7 +27,7 @@ import numpy as np
 from hipdnn_trace import __version__, read_gate
 from hipdnn_trace.checksums import bytes_sha256, manifest_text, read_manifest
 from hipdnn_trace.errors import UserError
-from hipdnn_trace.graph import dtypes
+from hipdnn_trace.graph import dtypes, ragged
 from hipdnn_trace.graph.layout import pack, storage_elements, view
 from hipdnn_trace.graph.load import load_bytes, load_file, read_graph_file
 from hipdnn_trace.graph.model import UID_SUFFIX, Graph, Tensor
@@ -120,16 +120,32 @@ def _logical(t: Tensor, array: np.ndarray | Any) -> np.ndarray:
     return arr.astype(_host_dtype(t), copy=False)
 
 
-def to_bytes(t: Tensor, array: np.ndarray) -> bytes:
-    """Raw little-endian bytes of ``array`` laid out by t's strides (hipDNN's .bin content)."""
-    flat = pack(_logical(t, array), t.strides)
+def bounds_of(t: Tensor, arrays: Mapping[int, np.ndarray]) -> list[int] | None:
+    """Token boundaries of a ragged tensor (RFC 0014) from its offset tensor in ``arrays``: its .bin holds
+    the packed buffer those offsets describe (graph/ragged.py). None when dense or the offsets are absent."""
+    uid = t.ragged_offset_tensor_uid
+    if uid is None or uid not in arrays or len(t.dims) != 4:
+        return None
+    try:
+        return ragged.tokens(arrays[uid], t, t.dims[0])
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def to_bytes(t: Tensor, array: np.ndarray, bounds: list[int] | None = None) -> bytes:
+    """Raw little-endian bytes of ``array`` laid out by t's strides (hipDNN's .bin content); a ragged
+    tensor packed at its token ``bounds``."""
+    arr = _logical(t, array)
+    flat = pack(arr, t.strides) if bounds is None else \
+        ragged.pack(arr, t, bounds, np.zeros(storage_elements(t.dims, t.strides), arr.dtype))
     item = flat.dtype.itemsize
     return flat.view(np.dtype(f"u{item}")).astype(f"<u{item}", copy=False).tobytes()
 
 
-def from_bytes(t: Tensor, data: bytes, source: str) -> np.ndarray:
+def from_bytes(t: Tensor, data: bytes, source: str, bounds: list[int] | None = None) -> np.ndarray:
     """A logical (dims-ordered) array of t from a .bin's bytes; longer files are fine
-    (hipDNN copies what the layout needs), shorter ones are refused."""
+    (hipDNN copies what the layout needs), shorter ones are refused. A ragged tensor is read from
+    its token ``bounds`` (rows past a sequence's length are 0)."""
     host = _host_dtype(t)
     item = host.itemsize
     need = storage_elements(t.dims, t.strides) * item
@@ -138,6 +154,8 @@ def from_bytes(t: Tensor, data: bytes, source: str) -> np.ndarray:
                           f"{list(t.dims)} strides {list(t.strides)}) needs {need}")
     raw = np.frombuffer(data, dtype=f"<u{item}", count=need // item)
     flat = raw.astype(f"=u{item}", copy=False).view(host)
+    if bounds is not None:
+        return ragged.unpack(flat, t, bounds, np.zeros(t.dims, host))
     return np.array(view(flat, t.dims, t.strides), order="C")   # own, writable, dims-ordered
 
 
@@ -151,7 +169,7 @@ def _value_array(t: Tensor) -> np.ndarray:
 def _complete(graph: Graph, tensors: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
     """Every tensor's array: by-value scalars from their value, untouched tensors as
     zeros; a tensor a node reads or writes must be given."""
-    touched = {u for n in graph.nodes for u in (*n.input_uids(), *n.output_uids())}
+    touched = {u for n in graph.nodes for u in (*n.input_uids(), *n.output_uids(), *graph.reads(n).values())}
     unknown = sorted(set(tensors) - set(graph.by_uid))
     if unknown:
         raise ValueError(f"uids {unknown} are not tensors of graph {graph.label!r}")
@@ -250,13 +268,15 @@ def write_bundle(folder: str | Path, graph: Graph, tensors: Mapping[int, np.ndar
     :class:`BundleWriteError` naming the file; one that is killed leaves the marker too.
     """
     arrays = _complete(graph, tensors)
+    bounds = {t.uid: bounds_of(t, arrays) for t in graph.tensors}
     paths = bundle_paths(folder, graph)
     json_path, marker = paths["json"], paths["incomplete"]
     meta_text = json.dumps(make_meta(graph, seed=seed, extra=meta), indent=4) + "\n"   # bad meta: nothing written
     json_path.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"graph_id": graph.graph_id, "state": "writing"}) + "\n")
     sums: dict[str, str] = {}
-    payloads = [*((paths[f"tensor{t.uid}"], lambda t=t: to_bytes(t, arrays[t.uid])) for t in graph.tensors),
+    payloads = [*((paths[f"tensor{t.uid}"], lambda t=t: to_bytes(t, arrays[t.uid], bounds[t.uid]))
+                  for t in graph.tensors),
                 (paths["meta"], meta_text.encode),
                 (json_path, lambda: dumps(graph).encode()),
                 (paths["checksums"], lambda: manifest_text(sums).encode())]
@@ -332,7 +352,7 @@ def read_bundle(json_path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
     sums = read_manifest(manifest) if os.path.lexists(manifest) else None
     graph = load_bytes(_verified(path, read_graph_file(path), sums, manifest), str(path))
     arrays: dict[int, np.ndarray] = {}
-    for t in graph.tensors:
+    for t in sorted(graph.tensors, key=lambda t: t.ragged_offset_tensor_uid is not None):   # offsets first
         bin_path = tensor_path(path, t.uid)
         if not os.path.lexists(bin_path):
             if t.is_value and (sums is None or bin_path.name not in sums):
@@ -341,8 +361,8 @@ def read_bundle(json_path: str | Path) -> tuple[Graph, dict[int, np.ndarray]]:
             raise BundleError(f"{bin_path}: missing; tensor {t.uid} ({t.name!r}) of {path} "
                               "has no data (a bundle needs a .bin for every tensor)")
         data = _verified(bin_path, read_gate.read_bytes(bin_path, tensor_kind(t)), sums, manifest)
-        arrays[t.uid] = from_bytes(t, data, str(bin_path))
-    return graph, arrays
+        arrays[t.uid] = from_bytes(t, data, str(bin_path), bounds_of(t, arrays))
+    return graph, {t.uid: arrays[t.uid] for t in graph.tensors}
 
 
 def _store(arr: np.ndarray) -> np.ndarray:

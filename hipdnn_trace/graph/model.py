@@ -19,7 +19,10 @@ from hipdnn_trace.graph.canonical import graph_id
 from hipdnn_trace.graph.layout import layout_name, storage_elements
 from hipdnn_trace.graph.opspec import UID_SUFFIX
 
-__all__ = ["UID_SUFFIX", "Graph", "Node", "Tensor", "source_stem"]
+__all__ = ["RAGGED_SUFFIX", "UID_SUFFIX", "Graph", "Node", "Tensor", "source_stem"]
+
+#: The pseudo-port a node reads a ragged offset tensor through: ``q`` + this (``q.ragged_offset``).
+RAGGED_SUFFIX = ".ragged_offset"
 
 
 def source_stem(source: str) -> str:
@@ -143,10 +146,22 @@ class Graph:
     def produced_uids(self) -> frozenset[int]:
         return frozenset(u for n in self.nodes for u in n.output_uids())
 
+    def reads(self, node: Node) -> dict[str, int]:
+        """Port -> uid of every tensor ``node`` reads: its connected single-tensor inputs, and the ragged
+        offset tensor (hipDNN RFC 0014) each of its tensors names, as port ``<port>.ragged_offset``: not a
+        port of the node in the file, but the node's executor reads it (docs/hipdnn-format.md 3.10)."""
+        out = {p: u for p, u in node.inputs.items() if isinstance(u, int)}
+        for port, uid in (*node.inputs.items(), *node.outputs.items()):
+            t = self.by_uid.get(uid) if isinstance(uid, int) else None
+            if t is not None and isinstance(t.ragged_offset_tensor_uid, int):
+                out[port + RAGGED_SUFFIX] = t.ragged_offset_tensor_uid
+        return out
+
     @cached_property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        """Tensors the caller must supply: read by a node, produced by none, not by value."""
-        read = {u for n in self.nodes for u in n.input_uids()}
+        """Tensors the caller must supply: read by a node (ragged offsets included), produced by none,
+        not by value."""
+        read = {u for n in self.nodes for u in (*n.input_uids(), *self.reads(n).values())}
         return tuple(
             t for t in self.tensors
             if t.uid in read and t.uid not in self.produced_uids and not t.is_value

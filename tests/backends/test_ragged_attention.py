@@ -125,16 +125,16 @@ def test_packed_rows_that_do_not_share_q_rows_evenly_are_refused() -> None:
         parse_graph(raw, "uneven.json")
 
 
-def test_ragged_offset_tensors_are_refused_not_computed_dense() -> None:
+def test_ragged_offset_on_q_alone_is_refused_at_load_not_computed_dense() -> None:
+    """q ragged but o dense: no packing could hold both (the form itself: test_ragged_offset_attention.py)."""
     raw = graph_to_json(_packed_graph(batch=1, per_row=1))
     raw["tensors"].append({"name": "q_offsets", "uid": 99, "dims": [2, 1, 1, 1], "strides": [1, 1, 1, 1],
                            "data_type": "int32", "virtual": False})
     for t in raw["tensors"]:
         if t["name"] == "q":
             t["ragged_offset_tensor_uid"], t["ragged_offset_multiplier"] = 99, 32
-    graph = parse_graph(raw, "offsets.json")
-    reason = executor.check(graph)
-    assert reason and "ragged_offset_tensor_uid" in reason
+    with pytest.raises(Exception, match="o must carry ragged_offset_tensor_uid like q"):
+        parse_graph(raw, "offsets.json")
 
 
 def _sample(shared_fixtures: Path) -> Graph:

@@ -105,3 +105,71 @@ def sdpa(q_dims: list[int], kv_dims: list[int], *, causal: bool, name: str = "t"
     raw = b.to_json()
     raw["nodes"][0]["attributes"].update(attrs)
     return raw
+
+
+def _token_major(dims: list[int]) -> list[int]:
+    """[B, H, S, D] dims stored [B, S, H, D]: RFC 0014's ragged layout."""
+    _, h, s, d = dims
+    return [s * h * d, d, h * d, 1]
+
+
+def ragged_sdpa(*, batch: int = 3, heads: tuple[int, int] = (4, 2), seq: tuple[int, int] = (7, 9), d: int = 8,
+                backward: bool = False, paged: bool = False, dtype: str = "float", causal: bool = False,
+                shared: str = "none", multiplier: bool = False, stats: bool = False, page: int = 4,
+                name: str = "ragged_sdpa") -> dict[str, Any]:
+    """An SDPA (or SdpaBackward) graph in hipDNN's ragged form (RFC 0014): q/k/v/o (and dO/dQ/dK/dV)
+    declared [B, H, S_max, D] token-major, each naming an int32 [B + 1, 1, 1, 1] offset tensor.
+    ``shared``: "none" (one offset tensor per tensor), "side" (one for the query side, one for the keys)
+    or "all" (one for both: self-attention, equal lengths); ``multiplier``: offsets in tokens
+    (``ragged_offset_multiplier`` = H * D) instead of elements; ``paged``: K/V as page containers
+    (only the query side ragged, seq_len_kv given) in pages of ``page`` tokens."""
+    from hipdnn_trace.graph.build import GraphBuilder
+
+    (hq, hkv), (sq, skv) = heads, seq
+    b = GraphBuilder(name, io=dtype)
+    qd, od = [batch, hq, sq, d], [batch, hq, sq, d]
+    q = b.tensor("q", qd, strides=_token_major(qd))
+    extra: dict[str, Any] = {}
+    if paged:
+        pages_per_seq = -(-skv // page)
+        container = [batch * pages_per_seq + 1, hkv, page, d]
+        k, v = b.tensor("k", container), b.tensor("v", container)
+        tk, tv = (b.tensor(n, [batch, 1, pages_per_seq, 1], dtype="int32") for n in ("page_table_k", "page_table_v"))
+        extra = {"page_table_k": tk, "page_table_v": tv, "max_seq_len_kv": skv,
+                 "seq_len_kv": b.tensor("seq_len_kv", [batch, 1, 1, 1], dtype="int32")}
+    else:
+        kd = [batch, hkv, skv, d]
+        k, v = b.tensor("k", kd, strides=_token_major(kd)), b.tensor("v", kd, strides=_token_major(kd))
+    if backward:
+        o, do = b.tensor("o", od, strides=_token_major(od)), b.tensor("do", od, strides=_token_major(od))
+        st = b.tensor("stats", [batch, hq, sq, 1], dtype="float")
+        b.sdpa_backward(q, k, v, o, do, st, causal=causal, scale=0.3)
+    else:
+        b.sdpa(q, k, v, causal=causal, scale=0.3, stats=stats, **extra)
+    raw = b.to_json()
+    _add_ragged_offsets(raw, shared, multiplier, paged)
+    return raw
+
+
+def _add_ragged_offsets(raw: dict[str, Any], shared: str, multiplier: bool, paged: bool) -> None:
+    """Give the node's packed tensors offset tensors (``ragged_sdpa``)."""
+    node = raw["nodes"][0]
+    by_uid = {t["uid"]: t for t in raw["tensors"]}
+    ports = {**node["inputs"], **node["outputs"]}
+    query, keys = ("q", "o", "do", "dq"), () if paged else ("k", "v", "dk", "dv")
+    batch = by_uid[ports["q_tensor_uid"]]["dims"][0]
+    made: dict[str, int] = {}
+    for port in (*query, *keys):
+        uid = ports.get(f"{port}_tensor_uid")
+        if uid is None:
+            continue
+        group = {"none": port, "side": "q" if port in query else "k", "all": "qk"}[shared]
+        if group not in made:
+            made[group] = max(by_uid) + 1
+            by_uid[made[group]] = {"uid": made[group], "name": f"{group}_ragged_offset", "dims": [batch + 1, 1, 1, 1],
+                                   "strides": [1, 1, 1, 1], "data_type": "int32", "virtual": False}
+            raw["tensors"].append(by_uid[made[group]])
+        t = by_uid[uid]
+        t["ragged_offset_tensor_uid"] = made[group]
+        if multiplier:
+            t["ragged_offset_multiplier"] = t["strides"][2]

@@ -24,8 +24,9 @@ from typing import Any
 from hipdnn_trace.backends.cudnn_graph.builder import PlanFn, _Builder
 from hipdnn_trace.backends.cudnn_graph.plan_types import EnumValue, TensorDecl
 from hipdnn_trace.errors import UnsupportedError
-from hipdnn_trace.graph import attention
+from hipdnn_trace.graph import attention, ragged
 from hipdnn_trace.graph.model import Node, Tensor
+from hipdnn_trace.graph.opspec import port_tensor
 
 
 def _refuse(cfg: attention.AttentionConfig, node: Node) -> None:
@@ -68,7 +69,9 @@ def _common(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> tuple[di
         tensors["attn_scale"] = b.scalar(i["scale"], None, "scale")   # type: ignore[arg-type]
     if cfg.mask_kind == "additive":
         tensors["bias"] = b.tensor(i["attn_mask"], "attn_mask")       # type: ignore[arg-type]
-    if cfg.padded:
+    if cfg.ragged_offsets:
+        attrs["use_padding_mask"] = True   # the lengths come from the offsets (_ragged_offsets)
+    elif cfg.padded:
         if i.get("seq_len_q") is None or i.get("seq_len_kv") is None:
             raise UnsupportedError(f"{node.op} {node.name!r}: cuDNN's padding mask needs both seq_len_q and "
                                    "seq_len_kv")
@@ -144,13 +147,63 @@ def _ragged_rows(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> Non
         b.ragged[t.uid] = key
 
 
+def _offset_decl(b: _Builder, t: Tensor, port: str) -> str:
+    """The cuDNN offset tensor of ragged tensor ``t``: one per (hipDNN offset tensor, multiplier), since
+    cuDNN reads element offsets and the multiplier changes them."""
+    uid, mult = t.ragged_offset_tensor_uid, t.ragged_offset_multiplier
+    assert uid is not None
+    key = f"ro{uid}x{mult}"
+    if not any(d.key == key for d in b.plan.inputs):
+        b.plan.inputs.append(TensorDecl(key, b.uid(), f"ragged_offset_{port}", (t.dims[0] + 1, 1, 1, 1),
+                                        (1, 1, 1, 1), "INT32", hipdnn_uid=uid,
+                                        ragged_elements=(mult, ragged.token_stride(t), t.dims[2])))
+    return key
+
+
+def _lengths_decl(b: _Builder, t: Tensor, name: str) -> str:
+    """seq_len_q / seq_len_kv for cuDNN's padding mask, derived at bind from ``t``'s offsets
+    (cudnn-frontend Attention.md: ragged tensors go with use_padding_mask and both lengths)."""
+    key = f"len_{name}"
+    b.plan.inputs.append(TensorDecl(key, b.uid(), name, (t.dims[0], 1, 1, 1), (1, 1, 1, 1), "INT32",
+                                    hipdnn_uid=t.ragged_offset_tensor_uid,
+                                    lengths_of=(t.ragged_offset_multiplier, ragged.token_stride(t), t.dims[2])))
+    return key
+
+
+def _ragged_offsets(b: _Builder, node: Node, cfg: attention.AttentionConfig) -> dict[str, str]:
+    """RFC 0014 ragged tensors (docs/hipdnn-format.md 3.10): each one's offset tensor bound with
+    ``set_ragged_offset`` (declared before the tensors so ``b.tensor`` / ``b.output`` attach it), and
+    the lengths cuDNN's padding mask needs, from the offsets (paged K/V: seq_len_kv, or max_seq_len_kv
+    for every sequence). Returns the lengths' tensor kwargs."""
+    for port in cfg.ragged_offsets:
+        t = port_tensor(node, b.graph, port)
+        assert t is not None
+        b.ragged[t.uid] = _offset_decl(b, t, port)
+    q = port_tensor(node, b.graph, "q")
+    assert q is not None
+    out = {"seq_len_q": _lengths_decl(b, q, "seq_len_q")}
+    k = port_tensor(node, b.graph, "k")
+    if k is not None and k.ragged_offset_tensor_uid is not None:
+        out["seq_len_kv"] = _lengths_decl(b, k, "seq_len_kv")
+    elif node.inputs.get("seq_len_kv") is not None:
+        out["seq_len_kv"] = _int32(b, node, "seq_len_kv", [cfg.batch, 1, 1, 1])
+    else:
+        key = "len_seq_len_kv"
+        b.plan.inputs.append(TensorDecl(key, b.uid(), "seq_len_kv", (cfg.batch, 1, 1, 1), (1, 1, 1, 1), "INT32",
+                                        fill=float(cfg.seq_kv)))
+        out["seq_len_kv"] = key
+    return out
+
+
 def sdpa(b: _Builder, node: Node) -> None:
     cfg = attention.config(node, b.graph)
     _refuse(cfg, node)
     float_intermediates(b)
     if cfg.ragged_batch:
         _ragged_rows(b, node, cfg)
+    lengths = _ragged_offsets(b, node, cfg) if cfg.ragged_offsets else {}
     tensors, attrs = _common(b, node, cfg)
+    tensors.update(lengths)
     o = node.outputs
     if cfg.paged:
         pages = [cfg.sequences, 1, cfg.pages_per_seq, 1]
@@ -169,7 +222,9 @@ def sdpa_backward(b: _Builder, node: Node) -> None:
     cfg = attention.config(node, b.graph)
     _refuse(cfg, node)
     float_intermediates(b)
+    lengths = _ragged_offsets(b, node, cfg) if cfg.ragged_offsets else {}
     tensors, attrs = _common(b, node, cfg)
+    tensors.update(lengths)
     i, o = node.inputs, node.outputs
     tensors.update({"o": b.tensor(i["o"], "o"), "dO": b.tensor(i["do"], "do"),       # type: ignore[arg-type]
                     "stats": _stats(b, i["stats"], cfg, output=False)})             # type: ignore[arg-type]

@@ -46,6 +46,13 @@ class TensorDecl:
     #: this is a ragged offset tensor computed from the seq_len_q input (hipdnn_uid) at bind time:
     #: (sequences per q row, q's Sq, token stride H * D); graph.attention.ragged_element_offsets
     offsets_of: tuple[int, int, int] | None = None
+    #: a ragged offset tensor (RFC 0014) bound from hipDNN's offset tensor (hipdnn_uid): (its
+    #: ragged_offset_multiplier, the token stride H * D and S_max of the tensor it offsets); the session
+    #: uploads values x multiplier as int32 element offsets (cuDNN's own multiplier is 9.24+, unified only)
+    ragged_elements: tuple[int, int, int] | None = None
+    #: per-sequence lengths for cuDNN's padding mask, derived at bind from the offset tensor hipdnn_uid:
+    #: (its multiplier, the token stride of the tensor it offsets, S_max)
+    lengths_of: tuple[int, int, int] | None = None
 
     @property
     def is_scalar(self) -> bool:

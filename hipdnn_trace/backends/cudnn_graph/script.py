@@ -89,6 +89,13 @@ def _buffer_lines(plan: Plan, scalars: Mapping[int, float]) -> list[str]:
             offsets = ragged_element_offsets([seq_q // per_row] * (t.dims[0] - 1), per_row, seq_q, token)
             lines.append(f"pack[{_var(t.key)}] = torch.tensor({offsets}, dtype=torch.int32).reshape({list(t.dims)})"
                          "   # ragged offsets (elements)")
+        elif t.ragged_elements is not None:   # RFC 0014 offsets: every sequence at S_max, packed
+            _, token, s_max = t.ragged_elements
+            offsets = [i * s_max * token for i in range(t.dims[0])]
+            lines.append(f"pack[{_var(t.key)}] = torch.tensor({offsets}, dtype=torch.int32).reshape({list(t.dims)})"
+                         "   # ragged offsets (elements)")
+        elif t.lengths_of is not None:   # lengths from those offsets: S_max each
+            lines.append(f"pack[{_var(t.key)}] = torch.full({list(t.dims)}, {t.lengths_of[2]}, dtype=torch.int32)")
         elif t.fill is not None:
             lines.append(f"pack[{_var(t.key)}] = torch.full_like(empty({list(t.dims)}, {list(t.strides)}, "
                          f"{dtype}), {t.fill!r})")

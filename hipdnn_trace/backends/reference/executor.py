@@ -143,7 +143,7 @@ def _values(graph: Graph) -> dict[int, np.ndarray]:
 def _last_reads(graph: Graph, order: list[int]) -> dict[int, int]:
     """The step of each tensor's last reader (tensors nobody reads are absent)."""
     return {uid: step for step, index in enumerate(order)
-            for uid in graph.nodes[index].inputs.values() if isinstance(uid, int)}
+            for uid in graph.reads(graph.nodes[index]).values()}
 
 
 def _drop_read(held: dict[int, Any], last_read: Mapping[int, int], step: int) -> None:
@@ -160,11 +160,10 @@ def _evaluate_host(graph: Graph, inputs: Mapping[int, np.ndarray]) -> Evaluation
         node = graph.nodes[index]
         handler = _handler(node)
         args: dict[str, np.ndarray | None] = {}
-        for port, uid in node.inputs.items():
-            if isinstance(uid, int):
-                if uid not in stored:
-                    raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
-                args[port] = stored[uid]
+        for port, uid in graph.reads(node).items():
+            if uid not in stored:
+                raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
+            args[port] = stored[uid]
         results = handler(node, graph, args)
         for port, uid in node.outputs.items():
             if uid is None:
@@ -195,7 +194,7 @@ def _evaluate_on(graph: Graph, inputs: Mapping[int, np.ndarray], target: shim.Ta
     torch_target = shim.is_torch(target.xp)
     for step, index in enumerate(order):
         node = graph.nodes[index]
-        read = _bound(node, host)
+        read = _bound(node, graph, host)
         for uid in read:
             if uid not in on_device:
                 on_device[uid] = _upload(graph, uid, host[uid], target) if torch_target \
@@ -225,21 +224,20 @@ def _bring_back(graph: Graph, results: Mapping[int, Any], exact: dict[int, np.nd
             on_device[uid] = value
 
 
-def _bound(node: Node, have: Mapping[int, Any]) -> list[int]:
-    """The uids ``node`` reads, each checked to be bound."""
+def _bound(node: Node, graph: Graph, have: Mapping[int, Any]) -> list[int]:
+    """The uids ``node`` reads (``Graph.reads``: ragged offsets too), each checked to be bound."""
     uids = []
-    for port, uid in node.inputs.items():
-        if isinstance(uid, int):
-            if uid not in have:
-                raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
-            uids.append(uid)
+    for port, uid in graph.reads(node).items():
+        if uid not in have:
+            raise UnsupportedError(f"input {port} (uid {uid}) of {node.name!r} was not bound")
+        uids.append(uid)
     return uids
 
 
 def _run(node: Node, graph: Graph, values: Mapping[int, Any]) -> dict[int, Any]:
     """``node``'s outputs by uid, shaped like their tensors, from float64 ``values`` by uid (in a
     function of its own, so its arguments and temporaries are freed when it returns)."""
-    args = {port: values[uid] for port, uid in node.inputs.items() if isinstance(uid, int)}
+    args = {port: values[uid] for port, uid in graph.reads(node).items()}
     results = _handler(node)(node, graph, args)
     return {uid: _result(node, graph, results, port, uid) for port, uid in node.outputs.items() if uid is not None}
 
@@ -275,10 +273,10 @@ class _Resident:
     def read(self, node: Node) -> dict[int, Any]:
         """The float64 values ``node`` reads (one conversion per tensor, freed after the node);
         an input is uploaded at its first reader."""
-        for uid in _bound(node, {**self.waiting, **self.live}):
+        for uid in _bound(node, self.graph, {**self.waiting, **self.live}):
             if uid not in self.live:
                 self.live[uid] = _upload(self.graph, uid, self.waiting.pop(uid), self.target)
-        return {uid: f64(self.live[uid]) for uid in set(node.inputs.values()) if isinstance(uid, int)}
+        return {uid: f64(self.live[uid]) for uid in set(self.graph.reads(node).values())}
 
     def keep(self, step: int, results: Mapping[int, Any]) -> None:
         """Round each result on the device; keep it where an output or a later reader needs it."""

@@ -9,6 +9,8 @@ What maps to what (the rules themselves live in ``graph/attention.py``):
 * paged K/V: gathered through the page tables into dense ``[B, Hkv, S, D]`` first (torch
   has no paged SDPA: the gather is part of the timed work, as for a torch user);
 * rows a sequence does not have (past ``seq_len_q``) and rows with no kept key are 0;
+* ragged tensors (``ragged_offset_tensor_uid``, hipDNN RFC 0014): each sequence computed alone at the
+  lengths its offset tensors give (a varlen loop), forward and backward;
 * sinks, or the softmax statistics as outputs (stats / max / sum_exp): torch's SDPA
   returns neither, so those graphs run as an explicit float32 composite
   (scores, masked softmax with the sink in the denominator, P V);
@@ -22,6 +24,7 @@ What maps to what (the rules themselves live in ``graph/attention.py``):
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -198,11 +201,64 @@ def _ragged_forward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: 
             for key, a in out.items()}
 
 
+def _offset_lengths(node: Node, graph: Graph, x: Values) -> tuple[list[int], list[int]]:
+    """Per-sequence (query, key) lengths of a ragged (RFC 0014) node from its bound offset tensors."""
+    return attention.seq_lengths(node, graph, {u: x[p] for u, p in attention.length_uids(node, graph).items()
+                                               if x.get(p) is not None})
+
+
+def _each_sequence(cfg: attention.AttentionConfig, x: Values, nq: int, nk: int, b: int, ports: tuple[str, ...]
+                   ) -> tuple[attention.AttentionConfig, dict[str, Any]]:
+    """One ragged sequence as a batch of one at its own lengths: the slices of ``ports``' tensors."""
+    each = replace(cfg, batch=1, seq_q=nq, seq_kv=nk, padded=False, ragged_offsets=())
+    xb = {p: t for p, t in x.items() if p not in ("seq_len_q", "seq_len_kv") and "." not in p}
+    for port in ports:
+        t = xb.get(port)
+        if t is not None:
+            xb[port] = t[b:b + 1, :, :(nk if port in ("k", "v") else nq)]
+    return each, xb
+
+
+def _per_sequence(cfg: attention.AttentionConfig, lq: list[int], lkv: list[int], run: Any) -> dict[str, torch.Tensor]:
+    """``run(b, nq, nk)``'s [1, H, n, D] results placed in rows 0..n-1 of batch entry b (zero elsewhere:
+    rows past a sequence's length have no meaning, docs/hipdnn-format.md 3.10)."""
+    out: dict[str, torch.Tensor] = {}
+    for b, (nq, nk) in enumerate(zip(lq, lkv)):
+        if nq == 0 or nk == 0:
+            continue
+        for key, a in run(b, nq, nk).items():
+            rows = cfg.seq_kv if key in ("dk", "dv") else cfg.seq_q
+            if key not in out:
+                out[key] = torch.zeros((cfg.batch, a.shape[1], rows, a.shape[3]), dtype=a.dtype, device=a.device)
+            out[key][b:b + 1, :, :a.shape[2]] = a
+    if not out:
+        raise UnsupportedError("no ragged sequence has both queries and keys: nothing to compute")
+    for key in ("stats", "max"):   # a sequence with queries but no keys: the empty-row contract
+        for b in (b for b, (nq, nk) in enumerate(zip(lq, lkv)) if nq and not nk and key in out):
+            out[key][b, :, :lq[b]] = float("-inf")
+    return out
+
+
+def _ragged_offsets_forward(cfg: attention.AttentionConfig, node: Node, graph: Graph, x: Values, ctx: Ctx,
+                            k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Ragged (RFC 0014) tensors: each sequence computed alone at its own lengths (a varlen loop)."""
+    lq, lkv = _offset_lengths(node, graph, x)
+    composite = _needs_composite(cfg, node)
+
+    def run(b: int, nq: int, nk: int) -> dict[str, torch.Tensor]:
+        each, xb = _each_sequence(cfg, {**x, "k": k, "v": v}, nq, nk, b, ("q", "k", "v"))
+        return _forward(each, node, xb, ctx, xb["q"], xb["k"], xb["v"], None, None, composite)
+
+    return _per_sequence(cfg, lq, lkv, run)
+
+
 def sdpa(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, torch.Tensor]:
     cfg = _config(node, graph, ctx)
     k, v = _keys_values(cfg, x)
     bias = x.get("attn_mask") if cfg.mask_kind == "additive" else None
-    if cfg.ragged_batch:
+    if cfg.ragged_offsets:
+        out = _ragged_offsets_forward(cfg, node, graph, x, ctx, k, v)
+    elif cfg.ragged_batch:
         out = _ragged_forward(cfg, node, x, ctx, k, v)
     else:
         out = _forward(cfg, node, x, ctx, x["q"], k, v, bias, x.get("sink_token"),   # type: ignore[arg-type]
@@ -270,6 +326,14 @@ def sdpa_backward(node: Node, graph: Graph, x: Values, ctx: Ctx) -> dict[str, to
     graph (its kernels use their own O and LSE); the explicit composite backward, which
     reads the given O, for sinks, per-sequence lengths and the CPU."""
     cfg = _config(node, graph, ctx)
+    if cfg.ragged_offsets:   # RFC 0014: each sequence alone at its own lengths
+        lq, lkv = _offset_lengths(node, graph, x)
+
+        def run(b: int, nq: int, nk: int) -> dict[str, torch.Tensor]:
+            each, xb = _each_sequence(cfg, x, nq, nk, b, ("q", "k", "v", "o", "do", "stats"))
+            return (_composite_backward if ctx.cpu else _autograd_backward)(each, node, xb, ctx)
+
+        return _per_sequence(cfg, lq, lkv, run)
     if cfg.sink or cfg.padded or ctx.cpu:
         return _composite_backward(cfg, node, x, ctx)
     return _autograd_backward(cfg, node, x, ctx)

@@ -33,9 +33,8 @@ def _inputs(node: Node, graph: Graph, x: Inputs) -> tuple[attention.AttentionCon
     reason = attention_refusal(cfg, node)
     if reason:
         raise UnsupportedError(reason)
-    lq, lkv = attention.seq_lengths(node, graph, {u: shim.to_numpy(x[p]) for p, u in node.inputs.items()
-                                                  if isinstance(u, int) and x.get(p) is not None
-                                                  and p in ("seq_len_q", "seq_len_kv")})
+    lq, lkv = attention.seq_lengths(node, graph, {u: shim.to_numpy(x[p]) for u, p in
+                                                  attention.length_uids(node, graph).items() if x.get(p) is not None})
     scale = cfg.scale if cfg.scale is not None else scalar(x["scale"], "attention scale")
     mask = x.get("attn_mask")
     kwargs: dict[str, Any] = {

@@ -339,19 +339,26 @@ def build(generation: str = "newest", **settings: Any) -> types.ModuleType:
             world.record("Graph.execute", workspace)
             handle.get()
             from hipdnn_trace.backends.reference.executor import evaluate
-            from hipdnn_trace.graph import dtypes, layout
+            from hipdnn_trace.graph import dtypes, layout, ragged
 
             graph = self._graph
-            inputs = {}
+            flats = {}
             for t in graph.input_tensors:
                 dt = dtypes.numpy_dtype(t.data_type)
-                flat = np.frombuffer(bytes(world.memory[variant_pack[t.uid]]), dtype=dt, count=t.storage_elements)
-                inputs[t.uid] = np.array(layout.view(flat, t.dims, t.strides))
+                memory = bytes(world.memory[variant_pack[t.uid]])
+                flats[t.uid] = np.frombuffer(memory, dtype=dt, count=t.storage_elements)
+            # hipDNN reads a ragged tensor (RFC 0014) where its offsets say, not at its batch stride
+            bounds = ragged.tensor_bounds(graph, flats)
+            inputs = {u: np.array(layout.view(a, graph.by_uid[u].dims, graph.by_uid[u].strides)) if u not in bounds
+                      else ragged.unpack(a, graph.by_uid[u], bounds[u], np.zeros(graph.by_uid[u].dims, a.dtype))
+                      for u, a in flats.items()}
             if not world.writes_outputs:
                 return Error()
             result = evaluate(graph, inputs)
             for t in graph.output_tensors:
-                data = layout.pack(np.asarray(result.stored[t.uid]), t.strides).tobytes()
+                stored = np.asarray(result.stored[t.uid])
+                data = (layout.pack(stored, t.strides) if t.uid not in bounds else
+                        ragged.pack(stored, t, bounds[t.uid], np.zeros(t.storage_elements, stored.dtype))).tobytes()
                 mem = world.memory[variant_pack[t.uid]]
                 mem[: len(data)] = data
             return Error()
