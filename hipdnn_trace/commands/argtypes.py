@@ -32,6 +32,11 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def count_or_auto(text: str) -> str | int:
+    """``auto`` or a count that may be 0 (``--build-workers``)."""
+    return "auto" if text == "auto" else non_negative_int(text)
+
+
 def positive_int(text: str) -> int:
     """A count of at least 1 (array tasks, GPUs per task)."""
     value = _number(text, int, "an integer")

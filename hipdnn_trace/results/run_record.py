@@ -206,7 +206,7 @@ class RunRecord(Block):
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset({
         "gpus", "resumed", "estimate", "clocks", "sessions", "profile", "elapsed_s", "phases_s", "error",
-        "speed_of_light", "saved_tensors", "oracle", "environment", "bundles"})
+        "speed_of_light", "saved_tensors", "oracle", "environment", "bundles", "plan_builders"})
     NESTED: ClassVar[dict[str, type[Block]]] = {
         "timing": Timing, "validation": Validation, "isolation": Isolation, "gpus": Gpus,
         "reference_cache": ReferenceCache, "reference_device": ReferenceDevice, "inputs": Inputs,
@@ -245,6 +245,7 @@ class RunRecord(Block):
     saved_tensors: dict[str, str] | None = None   # --save-tensors: graph -> its bundle, or why it is missing
     oracle: Oracle | None = None             # --oracle: the ootb/tuned pairs
     bundles: dict[str, dict[str, Any]] | None = None   # integration-test bundle rows: source -> golden, notes
+    plan_builders: dict[str, Any] | None = None   # --build-workers: what the builders did (runs/plan_builders.py)
 
     @classmethod
     def start(cls, **values: Any) -> RunRecord:

@@ -37,6 +37,7 @@ from hipdnn_trace.results.oracle import summary_lines as oracle_lines
 from hipdnn_trace.results.run_record import Profile
 from hipdnn_trace.results.rundir import RunWriter, clear_stranded
 from hipdnn_trace.results.runlock import releasing
+from hipdnn_trace.runs import plan_builders
 from hipdnn_trace.runs.estimates import estimate_note
 from hipdnn_trace.runs.phases import PhaseClock
 from hipdnn_trace.runs.plan import EngineListing, ExternalProfile, RunPlan, clock_samplers, plan_run
@@ -188,6 +189,7 @@ class _Suite:
         self.progress = _progress(plan)
         self.reporter.header(configs=[c.name for c in configs], graphs=len(sources), warmup=request.warmup,
                              iters=request.iters, folder=str(writer.folder), notes=notes(plan))
+        self.builders = plan_builders.start(plan)   # cuDNN plans the cache lacks, built beside the set-up
         self.runner, self.pool = self._runner()
         ForkServer.discard_early()   # servers started for what the plan did not choose (bench/early.py)
         self._pending: list[tuple[int, GraphRun]] = []   # noted, not yet committed (after)
@@ -291,6 +293,10 @@ class _Suite:
         if isinstance(self.runner, IsolatedRunner | SplitRunner) and plan.sources:   # children set up before graph 1
             self.writer.record.isolation.warm_up_s = self.runner.warm(plan.configs, plan.settings)
         self.phases.mark("set_up")
+        if self.builders is not None:   # every plan they build is one the first graphs restore
+            self.writer.record.plan_builders = self.builders.wait()
+            self.builders = None
+            self.phases.mark("plan_builds")
         if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]
             return self.pool.run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers,
@@ -341,6 +347,8 @@ class _Suite:
     def _close(self, status: str, started: float) -> None:
         with self.guard.protect(raise_pending=False):
             self.progress.close()
+            if self.builders is not None:   # interrupted while they built
+                self.builders.close()
             if self.runner is not None:
                 self.runner.close()   # type: ignore[attr-defined]
             for hook in self.plan.settings.hooks:

@@ -90,6 +90,7 @@ class RunRequest:
     reference_cache_max: float = 20.0
     plan_cache: str = "auto"            # built execution plans kept between runs (backends/plan_cache.py)
     plan_cache_max: float = 2.0
+    build_workers: str | int = "auto"   # cuDNN plans the cache lacks, built in processes before the suite
     # output
     out: Path = Path("runs")
     run_id: str | None = None

@@ -1,0 +1,87 @@
+"""cuDNN plans a suite will need, built by several processes before it starts (``run --build-workers``).
+
+A run on a fresh machine spends most of cuDNN's init compiling runtime kernels: graphs/perf on an H200
+took 40-44 s with 23-24 s of plan builds, against 16-18 s when every plan came from the plan cache
+(docs/benchmarks.md, issue 36). The compiling is the library's CPU work, and the suite builds one plan after
+another in one process. Each builder process here takes a slice of the suite, builds the plans the cache
+lacks and stores them (backends/cudnn_plan_store.py); the suite then restores them. Nothing depends on it
+for correctness: the suite's session checks every entry against its own key, so a plan built here for a
+graph the suite translates differently is a miss there and is built again, and a builder that fails or is
+slow only leaves the suite to build as it would have.
+
+    python -m hipdnn_trace.backends.cudnn_prebuild JOB_FILE   # JOB_FILE: a pickled BuildJob
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hipdnn_trace.backends import cudnn_graph, cudnn_plan_store
+from hipdnn_trace.backends.cudnn import _cudnn, _refuse_known_crashes, build_graph, notes_to_deselect
+from hipdnn_trace.backends.plan_cache import PlanCache
+from hipdnn_trace.device import cuda
+from hipdnn_trace.errors import UserError
+from hipdnn_trace.graph.load import load_bytes
+from hipdnn_trace.graph.sources import GraphSource
+
+
+@dataclass
+class BuildJob:
+    """One builder's slice: the graphs, the cache they go to, the device (as the suite's children see it)."""
+
+    sources: list[GraphSource]
+    cache: PlanCache
+    device: int = 0
+    allow_unknown: bool = False
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+def build_missing(job: BuildJob, frontend: Any = None) -> dict[str, int]:
+    """Build and store the plan of every graph in the slice whose entry the cache lacks (the engine the
+    heuristic picks first, as the suite's default configuration asks); how many were ``built``,
+    ``cached`` already, ``not_stored`` (a note from the cache), ``refused`` (cuDNN cannot take the graph,
+    or it does not load), ``failed`` (the build raised: the suite will say why on the graph's row)."""
+    cudnn = frontend or _cudnn()
+    cuda.set_device(job.device)
+    handle = cudnn.create_handle()
+    try:
+        for source in job.sources:
+            job.counts[_build_one(cudnn, handle, job, source)] += 1
+    finally:
+        cudnn.destroy_handle(handle)
+    return dict(job.counts)
+
+
+def _build_one(cudnn: Any, handle: Any, job: BuildJob, source: GraphSource) -> str:
+    try:
+        plan = cudnn_graph.plan(load_bytes(source.read(), source.name, allow_unknown=job.allow_unknown))
+        _refuse_known_crashes(plan, cudnn.backend_version())
+    except UserError:   # GraphError, UnsupportedError: the suite refuses it with the reason
+        return "refused"
+    key = cudnn_plan_store.plan_key(cudnn, plan, None, notes_to_deselect(plan), job.device)
+    if job.cache.get(key).plan is not None:
+        return "cached"
+    try:
+        built = build_graph(plan, handle)
+        chosen = built.select(None)
+    except Exception:   # noqa: BLE001 - the suite builds it again and records the library's message
+        return "failed"
+    note = cudnn_plan_store.store(job.cache, key, built.graph, chosen, built.deselected)
+    return "built" if note is None else "not_stored"
+
+
+def main(argv: list[str]) -> int:
+    """Run the pickled job in ``argv[0]``; print its counts as one JSON line."""
+    job: BuildJob = pickle.loads(Path(argv[0]).read_bytes())
+    print(json.dumps(build_missing(job)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,135 @@
+"""``run --build-workers`` (runs/plan_builders.py, backends/cudnn_prebuild.py): plans the cache lacks are built
+before the suite, under the key the suite's session looks them up with.
+
+cuDNN cannot run here (no NVIDIA GPU): the builder is driven by the stand-in frontend of test_plan_cache.py
+(its graphs serialize to bytes and refuse bytes they did not write), with the GPU's description and the build
+itself mocked; the graphs, their translation to cuDNN's plan, the keys and the cache files are the real ones.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_plan_cache import StandInCudnn, StandInGraph
+
+from hipdnn_trace.backends import cudnn_graph, cudnn_plan_store, cudnn_prebuild
+from hipdnn_trace.backends.base import Engine
+from hipdnn_trace.backends.cudnn import notes_to_deselect
+from hipdnn_trace.backends.plan_cache import PlanCache
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.device.cuda import DeviceInfo
+from hipdnn_trace.graph.load import load_file
+from hipdnn_trace.graph.sources import expand
+from hipdnn_trace.runs import plan_builders
+
+REPO = Path(__file__).resolve().parents[2]
+GRAPHS = sorted((REPO / "graphs" / "matmul").glob("*.json"))[:4]
+H200 = DeviceInfo(index=0, name="NVIDIA H200", compute_capability="9.0", sm_count=132, l2_bytes=50 << 20,
+                  memory_bytes=141 << 30, driver_version=13000, runtime_version=13000)
+
+
+class StandInFrontend(StandInCudnn):
+    """What the builder asks of cuDNN's module besides pygraph: a handle and the library's version."""
+
+    @staticmethod
+    def create_handle() -> int:
+        return 1
+
+    @staticmethod
+    def destroy_handle(handle: int) -> None:
+        pass
+
+    @staticmethod
+    def backend_version() -> int:
+        return 91900
+
+
+class MockedBuild:
+    """A built plan as BuiltGraph hands it on: the graph to serialize, the engine chosen, the notes left out."""
+
+    def __init__(self, plan) -> None:
+        self.graph = StandInGraph(plan=repr(plan.ops)[:40], workspace=1024)
+        self.deselected = notes_to_deselect(plan)
+
+    def select(self, engine):
+        return Engine(index=0, name="eng0", knobs={}, workspace_bytes=1024)
+
+
+@pytest.fixture
+def mocked_gpu(monkeypatch):
+    builds: list = []
+    monkeypatch.setattr(cudnn_prebuild.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(cudnn_plan_store.cuda, "device_info", lambda device: H200)
+    monkeypatch.setattr(cudnn_prebuild, "build_graph", lambda plan, handle: builds.append(plan) or MockedBuild(plan))
+    return builds
+
+
+def test_mocked_cudnn_builders_store_what_the_suites_session_restores(tmp_path, mocked_gpu):
+    cache = PlanCache(tmp_path / "plans")
+    job = cudnn_prebuild.BuildJob(expand([str(p) for p in GRAPHS]), cache)
+    assert cudnn_prebuild.build_missing(job, StandInFrontend) == {"built": len(GRAPHS)}
+    for path in GRAPHS:   # the key a CudnnSession computes for the heuristic's plan (backends/cudnn.py _plan)
+        plan = cudnn_graph.plan(load_file(path))
+        key = cudnn_plan_store.plan_key(StandInFrontend, plan, None, notes_to_deselect(plan), 0)
+        restored, engine = cudnn_plan_store.restore(StandInFrontend, cache, key, handle=1)
+        assert engine.name == "eng0" and restored.deselected == notes_to_deselect(plan)
+    again = cudnn_prebuild.BuildJob(expand([str(p) for p in GRAPHS]), cache)
+    assert cudnn_prebuild.build_missing(again, StandInFrontend) == {"cached": len(GRAPHS)}
+    assert len(mocked_gpu) == len(GRAPHS)   # nothing built twice
+
+
+def test_mocked_cudnn_builder_counts_refusals_and_failed_builds(tmp_path, mocked_gpu, monkeypatch):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    job = cudnn_prebuild.BuildJob(expand([str(GRAPHS[0]), str(bad)]), PlanCache(tmp_path / "plans"))
+
+    def raising(plan, handle):
+        raise RuntimeError("cudnnGraphNotSupportedError")
+
+    monkeypatch.setattr(cudnn_prebuild, "build_graph", raising)
+    assert cudnn_prebuild.build_missing(job, StandInFrontend) == {"failed": 1, "refused": 1}
+
+
+@pytest.mark.parametrize(("choice", "configs", "graphs", "cpus", "expected"), [
+    ("auto", [Config("cudnn", "cudnn")], 108, 16, 8),
+    ("auto", [Config("cudnn", "cudnn")], 108, 4, 2),
+    ("auto", [Config("cudnn", "cudnn")], 20, 16, 4),
+    ("auto", [Config("cudnn", "cudnn")], 7, 16, 0),          # a few graphs: built in the suite
+    ("auto", [Config("torch", "torch")], 108, 16, 0),        # no cuDNN plan to build
+    ("auto", [Config("cudnn:3", "cudnn", engine="3")], 108, 16, 0),   # an engine asked for: not the heuristic's
+    (3, [Config("cudnn", "cudnn")], 2, 16, 2),
+    (0, [Config("cudnn", "cudnn")], 108, 16, 0),
+])
+def test_how_many_builders(choice, configs, graphs, cpus, expected, tmp_path):
+    assert plan_builders.worker_count(choice, configs, graphs, PlanCache(tmp_path), cpus) == expected
+
+
+def test_no_builder_without_a_plan_cache():
+    assert plan_builders.worker_count("auto", [Config("cudnn", "cudnn")], 108, None, 16) == 0
+
+
+def test_a_builder_that_dies_is_a_note_and_the_counts_of_the_others_add_up(tmp_path):
+    """Builders.wait with stand-in builder processes (the real one needs cuDNN): one prints its counts, one
+    dies with a message on stderr, as a builder without cuDNN's frontend does."""
+    log = tmp_path / "builder1.log"
+    ok = subprocess.Popen([sys.executable, "-c", "print('{\"built\": 3, \"cached\": 1}')"],
+                          stdout=subprocess.PIPE, text=True)
+    with open(log, "wb") as err:
+        dead = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('no module named cudnn')"],
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+    block = plan_builders.Builders([ok, dead], tmp_path).wait()
+    assert block["workers"] == 2 and block["built"] == 3 and block["cached"] == 1
+    assert block["failed"] == ["builder 1: exit 1: no module named cudnn"]
+    assert not tmp_path.exists()   # job files and logs removed
+
+
+def test_cli_takes_auto_or_a_count(tmp_path):
+    from hipdnn_trace.commands import argtypes
+
+    assert argtypes.count_or_auto("auto") == "auto" and argtypes.count_or_auto("4") == 4
+    done = subprocess.run([sys.executable, "-m", "hipdnn_trace", "run", str(GRAPHS[0]), "--build-workers", "-2",
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 1 and "--build-workers" in done.stderr and "Traceback" not in done.stderr
