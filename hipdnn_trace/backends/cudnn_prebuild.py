@@ -45,8 +45,9 @@ class BuildJob:
 def build_missing(job: BuildJob, frontend: Any = None) -> dict[str, int]:
     """Build and store the plan of every graph in the slice whose entry the cache lacks (the engine the
     heuristic picks first, as the suite's default configuration asks); how many were ``built``,
-    ``cached`` already, ``not_stored`` (a note from the cache), ``refused`` (cuDNN cannot take the graph,
-    or it does not load), ``failed`` (the build raised: the suite will say why on the graph's row)."""
+    ``cached`` already, ``not_stored`` (a note from the cache), ``refused`` (our translation refuses the graph,
+    or it does not load), ``not_built`` (cuDNN's build raised, e.g. no engine for it: the suite builds it
+    again and its row says why)."""
     cudnn = frontend or _cudnn()
     cuda.set_device(job.device)
     handle = cudnn.create_handle()
@@ -71,7 +72,7 @@ def _build_one(cudnn: Any, handle: Any, job: BuildJob, source: GraphSource) -> s
         built = build_graph(plan, handle)
         chosen = built.select(None)
     except Exception:   # noqa: BLE001 - the suite builds it again and records the library's message
-        return "failed"
+        return "not_built"
     note = cudnn_plan_store.store(job.cache, key, built.graph, chosen, built.deselected)
     return "built" if note is None else "not_stored"
 

@@ -90,7 +90,7 @@ def test_mocked_cudnn_builder_counts_refusals_and_failed_builds(tmp_path, mocked
         raise RuntimeError("cudnnGraphNotSupportedError")
 
     monkeypatch.setattr(cudnn_prebuild, "build_graph", raising)
-    assert cudnn_prebuild.build_missing(job, StandInFrontend) == {"failed": 1, "refused": 1}
+    assert cudnn_prebuild.build_missing(job, StandInFrontend) == {"not_built": 1, "refused": 1}
 
 
 @pytest.mark.parametrize(("choice", "configs", "graphs", "cpus", "expected"), [
