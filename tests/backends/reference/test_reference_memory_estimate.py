@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from peak_rss import CHILD_HELPERS, can_reset_peak
+from peak_rss import CHILD_HELPERS, can_reset_peak, measuring_env
 from repo_paths import REPO
 
 GRAPHS = {
@@ -50,8 +50,7 @@ print(status("VmHWM") - base, needed_memory_bytes(graph))
 @pytest.mark.parametrize("kind", list(GRAPHS))
 def test_the_estimate_covers_the_measured_peak(kind):
     out = subprocess.run([sys.executable, "-c", CHILD.format(build=GRAPHS[kind])], cwd=REPO, check=True,
-                         capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
-                                                              "OPENBLAS_NUM_THREADS": "1"}).stdout.split()
+                         capture_output=True, text=True, env=measuring_env(REPO)).stdout.split()
     peak, estimate = int(out[0]), int(out[1])
     assert peak > 16 << 20, "too small to measure"
     assert estimate >= peak, f"estimate {estimate / 2**20:.0f} MiB under the measured {peak / 2**20:.0f} MiB"
@@ -137,8 +136,7 @@ def test_the_attention_estimate_is_within_one_and_a_half_of_the_peak(kind: str, 
     path = tmp_path / f"{kind}.json"
     path.write_text(json.dumps(graph_to_json(b.build())))
     out = subprocess.run([sys.executable, "-c", ATTENTION_CHILD, str(path)], cwd=REPO, check=True,
-                         capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
-                                                              "OPENBLAS_NUM_THREADS": "1"}).stdout.split()
+                         capture_output=True, text=True, env=measuring_env(REPO)).stdout.split()
     peak, estimate = int(out[0]), int(out[1])
     assert peak > 16 << 20, "too small to measure"
     assert peak <= estimate <= 1.5 * peak, f"estimate {estimate / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB"
