@@ -14,6 +14,8 @@ What maps to what (the rules themselves live in ``graph/attention.py``):
 * sinks, or the softmax statistics as outputs (stats / max / sum_exp): torch's SDPA
   returns neither, so those graphs run as an explicit float32 composite
   (scores, masked softmax with the sink in the denominator, P V);
+* on the CPU every forward runs that composite, in tiles of at most ``CPU_SCORE_TILE_BYTES`` of
+  scores (batch entry, query heads, query rows), so the ``[B, Hq, Sq, Skv]`` matrix is never whole;
 * the backward pass: autograd through the same forward (torch cannot take hipDNN's
   O and stats), so a backward row times forward recompute + backward.
 
@@ -24,6 +26,7 @@ What maps to what (the rules themselves live in ``graph/attention.py``):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -120,7 +123,7 @@ def _forward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: Ctx, q:
     if cfg.mask_kind == "boolean" and mask is not None:
         keep = mask.bool() if keep is None else keep & mask.bool()
     if composite or ctx.cpu:
-        return _composite(cfg, q, k, v, scale, keep, bias, sink, rows)
+        return _composite(cfg, q, k, v, scale, keep, bias, sink, rows, cpu=ctx.cpu)
     attn_mask: torch.Tensor | None = keep
     if bias is not None:
         add = bias.to(q.dtype)
@@ -136,18 +139,76 @@ def _forward(cfg: attention.AttentionConfig, node: Node, x: Values, ctx: Ctx, q:
 
 def _composite(cfg: attention.AttentionConfig, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                scale: float, keep: torch.Tensor | None, bias: torch.Tensor | None,
-               sink: torch.Tensor | None, rows: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """Attention in float32 torch ops: the path for sinks and softmax statistics (and the CPU)."""
-    qf, kf, vf = q.float(), k.float(), v.float()
-    if cfg.group > 1:
-        kf, vf = kf.repeat_interleave(cfg.group, dim=1), vf.repeat_interleave(cfg.group, dim=1)
+               sink: torch.Tensor | None, rows: torch.Tensor | None, *, cpu: bool = False) -> dict[str, torch.Tensor]:
+    """Attention in float32 torch ops: the path for sinks and softmax statistics (and the CPU).
+    On the CPU it walks tiles (:func:`score_tiles`), so the whole ``[B, Hq, Sq, Skv]`` score
+    matrix is never made: dnn-benchmarking's B 4, H 48, S 4096 graph needs 13 GB per copy of it."""
+    if not cpu:
+        kf, vf = k.float(), v.float()
+        if cfg.group > 1:
+            kf, vf = kf.repeat_interleave(cfg.group, dim=1), vf.repeat_interleave(cfg.group, dim=1)
+        return _composite_tile(cfg, q.float(), kf, vf, scale, keep, bias, sink, 0)
+    batch, heads, sq, _ = q.shape
+    group = heads // k.shape[1]
+    sinks = None if sink is None else sink.reshape(-1)
+    done: dict[int, dict[int, list[dict[str, torch.Tensor]]]] = {}
+    for b, hs, rs in score_tiles(batch, heads, sq, k.shape[2], CPU_SCORE_TILE_BYTES):
+        part = _composite_tile(cfg, q[b, hs, rs].float().unsqueeze(0), _kv_heads(k, b, hs, group),
+                               _kv_heads(v, b, hs, group), scale, _part(keep, b, hs, rs),
+                               _part(bias, b, hs, rs), None if sinks is None else sinks[hs], rs.start)
+        done.setdefault(b, {}).setdefault(hs.start, []).append(part)
+    # joined, not written into a preallocated tensor: torch's tracer (torch_script.py) follows cat
+    return {port: torch.cat([torch.cat([torch.cat([t[port] for t in rows], dim=2) for rows in chunks.values()],
+                                       dim=1) for chunks in done.values()], dim=0)
+            for port in ("o", "stats", "max", "sum_exp")}
+
+
+#: The CPU composite's budget: one tile's float32 scores stay within this many bytes (a few
+#: temporaries of that size live at once), whatever the graph's size.
+CPU_SCORE_TILE_BYTES = 64 * 2**20
+
+
+def score_tiles(batch: int, heads: int, sq: int, skv: int, budget: int) -> Iterator[tuple[int, slice, slice]]:
+    """(batch entry, query heads, query rows) of every tile: ``heads * rows * skv`` float32 scores
+    within ``budget`` bytes, all heads of a row when one row of them fits, never less than one head
+    and one row (the reference's rule, ``ops/sdpa.py`` ``tile_shape``, in float32)."""
+    per_row = 4 * max(skv, 1)
+    hh = max(1, min(heads, budget // per_row))
+    rr = max(1, budget // (per_row * hh))
+    for b in range(batch):
+        for h0 in range(0, heads, hh):
+            for r0 in range(0, sq, rr):
+                yield b, slice(h0, min(heads, h0 + hh)), slice(r0, min(sq, r0 + rr))
+
+
+def _kv_heads(t: torch.Tensor, b: int, hs: slice, group: int) -> torch.Tensor:
+    """K or V of batch entry ``b`` as float32, one kv head per query head of ``hs`` (GQA: kv head
+    ``h // group``); slices only, so torch's tracer (``torch_script.py``) can follow it."""
+    first, last = hs.start // group, (hs.stop - 1) // group + 1
+    own = t[b, first:last].float().repeat_interleave(group, dim=0)
+    return own[hs.start - first * group:hs.stop - first * group].unsqueeze(0)
+
+
+def _part(t: torch.Tensor | None, b: int, hs: slice, rs: slice) -> torch.Tensor | None:
+    """A mask's or bias's share of one tile, its rank made 4 and its size-1 dims kept (broadcast)."""
+    if t is None:
+        return None
+    t = t.reshape((1,) * (4 - t.dim()) + tuple(t.shape))
+    pick = [slice(b, b + 1), hs, rs]
+    return t[tuple(s if t.shape[i] > 1 else slice(None) for i, s in enumerate(pick))]
+
+
+def _composite_tile(cfg: attention.AttentionConfig, qf: torch.Tensor, kf: torch.Tensor, vf: torch.Tensor,
+                    scale: float, keep: torch.Tensor | None, bias: torch.Tensor | None,
+                    sink: torch.Tensor | None, row0: int) -> dict[str, torch.Tensor]:
+    """One tile (or the whole problem): float32 q rows ``row0..``, k and v one kv head per q head."""
     s = torch.matmul(qf, kf.transpose(-1, -2)) * scale
     if bias is not None:
         s = s + bias.float()
     if keep is None and _plain_causal(cfg):
-        i = torch.arange(cfg.seq_q, device=q.device).view(-1, 1)
-        j = torch.arange(cfg.seq_kv, device=q.device).view(1, -1)
-        keep = (j <= i).view(1, 1, cfg.seq_q, cfg.seq_kv)
+        i = torch.arange(row0, row0 + qf.shape[2], device=qf.device).view(-1, 1)
+        j = torch.arange(kf.shape[2], device=qf.device).view(1, -1)
+        keep = (j <= i).view(1, 1, qf.shape[2], kf.shape[2])
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
     m, e, total, stats = _softmax_parts(s, sink)
