@@ -346,6 +346,26 @@ def test_bad_support_file_names_file_and_field(tmp_path: Path) -> None:
         source.read()
 
 
+@pytest.mark.parametrize(("path", "name"), [
+    # verify_golden_bundles.py's README example (integration_test_bundles/README.md @ 508844c): its advisory
+    # test name is quick_BatchnormFwdInference_nchw_fp32_Small.Small; ours leaves out the tier, as sweeps do
+    ("rocm-libraries/dnn-providers/integration-tests/integration_test_bundles/quick/BatchnormFwdInference/nchw/"
+     "fp32/Small/Small.json", "BatchnormFwdInference_nchw_fp32_Small.Small"),
+    # the older golden_reference_data tree has one more folder (the variant) above {Name}/
+    ("golden_reference_data/quick/SdpaFwd/bhsd/fp16/hd64_causal/Small/Small.json",
+     "SdpaFwd_bhsd_fp16_hd64_causal_Small.Small"),
+    ("bundles.tar.gz:full/ConvFwd/nhwc/fp16/resnet50-layer3/resnet50-layer3.json",
+     "ConvFwd_nhwc_fp16_resnet50_layer3.resnet50_layer3"),
+    ("graphs/conv/conv.json", "conv"),              # no tier folder: not a bundle, the stem
+    ("quick/SdpaFwd/bhsd/fp16/Small/Other.json", "Other"),   # not {Name}/{Name}.json
+])
+def test_a_bundle_row_is_named_after_upstreams_test_not_its_stem(path: str, name: str) -> None:
+    """Every dnn-providers bundle is ``Small/Small.json``: rows named by the stem cannot be told apart."""
+    from hipdnn_trace.graph.model import source_stem
+
+    assert source_stem(path) == name
+
+
 def test_per_tensor_dvc_pointers_of_the_older_tree_count_as_the_pointer(tmp_path: Path) -> None:
     """golden_reference_data/quick/BatchnormFwdInference/.../Small/Small.tensor0.bin.dvc (@ 991f394)."""
     folder = _sdpa_bundle(tmp_path, bins="none")
@@ -369,14 +389,15 @@ def test_run_over_a_tree_of_bundles_and_sweeps_records_the_golden_column(tmp_pat
     assert run.meta["exit_code"] == 0
     rows = {(r["graph"], r["source"].split("/tree/")[1].split("/")[0]): r["golden"]
             for r in run.summary.iter_rows(named=True)}
-    assert rows == {("Small", "with_bins"): "used", ("Small", "pointer_only"): "dvc-only",
+    name = "SdpaFwd_bhsd_fp16_tiny_Small.Small"   # upstream's test name without the tier, not the stem
+    assert rows == {(name, "with_bins"): "used", (name, "pointer_only"): "dvc-only",
                     **{(f"Pointwise_Default.{c}", "quick"): None for c in SHAPES}}
     assert set(run.validation.filter(run.validation["against"] == "golden")["passed"]) == {True}
     [record] = (tmp_path / "runs").glob("*/run.json")
     bundles = json.loads(record.read_text())["bundles"]
     assert sorted(b["golden"] for b in bundles.values()) == ["dvc-only", "used"]
     used = next(b for b in bundles.values() if b["golden"] == "used")
-    assert used["graph"] == "Small" and any(n.startswith("golden: expected outputs from") for n in used["notes"])
+    assert used["graph"] == name and any(n.startswith("golden: expected outputs from") for n in used["notes"])
 
 
 @pytest.mark.parametrize("bins", ["all", "outputs"])
