@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hipdnn_trace.bench.config import Config
-from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.records import GraphRun
+from hipdnn_trace.bench.run_settings import RunSettings
 from hipdnn_trace.bench.suite import SuiteCallbacks, SuiteOutcome
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import UserError

@@ -6,32 +6,28 @@ backend error becomes a status and a one-line message, and the suite goes on.
 
 from __future__ import annotations
 
-import contextlib
-import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from hipdnn_trace import backends
-from hipdnn_trace.backends.base import Engine, RunOptions
+from hipdnn_trace.backends.base import Engine
 from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
-from hipdnn_trace.bench import ab, engines as engine_choice
-from hipdnn_trace.bench.ab import Arm
+from hipdnn_trace.bench import engines as engine_choice
+from hipdnn_trace.bench.arm_measure import measure, measure_ab
 from hipdnn_trace.bench.attention_inputs import undefined_elements
-from hipdnn_trace.bench.bundle_support import check_support, gpu_arch
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
-from hipdnn_trace.bench.loop import LoopSettings, Phase, Sampler, run_loop, stop_reason
-from hipdnn_trace.bench.output_check import judge_output
-from hipdnn_trace.bench.paired import ABPlan
+from hipdnn_trace.bench.loop import Phase
+from hipdnn_trace.bench.output_validation import validate
 from hipdnn_trace.bench.recheck import recheck_failures
-from hipdnn_trace.bench.records import ERROR, FAILED, OK, UNSUPPORTED, ConfigRun, GraphRun, ValidationRecord
+from hipdnn_trace.bench.records import ERROR, UNSUPPORTED, ConfigRun, GraphRun
 from hipdnn_trace.bench.reference_cache import ReferenceCache
+from hipdnn_trace.bench.run_settings import RunSettings
 from hipdnn_trace.bench.stages import with_stages
 from hipdnn_trace.bench.verdict import (
     SUPPORT,
@@ -43,45 +39,13 @@ from hipdnn_trace.bench.verdict import (
     refusal,
 )
 from hipdnn_trace.device.clock import now_ns
-from hipdnn_trace.device.kernel_clock import KernelClock
-from hipdnn_trace.errors import GraphError, UnsupportedError, UserError, describe
+from hipdnn_trace.errors import GraphError, UnsupportedError, UserError
 from hipdnn_trace.graph.bundles import BundleRef, golden_data, support_note
 from hipdnn_trace.graph.load import load_bytes
 from hipdnn_trace.graph.model import Graph
 from hipdnn_trace.graph.ops import graph_flops
 from hipdnn_trace.graph.sources import GraphSource
-from hipdnn_trace.markers import Markers, graph_range_name
-
-
-class Hooks(Protocol):
-    """In-process profilers: called around each configuration's warmup + timed loop."""
-
-    def before_loop(self, graph: Graph, run: ConfigRun) -> None: ...
-
-    def after_loop(self, graph: Graph, run: ConfigRun) -> None: ...
-
-
-@dataclass
-class RunSettings:
-    loop: LoopSettings = field(default_factory=LoopSettings)
-    options: RunOptions = field(default_factory=RunOptions)
-    seed: int = 0
-    validate: str = "reference"            # reference | none
-    golden: Path | None = None
-    atol: float | None = None
-    rtol: float | None = None
-    save_tensors: Path | None = None
-    samplers: Sequence[Sampler] = ()
-    hooks: Sequence[Hooks] = ()
-    ab: bool = False                       # the two configs are an A/B pair
-    ab_plan: ABPlan | None = None          # with ab: time them interleaved in ABBA blocks (None: one after the other)
-    keep_outputs: bool = False             # an isolated child sends outputs back (split A/B)
-    allow_unknown: bool = False            # unknown graph fields: warnings (notes) instead of errors
-    kernel_clock: KernelClock | None = None   # kernel_ms from CUPTI kernel records (--timing kernel/auto)
-    require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
-    max_reference_s: float = DEFAULT_MAX_REFERENCE_S   # one float64 evaluation at most (0: no limit)
-    reference_cache: ReferenceCache | None = None   # --reference-cache: float64 outputs kept on disk
-    reference_device: str = "cpu"          # where the validating reference runs: cpu | cuda (--reference-device)
+from hipdnn_trace.markers import Markers
 
 
 def _load(source: GraphSource, run: GraphRun, allow_unknown: bool = False) -> Graph | None:
@@ -294,274 +258,6 @@ def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettin
     return out
 
 
-def _open(graph: Graph, arm: Arm, engine: Engine | None, inputs: dict[int, np.ndarray], settings: RunSettings,
-          markers: Markers, load_ms: float) -> None:
-    """Autotune (when asked), build the plan (timed as init) and bind the inputs: ``arm.session``."""
-    run, cfg = arm.run, arm.run.config
-    backend = backends.get(cfg.backend)
-    options = cfg.run_options(settings.options)
-    arm.started_ns = now_ns()
-    if cfg.autotune:
-        arm.phase = "autotune"
-        chosen, tried = engine_choice.autotune(backend, graph, options, inputs, markers)
-        run.info["autotune"] = [
-            {"engine": e.label(), "median_ms": ms, "note": note} for e, ms, note in tried
-        ]
-        if chosen is not None:
-            engine = chosen
-            run.engine = f"{chosen.label()} (autotuned)"
-        arm.started_ns = now_ns()   # autotuning is not part of this config's init
-    arm.engine = engine
-    run.init_ms = load_ms + _prepare(graph, arm, inputs, settings, markers)
-    if arm.session.engine is not None:
-        # what actually runs: a soft preference may have fallen back to another engine
-        actual = arm.session.engine.label()
-        requested = run.engine.removesuffix(" (autotuned)")
-        if requested and actual != requested:
-            run.info["requested_engine"] = requested
-            run.engine = actual
-        elif not run.engine:
-            run.engine = actual
-
-
-def _prepare(graph: Graph, arm: Arm, inputs: dict[int, np.ndarray], settings: RunSettings,
-             markers: Markers) -> float:
-    """Build the plan for ``arm.engine`` (an init phase) and bind the inputs (a bind phase), the
-    kernel clock chosen for the new session; the plan build's milliseconds."""
-    run = arm.run
-    options = run.config.run_options(settings.options)
-    arm.phase = "init"
-    markers.push("init")
-    t0 = now_ns()
-    arm.session = session = backends.get(run.config.backend).prepare(graph, arm.engine, options)
-    t1 = now_ns()
-    markers.pop()
-    run.phases.append(Phase("init", t0, t1))
-    arm.phase = "bind"
-    t2 = now_ns()
-    session.bind(inputs)
-    run.phases.append(Phase("bind", t2, now_ns()))
-    arm.phase = "execute"
-    arm.clock = _kernel_clock(settings, session, run)
-    return (t1 - t0) / 1e6
-
-
-@dataclass
-class _FreshSessions:
-    """``ab.Sessions`` for an interleaved A/B: close an arm's session, and prepare and bind it again on
-    the same inputs with the engine its first opening chose (an autotune is not repeated)."""
-
-    graph: Graph
-    inputs: dict[int, np.ndarray]
-    settings: RunSettings
-    markers: Markers
-
-    def close(self, arm: Arm) -> None:
-        _close(arm)   # a failed close is recorded in run.info; the next prepare says whether it matters
-
-    def open(self, arm: Arm) -> None:
-        with self.markers.range(arm.range_name):
-            _prepare(self.graph, arm, self.inputs, self.settings, self.markers)
-
-
-def _time(graph: Graph, arm: Arm, settings: RunSettings, markers: Markers,
-          on_iteration: Callable[[int], None] | None) -> None:
-    """The configuration's own warmup and timed loop, with the profilers' hooks around it."""
-    run = arm.run
-    for hook in settings.hooks:
-        hook.before_loop(graph, run)
-    samples, phases = run_loop(arm.session, settings.loop, markers, samplers=list(settings.samplers),
-                               on_iteration=on_iteration, kernel_clock=arm.clock)
-    run.info["timing"] = {**run.info.get("timing", {}), **samples.timing}
-    run.samples = samples          # hooks (CUPTI) add per-iteration columns to these
-    run.phases.extend(phases)
-    for hook in settings.hooks:
-        hook.after_loop(graph, run)
-    run.stop_reason = stop_reason(samples, settings.loop)
-
-
-def _finish(graph: Graph, arm: Arm, inputs: dict[int, np.ndarray], load_ms: float, keep_float64: bool) -> None:
-    """Fetch the outputs (on the device where the inputs are) and the session's own facts."""
-    run, session = arm.run, arm.session
-    arm.phase = "fetch"
-    t0 = now_ns()
-    wanted = [t.uid for t in graph.output_tensors]
-    device_fetch = getattr(session, "fetch_device", None)
-    on_device = device_fetch is not None and any(is_device_tensor(v) for v in inputs.values())
-    run.outputs = device_fetch(wanted) if on_device else session.fetch(wanted)
-    own = getattr(session, "float64_outputs", None)
-    if own is not None and keep_float64:
-        run.float64, run.stored = own([t.uid for t in graph.output_tensors])
-    run.phases.append(Phase("fetch", t0, now_ns()))
-    run.info.update(session.info())
-    run.e2e_ms = load_ms + (now_ns() - arm.started_ns) / 1e6
-
-
-@contextlib.contextmanager
-def _failures(arm: Arm) -> Iterator[None]:
-    """A configuration's failure becomes its status and a one-line message, never a crash."""
-    run = arm.run
-    try:
-        yield
-    except UnsupportedError as exc:
-        run.status, run.error = UNSUPPORTED, str(exc)
-    except UserError as exc:
-        run.status, run.error = ERROR, f"{arm.phase}: {exc}"
-    except Exception as exc:   # backend failures are results, not crashes
-        run.status, run.error = ERROR, f"{arm.phase}: {describe(exc)}"
-        run.info["traceback"] = traceback.format_exc(limit=8)
-
-
-def _close(arm: Arm) -> None:
-    if arm.session is not None:
-        try:
-            arm.session.close()
-        except Exception as exc:   # a failed close must not hide the result
-            arm.run.info["close_error"] = describe(exc)
-        arm.session = None
-
-
-def _arm(graph: Graph, cfg: Config, engine: Engine | None) -> Arm:
-    return Arm(ConfigRun(config=cfg, engine=engine.label() if engine else ""),
-               graph_range_name(graph.graph_id, cfg.name))
-
-
-def _measure(graph: Graph, cfg: Config, engine: Engine | None, inputs: dict[int, np.ndarray],
-             settings: RunSettings, markers: Markers, load_ms: float, on_iteration: Callable[[int], None] | None,
-             keep_float64: bool = False) -> ConfigRun:
-    arm = _arm(graph, cfg, engine)
-    try:
-        with _failures(arm), markers.range(arm.range_name):
-            _open(graph, arm, engine, inputs, settings, markers, load_ms)
-            _time(graph, arm, settings, markers, on_iteration)
-            _finish(graph, arm, inputs, load_ms, keep_float64)
-    finally:
-        _close(arm)
-    return arm.run
-
-
-def _measure_ab(graph: Graph, pair: Sequence[tuple[Config, Engine | None]], inputs: dict[int, np.ndarray],
-                settings: RunSettings, markers: Markers, load_ms: float,
-                on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> list[ConfigRun]:
-    """Both configurations prepared and bound (again between rounds, ``--ab-fresh-sessions``), timed in
-    ABBA blocks until the verdict is decided (bench/ab.py), then fetched; ``run.ab`` holds the verdict."""
-    assert settings.ab_plan is not None
-    arms = [_arm(graph, cfg, engine) for cfg, engine in pair]
-    try:
-        for arm, (_, engine) in zip(arms, pair):
-            with _failures(arm), markers.range(arm.range_name):
-                _open(graph, arm, engine, inputs, settings, markers, load_ms)
-        if all(arm.session is not None and arm.run.status == OK for arm in arms):
-            _interleave(arms, settings, markers, on_iteration, run,
-                        _FreshSessions(graph, inputs, settings, markers))
-        for arm in arms:
-            if arm.session is not None and arm.run.status == OK:
-                with _failures(arm), markers.range(arm.range_name):
-                    _finish(graph, arm, inputs, load_ms, own and arm.run.config.backend == "reference")
-    finally:
-        for arm in arms:
-            _close(arm)
-    return [arm.run for arm in arms]
-
-
-def _interleave(arms: list[Arm], settings: RunSettings, markers: Markers,
-                on_iteration: Callable[[int], None] | None, run: GraphRun, sessions: _FreshSessions) -> None:
-    assert settings.ab_plan is not None
-    try:
-        run.ab = ab.interleave(arms, settings.ab_plan, settings.loop, markers, samplers=settings.samplers,
-                               on_iteration=on_iteration, sessions=sessions)
-    except ab.BlockFailure as failure:
-        with _failures(arms[failure.index]):
-            raise failure.cause from None
-        failed = arms[failure.index]
-        where = "a block" if failed.phase == "execute" else f"{failed.phase} of its re-created session"
-        run.notes.append(f"interleaved A/B stopped: {failed.run.config.name} failed in {where}")
-    for arm in arms:
-        arm.run.samples = arm.samples
-        arm.run.info["timing"] = {**arm.run.info.get("timing", {}), **arm.samples.timing}
-        plan = settings.ab_plan
-        arm.run.stop_reason = (f"interleaved A/B: {len(arm.blocks)} blocks of >= {plan.block_iters} iterations "
-                               f"and {plan.block_ms:g} ms; {run.ab.stop if run.ab else 'stopped by a failure'}"
-                               f"{f'; sessions re-created {run.ab.recreated} times' if run.ab else ''}")
-
-
-def _kernel_clock(settings: RunSettings, session: Any, run: ConfigRun) -> KernelClock | None:
-    """The kernel clock when it can time this session; else None, with the reason in run.info."""
-    if settings.kernel_clock is None:
-        return None
-    reason = settings.kernel_clock.unavailable(getattr(session.timer, "kind", None))
-    if reason is None:
-        return settings.kernel_clock
-    if settings.require_kernel_clock:
-        raise UserError(f"--timing kernel: {reason}")
-    run.info["timing"] = {"kernel_clock_unavailable": reason}
-    return None
-
-
-def _ab_pair(run: GraphRun) -> list[tuple[ConfigRun, str, dict[int, np.ndarray]]]:
-    ran = [c for c in run.configs if c.status == OK and c.outputs]
-    return [(ran[1], f"A:{ran[0].config.name}", ran[0].outputs)] if len(ran) == 2 else []
-
-
-def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict[int, np.ndarray]]],
-             settings: RunSettings) -> None:
-    """One validation record per output tensor of each (config, expectation) pair."""
-    outputs = {t.uid: t for t in graph.output_tensors}
-    for c, against, values in pairs:
-        for uid, tensor in outputs.items():
-            if uid not in values or uid not in c.outputs:
-                continue
-            result, atol, rtol = judge_output(graph, run, uid, c.outputs[uid], values[uid], atol=settings.atol,
-                                              rtol=settings.rtol)
-            run.validation.append(ValidationRecord(
-                config=c.config.name, output_uid=uid, output=tensor.name, against=against,
-                dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,
-                max_rel=result.max_rel, mismatches=result.mismatches, nonfinite=result.nonfinite + result.unwritten,
-                total=result.total, worst_index=str(list(result.worst_index)) if result.worst_index else "",
-                passed=result.passed, message=result.message(),
-                worst=[e.__dict__ for e in result.worst],
-            ))
-
-
-def _mark(run: GraphRun, settings: RunSettings) -> None:
-    """Each config's validation verdict and status from its records."""
-    for c in run.configs:
-        rows = [v for v in run.validation if v.config == c.config.name]
-        if rows:
-            c.validation = "passed" if all(v.passed for v in rows) else "failed"
-            if c.validation == "failed" and c.status == OK:
-                c.status = FAILED
-                c.error = next(f"{v.output} vs {v.against}: {v.message}" for v in rows if not v.passed)
-    # In A/B, B's mismatch against A is a failure of the pair: A is marked too.
-    if settings.ab and any(not v.passed and v.against.startswith("A:") for v in run.validation):
-        for c in run.configs:
-            if c.outputs or c.status == FAILED:
-                c.validation = "failed"
-                if c.status == OK:
-                    c.status, c.error = FAILED, "outputs differ between A and B"
-
-
-def _validate(graph: Graph, run: GraphRun, expected: dict[str, dict[int, np.ndarray]], settings: RunSettings,
-              bundle: BundleRef | None = None) -> None:
-    """Each config's outputs against each expectation (reference, golden, and B against A); then a
-    bundle's support claims against the hipDNN rows."""
-    ran = [c for c in run.configs if c.status == OK and c.outputs]
-    pairs = [(c, against, values) for c in ran for against, values in expected.items()]
-    if settings.ab:
-        pairs += _ab_pair(run)
-    _compare(graph, run, pairs, settings)
-    _mark(run, settings)
-    if bundle is not None and any(c.config.backend == "hipdnn" for c in run.configs):
-        check_support(run, bundle, gpu_arch())
-
-
-def validate_ab(graph: Graph, run: GraphRun, settings: RunSettings) -> None:
-    """B against A for a run whose configurations ran in separate processes (their own
-    checks against the reference were made there)."""
-    _compare(graph, run, _ab_pair(run), settings)
-    _mark(run, settings)
-
-
 def _interleaving(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]],
                   settings: RunSettings, run: GraphRun) -> bool:
     """Whether this graph's A/B runs interleaved: two runnable configurations and no profiler hooks
@@ -585,7 +281,7 @@ def _measure_each(graph: Graph, expanded: Sequence[tuple[Config, Engine | None, 
             status, message = problem
             run.configs.append(ConfigRun(config=cfg, status=status, error=message))
             continue
-        run.configs.append(_measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
+        run.configs.append(measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
                                     keep_float64=own and cfg.backend == "reference"))
 
 
@@ -646,7 +342,7 @@ def run_graph(
     if device is not None:
         release_device_memory()   # the reference's temporaries: cuDNN allocates outside torch's cache
     if _interleaving(expanded, settings, run):
-        run.configs.extend(_measure_ab(graph, [(cfg, engine) for cfg, engine, _ in expanded], inputs, settings,
+        run.configs.extend(measure_ab(graph, [(cfg, engine) for cfg, engine, _ in expanded], inputs, settings,
                                        markers, run.load_ms or 0.0, on_iteration, own, run))
     else:
         _measure_each(graph, expanded, inputs, settings, markers, on_iteration, own, run)
@@ -655,7 +351,7 @@ def run_graph(
         _evaluate_reference(graph, inputs, settings, run, expected)   # the backend failed: evaluate here
     stage("validate")
     t0 = now_ns()
-    _validate(graph, run, expected, settings, source.bundle)
+    validate(graph, run, expected, settings, source.bundle)
     recheck_failures(graph, run, inputs, expected, settings)   # before a FAILED row blames the library
     run.phases.append(Phase("validate", t0, now_ns()))
     if device is not None:

@@ -15,9 +15,10 @@ from dataclasses import replace
 from hipdnn_trace import backends
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.bench.config import Config
-from hipdnn_trace.bench.graph_run import RunSettings, validate_ab
 from hipdnn_trace.bench.isolation import IsolatedRunner
+from hipdnn_trace.bench.output_validation import validate_ab
 from hipdnn_trace.bench.records import GraphRun
+from hipdnn_trace.bench.run_settings import RunSettings
 from hipdnn_trace.graph.sources import GraphSource
 from hipdnn_trace.markers import Markers
 

@@ -49,7 +49,7 @@ def kernel_sums_ms(kernels: pl.DataFrame, iterations: Sequence[int]) -> list[flo
 
 
 class CuptiProfiler:
-    """In-process hooks (``bench.graph_run.Hooks``) collecting a kernel trace per configuration."""
+    """In-process hooks (``bench.run_settings.Hooks``) collecting a kernel trace per configuration."""
 
     name = "cupti"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.estimate import GraphEstimate, estimate_suite
-from hipdnn_trace.bench.graph_run import RunSettings
+from hipdnn_trace.bench.run_settings import RunSettings
 from hipdnn_trace.console import fmt_duration
 from hipdnn_trace.graph.sources import GraphSource
 

@@ -27,13 +27,13 @@ from hipdnn_trace.backends.plan_cache import (
 from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, Config, build_configs
 from hipdnn_trace.bench.estimate import GraphEstimate
-from hipdnn_trace.bench.graph_run import RunSettings
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S
 from hipdnn_trace.bench.loop import LoopSettings
 from hipdnn_trace.bench.oracle import oracle_configs
 from hipdnn_trace.bench.paired import ABPlan
 from hipdnn_trace.bench.pins import GpuPins, pin_gpus
 from hipdnn_trace.bench.reference_cache import ReferenceCache, auto_folder
+from hipdnn_trace.bench.run_settings import RunSettings
 from hipdnn_trace.bench.sampling import INTERVAL_S
 from hipdnn_trace.bench.split import groups, needs_split
 from hipdnn_trace.bench.verdict import reference_device
