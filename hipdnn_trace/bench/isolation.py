@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from hipdnn_trace import backends
+from hipdnn_trace.bench.child_watch import (
+    RESULT_EXIT_GRACE_S,
+    Outcome,
+    Watch,
+    death,
+    kill_session,
+    oom_kills,
+    tail_line,
+)
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.early import HARNESS_MODULES, server_preload
 from hipdnn_trace.bench.forkserver import ForkServer, ForkServerError
@@ -50,9 +58,6 @@ STDERR_TAIL_BYTES = 4096
 #: SIGHUP), wait this long for the same signal to reach us before recording a crash.
 OUTSIDE_SIGNAL_GRACE_S = 1.0
 _OUTSIDE_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-#: A child that sent its result but does not exit (a library stuck in teardown) is
-#: killed after this long; its result stands.
-RESULT_EXIT_GRACE_S = 10.0
 _CHILD = "hipdnn_trace.bench.isolation_child:child_main"
 _RESIDENT_CHILD = "hipdnn_trace.bench.isolation_child:resident_main"
 #: A warm-up job (device context, library loads) that takes longer than this is given up.
@@ -63,7 +68,6 @@ WARM_TIMEOUT_S = 300.0
 #: host, with no growth to bound.)
 MAX_JOBS_PER_CHILD = 1000
 RETIRE_GROWTH_BYTES = 8 << 30
-_FRAME = re.compile(r'File "(.*?)", line (\d+) in (\S+)')
 
 
 # --------------------------------------------------------------------- records
@@ -99,54 +103,6 @@ def failure_run(source: GraphSource, configs: Sequence[Config], message: str, *,
 
 # ---------------------------------------------------------------------- parent
 
-def _oom_kills() -> int | None:
-    """The kernel's out-of-memory kill count for this process's cgroup (v2 or v1)."""
-    from hipdnn_trace.backends.reference.memory import memory_cgroups
-
-    candidates = [mount / path.lstrip("/") / ("memory.events" if version == 2 else "memory.oom_control")
-                  for version, mount, path in memory_cgroups()]
-    for path in candidates:
-        try:
-            for row in path.read_text().splitlines():
-                key, _, value = row.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _tail_line(tail: bytes, limit: int = 300) -> str:
-    """A child's last words as one line: what the library printed last, then where
-    Python was when the process died (faulthandler's innermost frame)."""
-    text = tail.decode("utf-8", "replace")
-    before, fatal, after = text.partition("Fatal Python error:")
-    parts = [ln.strip() for ln in before.splitlines()
-             if ln.strip() and not ln.startswith("Extension modules:")][-2:]
-    if fatal:
-        rest = after.splitlines()
-        where = next((m for ln in rest if (m := _FRAME.search(ln))), None)
-        parts.append(f"{fatal} {rest[0].strip() if rest else ''}".strip()
-                     + (f" in {Path(where[1]).name}:{where[2]} {where[3]}" if where else ""))
-    joined = " | ".join(parts)
-    return joined if len(joined) <= limit else "..." + joined[-limit:]
-
-
-def _death(exitcode: int | None, oom_before: int | None) -> str:
-    """What killed the child, in words."""
-    if exitcode is None:
-        return "child process vanished"
-    if exitcode < 0:
-        sig = signal.Signals(-exitcode)
-        if sig == signal.SIGKILL:
-            after = _oom_kills()
-            if oom_before is not None and after is not None and after > oom_before:
-                return "killed by the kernel's out-of-memory killer (SIGKILL)"
-            return "killed by SIGKILL (out of memory? the kernel's OOM killer sends it; see dmesg)"
-        return f"crashed with {sig.name} ({signal.strsignal(sig) or sig.name})"
-    return f"child process exited with status {exitcode} without a result"
-
-
 class IsolatedRunner:
     """Callable like :func:`run_graph`; runs each graph in a fresh child process.
 
@@ -173,7 +129,7 @@ class IsolatedRunner:
         """Kill the child now running, if any (from another thread: an interrupted pool of workers)."""
         pid = self._running
         if pid is not None:
-            _kill_session(pid)
+            kill_session(pid)
 
     def __enter__(self) -> IsolatedRunner:
         return self
@@ -281,7 +237,7 @@ class IsolatedRunner:
         try:
             child, _ = self._child_for(_config_key(configs), payload)
             self._running = child.pid
-            outcome = _Watch(child.pid, self.server, child.status, child.output, WARM_TIMEOUT_S, self.tail_bytes,
+            outcome = Watch(child.pid, self.server, child.status, child.output, WARM_TIMEOUT_S, self.tail_bytes,
                              None, resident=True).wait()
         except ForkServerError:
             self._forget(child)
@@ -339,7 +295,7 @@ class IsolatedRunner:
             if child.jobs_w is not None:
                 child.jobs_w.close()
             if not wait([self.server], RESULT_EXIT_GRACE_S):
-                _kill_session(child.pid)
+                kill_session(child.pid)
             self.server.exit_code()
         except (ForkServerError, OSError):
             pass
@@ -350,9 +306,9 @@ class IsolatedRunner:
              on_iteration: Callable[[int], None] | None, on_stage: Callable[[str], None] | None = None,
              handed: bool = False) -> GraphRun:
         key = _config_key(configs)
-        oom_before = _oom_kills()
+        oom_before = oom_kills()
         t0 = now_ns()
-        watch: _Watch | None = None
+        watch: Watch | None = None
         child: _Child | None = None
         started = True
         try:
@@ -361,11 +317,11 @@ class IsolatedRunner:
             else:
                 child, started = self._child_for(key, payload)
             self._running = child.pid
-            watch = _Watch(child.pid, self.server, child.status, child.output, self.timeout_s, self.tail_bytes,
+            watch = Watch(child.pid, self.server, child.status, child.output, self.timeout_s, self.tail_bytes,
                            on_iteration, resident=self.resident, on_stage=on_stage)
             outcome = watch.wait()
         except ForkServerError as exc:   # the server died: keep what the child said (bytes, phase, output)
-            outcome = watch.out if watch is not None else _Outcome()
+            outcome = watch.out if watch is not None else Outcome()
             outcome.failed = f"child process lost ({exc})"
             if watch is not None:
                 outcome.tail = bytes(watch.tail)
@@ -392,10 +348,10 @@ class IsolatedRunner:
             code = outcome.exitcode
             if code is not None and code < 0 and signal.Signals(-code) in _OUTSIDE_SIGNALS:
                 time.sleep(OUTSIDE_SIGNAL_GRACE_S)   # our own interrupt usually follows: let it win
-            what = _death(code, oom_before)
+            what = death(code, oom_before)
         tail_text = outcome.tail.decode("utf-8", "replace")
-        tail_line = _tail_line(outcome.tail)
-        message = f"{what} during {outcome.phase}" + (f"; output: {tail_line}" if tail_line else "")
+        last_words = tail_line(outcome.tail)
+        message = f"{what} during {outcome.phase}" + (f"; output: {last_words}" if last_words else "")
         info = {"isolation": {"exitcode": outcome.exitcode, "phase": outcome.phase,
                               "timed_out": outcome.timed_out, "output_tail": tail_text}}
         run = failure_run(source, configs, message, data=outcome.data, info=info, span=span)
@@ -492,131 +448,3 @@ def _add_process_start(run: GraphRun, asked_ns: int, first_message_ns: int | Non
     end = min([first_message_ns, *starts])
     if end > asked_ns:
         run.phases.insert(0, Phase("process start", asked_ns, end))
-
-
-def _kill_session(pid: int) -> None:
-    """SIGKILL the child's whole session (it called setsid)."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-            return
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            return
-
-
-@dataclass
-class _Outcome:
-    result: GraphRun | None = None
-    failed: str | None = None
-    timed_out: bool = False
-    exitcode: int | None = None
-    phase: str = "start"
-    tail: bytes = b""
-    first_message_ns: int | None = None   # when the child's first message arrived (its start-up)
-    data: bytes | None = None          # the graph's bytes, once the child has read them
-    warmed: dict[str, float] | None = None   # a warm-up job's answer (seconds per part)
-    versions: dict[str, str] | None = None   # and the libraries' versions as the child loaded them
-
-
-class _Watch:
-    """Follow one child: phases (also handed to ``on_stage``), iteration counts, output tail, result,
-    deadline, exit."""
-
-    def __init__(self, pid: int, server: ForkServer, status: Connection, output: Connection,
-                 timeout_s: float | None, tail_bytes: int, on_iteration: Callable[[int], None] | None,
-                 resident: bool = False, on_stage: Callable[[str], None] | None = None) -> None:
-        self.pid, self.server, self.status, self.output = pid, server, status, output
-        self.resident = resident   # a child that stays for the next graph: its record ends the wait
-        self.deadline = None if not timeout_s else time.monotonic() + timeout_s
-        self.tail_bytes = tail_bytes
-        self.on_iteration = on_iteration
-        self.on_stage = on_stage
-        self.out = _Outcome()
-        self.tail = bytearray()
-        self.open: list[Any] = [status, output]
-
-    def _read_status(self) -> None:
-        try:
-            raw = self.status.recv_bytes()
-        except (EOFError, OSError):
-            self.open.remove(self.status)
-            return
-        if self.out.first_message_ns is None:
-            self.out.first_message_ns = now_ns()
-        if raw[:1] == b"W":
-            self.out.warmed, self.out.versions = pickle.loads(raw[1:])
-            return
-        if raw[:1] == b"R":
-            self.out.result = pickle.loads(raw[1:])
-            grace = time.monotonic() + RESULT_EXIT_GRACE_S
-            self.deadline = grace if self.deadline is None else min(self.deadline, grace)
-            return
-        kind, value = pickle.loads(raw)
-        if kind == "phase":
-            self.out.phase = value
-            if self.on_stage is not None:
-                self.on_stage(str(value))
-        elif kind == "iter":
-            base = self.out.phase.split(", iteration")[0]
-            self.out.phase = f"{base}, iteration {value}"
-            if self.on_iteration is not None:
-                self.on_iteration(int(value))
-        elif kind == "failed":
-            self.out.failed = str(value)
-        elif kind == "read":
-            self.out.data = value
-
-    def _read_output(self) -> None:
-        try:
-            chunk = os.read(self.output.fileno(), 65536)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self.open.remove(self.output)
-            return
-        self.tail += chunk
-        if len(self.tail) > self.tail_bytes:
-            del self.tail[:len(self.tail) - self.tail_bytes]
-
-    def _drain(self) -> None:
-        """After exit: whatever is still buffered in the pipes (never waits for more)."""
-        for conn, read in ((self.status, self._read_status), (self.output, self._read_output)):
-            while conn in self.open and conn.poll(0):
-                read()
-
-    def wait(self) -> _Outcome:
-        try:
-            while True:
-                timeout = 1.0
-                if self.deadline is not None:
-                    timeout = min(timeout, self.deadline - time.monotonic())
-                    if timeout <= 0:
-                        self._drain()
-                        _kill_session(self.pid)
-                        self.out.timed_out = self.out.result is None
-                        break
-                ready = wait([*self.open, self.server], timeout)
-                if self.status in ready:
-                    self._read_status()
-                if self.output in ready:
-                    self._read_output()
-                if self.resident and (self.out.result is not None or self.out.warmed is not None):
-                    while self.output in self.open and self.output.poll(0):
-                        self._read_output()
-                    self.out.tail = bytes(self.tail)
-                    return self.out   # alive and waiting for its next graph
-                if self.server in ready:
-                    break
-        except BaseException:
-            _kill_session(self.pid)   # interrupted: take the child down with us
-            try:
-                self.server.exit_code()
-            except ForkServerError:
-                pass
-            raise
-        self.out.exitcode = self.server.exit_code()
-        self._drain()
-        self.out.tail = bytes(self.tail)
-        return self.out
