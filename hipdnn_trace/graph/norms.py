@@ -81,13 +81,34 @@ def rmsnorm_count(node: Node, graph: Graph) -> Any:
     inv_rms = port_tensor(node, graph, "inv_rms")
     if count is None and inv_rms is not None:
         x_dims = _dims(node, graph, "x")
-        reduced = [i for i, (a, b) in enumerate(zip(x_dims, inv_rms.dims)) if b == 1 and a > 1]
-        if reduced and reduced == list(range(reduced[0], len(x_dims))):
-            count = len(x_dims) - reduced[0]
-        elif reduced:
+        start = stat_start(x_dims, tuple(inv_rms.dims))
+        if start is None and _reduces_any(x_dims, tuple(inv_rms.dims)):
             raise UnsupportedError(f"rmsnorm inv_rms {list(inv_rms.dims)} reduces non-trailing axes of x "
                                    f"{list(x_dims)}")
+        if start is not None:
+            count = len(x_dims) - start
     return count
+
+
+def _reduces_any(x_dims: tuple[int, ...], stat_dims: tuple[int, ...]) -> bool:
+    return len(x_dims) == len(stat_dims) and any(s == 1 and x > 1 for x, s in zip(x_dims, stat_dims))
+
+
+def stat_start(x_dims: tuple[int, ...], stat_dims: tuple[int, ...]) -> int | None:
+    """The first normalized axis a saved statistic's shape states (inv_rms, mean, inv_variance: 1 from
+    that axis on), or None when it states none (another rank, nothing reduced) or reduces an axis before
+    one it keeps. An axis where x is 1 fits either side and does not decide: of the starts that fit, the
+    earliest is taken, but not the batch axis 0 while a later one fits (hipDNN's
+    ``validateScaleNormalizedShape``, Utilities.hpp @ 95d66084, normalizes the longest trailing run and dims
+    1.. when every dim matches). x ``[N, C, 1, 1]`` with inv_rms ``[N, 1, 1, 1]`` starts at 1. The kept
+    axes' sizes are not checked here: the per-row count check names a wrong one."""
+    if not _reduces_any(x_dims, stat_dims):
+        return None
+    after_last_kept = max((i + 1 for i, s in enumerate(stat_dims) if s != 1), default=0)
+    first_reduced = next(i for i, (x, s) in enumerate(zip(x_dims, stat_dims)) if s == 1 and x > 1)
+    if first_reduced < after_last_kept:
+        return None   # a reduced axis before a kept one
+    return max(after_last_kept, min(1, first_reduced))
 
 
 def rmsnorm_start(node: Node, graph: Graph) -> int:
@@ -126,12 +147,9 @@ def norm_backward_start(node: Node, graph: Graph) -> int | None:
         return len(x.dims) - count if 1 <= count <= len(x.dims) else None
     stat = (port_tensor(node, graph, "inv_rms") or port_tensor(node, graph, "inv_variance")
             or port_tensor(node, graph, "mean"))
-    if stat is None or len(stat.dims) != len(x.dims):
+    if stat is None:
         return None
-    reduced = [a for a, (xd, sd) in enumerate(zip(x.dims, stat.dims)) if sd == 1 and xd > 1]
-    if not reduced or reduced != list(range(reduced[0], len(x.dims))):
-        return None
-    return reduced[0]
+    return stat_start(tuple(x.dims), tuple(stat.dims))
 
 
 def _per_row_and_feature(node: Node, graph: Graph, start: int) -> list[tuple[str, str]]:
