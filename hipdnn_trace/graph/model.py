@@ -9,7 +9,6 @@ the same layout hipDNN wrote.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +18,7 @@ from typing import Any
 from hipdnn_trace.graph.canonical import graph_id
 from hipdnn_trace.graph.layout import layout_name, storage_elements
 from hipdnn_trace.graph.opspec import UID_SUFFIX
+from hipdnn_trace.graph.test_names import sanitize, suite_name
 
 __all__ = ["RAGGED_SUFFIX", "UID_SUFFIX", "Graph", "Node", "Tensor", "source_stem"]
 
@@ -26,33 +26,17 @@ __all__ = ["RAGGED_SUFFIX", "UID_SUFFIX", "Graph", "Node", "Tensor", "source_ste
 RAGGED_SUFFIX = ".ragged_offset"
 
 
-#: dnn-providers' bundle tiers (verify_golden_bundles.py ``ALLOWED_TIERS``, docs/hipdnn-format.md 5.1).
-BUNDLE_TIERS = ("quick", "standard", "comprehensive", "full")
-
-
 def source_stem(source: str) -> str:
     """``dir/conv.json`` -> ``conv``; an archive member ``suite.tar.gz:dir/conv.json`` -> ``conv``.
-    An integration-test bundle ``{Tier}/{Operation}/{Layout}/{DataType}/{Name}/{Name}.json`` -> upstream's
-    test name without the tier, ``{Operation}_{Layout}_{DataType}_{Name}.{Name}`` (every bundle is
-    ``Small.json``: the stem alone names none of them)."""
+    An integration-test bundle ``{tier}/.../{Name}/{Name}.json`` -> dnn-providers' test name,
+    ``{tier}_..._{Name}.{Name}`` (graph/test_names.py; every bundle is ``Small.json``: the stem alone names
+    none of them)."""
     parts = source.replace("\\", "/").rsplit(":", 1)[-1].split("/")
     last = parts[-1]
     stem = last[:-5] if last.lower().endswith(".json") else last
-    return _bundle_test_name(parts, stem) or stem or source
-
-
-def _bundle_test_name(parts: list[str], stem: str) -> str | None:
-    """verify_golden_bundles.py ``derive_advisory``'s suite and case names (non-alphanumerics as ``_``),
-    the folders between the tier and the bundle joined; None unless the file is ``{Name}/{Name}.json``
-    below a tier folder."""
     folders = parts[:-1]
-    if not stem or len(folders) < 2 or folders[-1] != stem:
-        return None
-    tier = max((i for i, part in enumerate(folders) if part in BUNDLE_TIERS), default=None)
-    if tier is None or tier >= len(folders) - 1:
-        return None
-    suite = re.sub(r"[^A-Za-z0-9_]", "_", "_".join(folders[tier + 1:]))
-    return f"{suite}.{re.sub(r'[^A-Za-z0-9_]', '_', stem)}"
+    suite = suite_name(folders) if stem and folders and folders[-1] == stem else None
+    return f"{suite}.{sanitize(stem)}" if suite else stem or source
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,8 @@ def _file_source(path: Path) -> GraphSource:
 
 def sweep_sources(folder: Path) -> list[GraphSource]:
     """One source per case of the template sweep in ``folder`` (graph/sweeps.py), named
-    ``.../sweep.json#<case id>``; a sweep that cannot be expanded is one error source."""
+    ``.../sweep.json#<case id>``; a case that cannot be expanded is its own error source, a sweep that
+    cannot be read one error source."""
     sweep = folder / sweeps.SWEEP_FILE
     try:
         cases = sweeps.read_sweep(folder)
@@ -141,6 +142,9 @@ def sweep_sources(folder: Path) -> list[GraphSource]:
     out = []
     for case in cases:
         name = f"{sweep}#{case.case_id}"
+        if case.problem is not None:
+            out.append(GraphSource(name, Refusal.of(case.problem, f" (case {case.case_id})")))
+            continue
         try:
             ref = case_ref(name, case.golden_dir, case.dvc, case.metadata, folder / "support.json", case.case_id)
         except GraphError as exc:

@@ -1,35 +1,36 @@
 """Template sweeps: ``graph.template.json`` + ``sweep.json`` -> one hipDNN graph per case.
 
 dnn-providers' integration tests keep families of graphs as one template whose values are
-``"${case.<field>}"`` strings and a ``sweep.json`` listing the cases (``version``, ``cases[]``
-with ``id``, ``values``, ``metadata`` and an optional ``golden.path`` to a ``tensors.dvc``).
-The substitution rule is upstream's verifier's (``dnn-providers/integration-tests/
-reference_data_scripts/verify_golden_bundles.py`` in ROCm/rocm-libraries at 11792b2, and its
-README): a placeholder is a whole JSON string; in a tensor entry ``dims`` / ``strides`` /
-``data_type`` come from the case's ``values.tensors[]`` entry with that uid; ``attributes.X``
-from ``values.attributes.X``; anything else from ``values.X``. A case's tensor uids must be the
-template's. Case golden data lives at ``golden/{id}/tensor{uid}.bin`` (beside the pointer).
-Every problem is a :class:`SweepError` naming the file and field. docs/hipdnn-format.md
-section "Integration-test bundles and sweeps".
+``"${case.<path>}"`` strings and a ``sweep.json`` listing the cases (``version``, ``cases[]``
+with ``id``, ``values``, ``metadata``, optional ``golden.path`` to a ``tensors.dvc`` and
+``tensor_patches``). Expansion is the harness's (ROCm/rocm-libraries ``dnn-providers/integration-tests``
+``IntegrationTestBundle.hpp`` ``expandTemplateGraph`` / ``applyTensorPatches`` and ``docs/file-formats.md``
+@ 6ed0dc19): a placeholder is a whole string ``${case.<path>}``, ``<path>`` dotted into nested objects;
+inside an object with an integer ``uid`` (a tensor) it is looked up first in that uid's entry of
+``values.tensors[]``, then in ``values``, except ``dims`` / ``strides`` / ``data_type``, which must come
+from the tensor's entry; then each ``tensor_patches`` entry sets, then removes, fields of its tensor.
+A case without ``metadata`` is dropped upstream: here it is that case's error row. A sweep that cannot
+be read is one error naming the file and field; a case that cannot be expanded is one error row naming
+the field, and the other cases run. Case golden data lives at ``golden/{id}/tensor{uid}.bin``.
+docs/hipdnn-format.md section "Integration-test bundles and sweeps".
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
+from hipdnn_trace.graph.test_names import sanitize, suite_name
 
 __all__ = ["SWEEP_FILE", "TEMPLATE_FILE", "SweepCase", "SweepError", "is_sweep_file", "read_sweep"]
 
 SWEEP_FILE = "sweep.json"
 TEMPLATE_FILE = "graph.template.json"
-_PLACEHOLDER = re.compile(r"^\$\{case\.([A-Za-z0-9_.]+)\}$")
-_CASE_ID = re.compile(r"^[a-z0-9_]+$")
+_PREFIX = "${case."
 _TENSOR_FIELDS = ("dims", "strides", "data_type")
 #: the sweep file itself may be at most this big (upstream's biggest is ~60 kB)
 SWEEP = read_gate.Kind("sweep files", 64 * 1024 * 1024)
@@ -50,6 +51,7 @@ class SweepCase:
     metadata: dict[str, Any]
     golden_dir: Path | None
     dvc: Path | None
+    problem: SweepError | None = None   # why this case cannot be expanded (its row says so; the others run)
 
 
 def is_sweep_file(path: Path) -> bool:
@@ -71,12 +73,24 @@ def _read(path: Path) -> Any:
 
 
 def _placeholder(value: Any) -> str | None:
-    if isinstance(value, str) and "${case." in value:
-        m = _PLACEHOLDER.match(value)
-        if m is None:
-            raise ValueError(f"{value!r}: a placeholder must be the whole string")
-        return m.group(1)
-    return None
+    """The ``<path>`` of a ``"${case.<path>}"`` string (``placeholderField``: it starts with ``${case.`` and
+    ends with ``}``), else None. A string holding one inside other text is literal upstream, and a
+    mistake: refused here with the reason."""
+    if not isinstance(value, str) or "${case." not in value:
+        return None
+    if value.startswith(_PREFIX) and value.endswith("}") and len(value) > len(_PREFIX) + 1:
+        return value[len(_PREFIX):-1]
+    raise ValueError(f"{value!r}: a placeholder must be the whole string")
+
+
+def _lookup(root: Any, path: str) -> tuple[bool, Any]:
+    """``root`` walked along the dotted ``path`` (``lookupJsonPath``): (found, value)."""
+    current = root
+    for key in path.split("."):
+        if not isinstance(current, dict) or key not in current:
+            return False, None
+        current = current[key]
+    return True, current
 
 
 class _Case:
@@ -84,7 +98,7 @@ class _Case:
 
     def __init__(self, sweep: Path, index: int, case: dict[str, Any]) -> None:
         self.sweep, self.where = str(sweep), f"$.cases[{index}]"
-        values = case.get("values")
+        values = case.get("values", {})
         if not isinstance(values, dict):
             self.fail("values", "must be an object")
         self.values: dict[str, Any] = values
@@ -107,56 +121,67 @@ class _Case:
             out[uid] = entry
         return out
 
-    def value(self, name: str) -> Any:
-        if name.startswith("attributes."):
-            attrs = self.values.get("attributes")
-            key = name[len("attributes."):]
-            if not isinstance(attrs, dict) or key not in attrs:
-                self.fail(f"values.attributes.{key}", f"missing (the template uses ${{case.{name}}})")
-            return attrs[key]
-        if name not in self.values:
-            self.fail(f"values.{name}", f"missing (the template uses ${{case.{name}}})")
-        return self.values[name]
+    def resolve(self, name: str, uid: int | None, field: str) -> Any:
+        """``resolvePlaceholder``: the tensor's own entry first, then the case-wide values."""
+        if uid is not None:
+            found, value = _lookup(self.tensors.get(uid), name)
+            if found:
+                return value
+            if name.split(".")[0] in _TENSOR_FIELDS:
+                self.fail(f"values.tensors[uid={uid}].{name}", f"missing (the template's {field} uses "
+                          f"${{case.{name}}})")
+        found, value = _lookup(self.values, name)
+        if not found:
+            self.fail(f"values.{name}", f"missing (the template's {field} uses ${{case.{name}}})")
+        return value
 
-    def fill(self, node: Any, field: str) -> Any:
-        """``node`` with every placeholder replaced (``field``: its JSON path, for messages)."""
-        if isinstance(node, dict):
-            return {k: self.fill(v, f"{field}.{k}") for k, v in node.items()}
-        if isinstance(node, list):
-            return [self.fill(v, f"{field}[{i}]") for i, v in enumerate(node)]
+    def fill(self, node: Any, field: str, uid: int | None = None) -> Any:
+        """``node`` with every placeholder replaced (``field``: its JSON path; ``uid``: the tensor it is in)."""
         try:
             name = _placeholder(node)
         except ValueError as exc:
-            raise SweepError(self.sweep, field, f"in {TEMPLATE_FILE}: {exc}") from None
-        return node if name is None else self.value(name)
+            raise SweepError(self.sweep.replace(SWEEP_FILE, TEMPLATE_FILE), field, str(exc)) from None
+        if name is not None:
+            return self.resolve(name, uid, field)
+        if isinstance(node, list):
+            return [self.fill(v, f"{field}[{i}]", uid) for i, v in enumerate(node)]
+        if isinstance(node, dict):
+            own = node.get("uid")
+            inner = own if isinstance(own, int) and not isinstance(own, bool) else uid
+            return {k: self.fill(v, f"{field}.{k}", inner) for k, v in node.items()}
+        return node
 
-    def tensor(self, entry: dict[str, Any], i: int) -> dict[str, Any]:
-        uid = entry.get("uid")
-        own = self.tensors.get(uid) if isinstance(uid, int) else None
-        if own is None:
-            self.fail("values.tensors", f"no entry for template tensor uid {uid!r}")
-        out = {}
-        for key, val in entry.items():
-            name = _placeholder(val) if key in _TENSOR_FIELDS else None
-            if name is not None:
-                if key not in own:
-                    self.fail(f"values.tensors[uid={uid}].{key}", f"missing (the template's tensors[{i}] uses "
-                              f"${{case.{name}}})")
-                out[key] = own[key]
-            else:
-                out[key] = self.fill(val, f"$.tensors[{i}].{key}")
-        return out
+    def patch(self, graph: dict[str, Any], patches: Any) -> None:
+        """``applyTensorPatches``: each entry's ``set`` fields upserted, then its ``remove`` fields erased."""
+        if patches is None:
+            return
+        if not isinstance(patches, list):
+            self.fail("tensor_patches", "must be a list")
+        by_uid = {t.get("uid"): t for t in graph.get("tensors", []) if isinstance(t, dict)}
+        for i, entry in enumerate(patches):
+            uid = entry.get("uid") if isinstance(entry, dict) else None
+            if not isinstance(uid, int) or isinstance(uid, bool):
+                self.fail(f"tensor_patches[{i}].uid", "must be an integer")
+            if uid not in by_uid:
+                self.fail(f"tensor_patches[{i}].uid", f"{uid} is not a tensor of the expanded graph")
+            tensor = by_uid[uid]
+            if isinstance(entry.get("set"), dict):
+                tensor.update(entry["set"])
+            for key in entry.get("remove") or []:
+                if isinstance(key, str):
+                    tensor.pop(key, None)
 
 
-def _expand_case(template: dict[str, Any], case: _Case) -> dict[str, Any]:
+def _expand_case(template: dict[str, Any], case: _Case, raw: dict[str, Any]) -> dict[str, Any]:
+    """One case's graph: placeholders filled, then its tensor patches applied (``expandTemplateGraph``)."""
     tensors = template.get("tensors")
     if not isinstance(tensors, list) or not tensors:
-        raise SweepError(str(case.sweep).replace(SWEEP_FILE, TEMPLATE_FILE), "$.tensors", "must be a non-empty list")
-    out = {k: case.fill(v, f"$.{k}") for k, v in template.items() if k != "tensors"}
-    out["tensors"] = [case.tensor(t if isinstance(t, dict) else {}, i) for i, t in enumerate(tensors)]
+        raise SweepError(case.sweep.replace(SWEEP_FILE, TEMPLATE_FILE), "$.tensors", "must be a non-empty list")
     extra = sorted(set(case.tensors) - {t.get("uid") for t in tensors if isinstance(t, dict)})
     if extra:
         case.fail("values.tensors", f"uid(s) {extra} are not tensors of {TEMPLATE_FILE}")
+    out = case.fill(template, "$")
+    case.patch(out, raw.get("tensor_patches"))
     return out
 
 
@@ -165,8 +190,8 @@ def _case_id(sweep: Path, index: int, case: Any, seen: set[str]) -> str:
     if not isinstance(case, dict):
         raise SweepError(str(sweep), where, "must be an object")
     cid = case.get("id")
-    if not isinstance(cid, str) or not _CASE_ID.match(cid):
-        raise SweepError(str(sweep), f"{where}.id", f"{cid!r}: must be a lowercase_snake_case string")
+    if not isinstance(cid, str) or not cid.strip():
+        raise SweepError(str(sweep), f"{where}.id", f"{cid!r}: must be a non-empty string")
     if cid in seen:
         raise SweepError(str(sweep), f"{where}.id", f"duplicate case id {cid!r}")
     seen.add(cid)
@@ -187,8 +212,10 @@ def _golden(folder: Path, sweep: Path, index: int, case: dict[str, Any]) -> tupl
 
 
 def read_sweep(folder: Path) -> list[SweepCase]:
-    """Every case of the sweep in ``folder``, expanded to a graph named ``{Operation}_{Topology}.{id}``
-    (upstream's test name without the tier), in the file's order."""
+    """Every case of the sweep in ``folder``, in the file's order, expanded to a graph named as
+    dnn-providers names the test (graph/test_names.py: ``{suite}.{id}``, the suite from the tier folder
+    on; ``{Operation}_{Topology}.{id}`` when no tier folder holds the sweep). A case that cannot be
+    expanded carries its ``problem``; a sweep that cannot be read raises."""
     template = _read(folder / TEMPLATE_FILE)
     sweep_path = folder / SWEEP_FILE
     sweep = _read(sweep_path)
@@ -198,16 +225,26 @@ def read_sweep(folder: Path) -> list[SweepCase]:
     cases = sweep.get("cases")
     if not isinstance(cases, list) or not cases:
         raise SweepError(str(sweep_path), "$.cases", "must be a non-empty list")
-    prefix = f"{folder.resolve().parent.name}_{folder.resolve().name}"
-    out, seen = [], set()
-    for i, raw in enumerate(cases):
-        cid = _case_id(sweep_path, i, raw, seen)
-        case = _Case(sweep_path, i, raw)
-        graph = _expand_case(template, case)
-        graph["name"] = f"{prefix}.{cid}"
-        meta = raw.get("metadata", {})
+    where = folder.resolve()
+    suite = suite_name(where.parts) or sanitize(f"{where.parent.name}_{where.name}")
+    seen: set[str] = set()
+    ids = [_case_id(sweep_path, i, raw, seen) for i, raw in enumerate(cases)]
+    return [_one_case(folder, sweep_path, template, i, raw, f"{suite}.{sanitize(cid)}", cid)
+            for i, (cid, raw) in enumerate(zip(ids, cases, strict=True))]
+
+
+def _one_case(folder: Path, sweep_path: Path, template: dict[str, Any], index: int, raw: dict[str, Any],
+              name: str, cid: str) -> SweepCase:
+    try:
+        case = _Case(sweep_path, index, raw)
+        meta = raw.get("metadata")
+        if meta is None:
+            case.fail("metadata", "missing (dnn-providers' harness drops a sweep case without its metadata)")
         if not isinstance(meta, dict):
             case.fail("metadata", "must be an object")
-        golden_dir, dvc = _golden(folder, sweep_path, i, raw)
-        out.append(SweepCase(cid, graph["name"], json.dumps(graph).encode(), meta, golden_dir, dvc))
-    return out
+        graph = _expand_case(template, case, raw)
+        graph["name"] = name
+        golden_dir, dvc = _golden(folder, sweep_path, index, raw)
+    except SweepError as exc:
+        return SweepCase(cid, name, b"", {}, None, None, exc)
+    return SweepCase(cid, name, json.dumps(graph).encode(), meta, golden_dir, dvc)

@@ -212,7 +212,7 @@ def test_sweep_of_three_cases_expands_to_three_named_graphs_that_run(tmp_path: P
     for source, (cid, (dims, dt)) in zip(sources, SHAPES.items(), strict=True):
         run = _run(source)
         assert run.status != "error", run.error
-        assert run.name == f"Pointwise_Default.{cid}"
+        assert run.name == f"quick_Pointwise_Default.{cid}"
         assert run.graph is not None and list(run.graph.tensors[0].dims) == dims
         assert run.graph.tensors[1].data_type == dt
         assert _verdicts(run) == {"reference": True}
@@ -238,15 +238,12 @@ def test_sweep_case_golden_tensors_are_the_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("change,words", [
-    (lambda cases, t: cases[1]["values"]["tensors"][0].pop("dims"), "$.cases[1].values.tensors[uid=0].dims: missing"),
-    (lambda cases, t: cases[0]["values"].pop("io_data_type"), "$.cases[0].values.io_data_type: missing"),
-    (lambda cases, t: cases[0].update(id="Bad-Id"), "$.cases[0].id: 'Bad-Id': must be a lowercase_snake_case"),
+    (lambda cases, t: cases[0].update(id=""), "$.cases[0].id: '': must be a non-empty string"),
     (lambda cases, t: cases[1].update(id=cases[0]["id"]), "$.cases[1].id: duplicate case id"),
-    (lambda cases, t: cases[0]["values"]["tensors"].pop(), "$.cases[0].values.tensors: no entry for template tensor"),
-    (lambda cases, t: t.update(name="x${case.name}"), "$.name: in graph.template.json: 'x${case.name}': a placeholder"),
-    (lambda cases, t: cases[0].update(golden={"path": "golden/x.bin"}), "$.cases[0].golden.path: must name"),
 ])
-def test_bad_sweep_is_one_error_naming_file_and_field(tmp_path: Path, change, words: str) -> None:
+def test_a_sweep_that_cannot_be_read_is_one_error_naming_file_and_field(tmp_path: Path, change, words: str) -> None:
+    """A bad or repeated case id aborts the whole sweep upstream (file-formats.md, "Where each format is
+    enforced"): one error row."""
     cases = [_case(c, d, t) for c, (d, t) in SHAPES.items()]
     template = json.loads(json.dumps(TEMPLATE))
     change(cases, template)
@@ -257,6 +254,56 @@ def test_bad_sweep_is_one_error_naming_file_and_field(tmp_path: Path, change, wo
         source.read()
     assert words in str(err.value) and "\n" not in str(err.value), err.value
     assert _run(source).status == "error"
+
+
+@pytest.mark.parametrize("change,field,problem", [
+    (lambda case, t: case["values"]["tensors"][0].pop("dims"), "$.cases[1].values.tensors[uid=0].dims", "missing"),
+    (lambda case, t: case["values"].pop("io_data_type"), "$.cases[1].values.io_data_type", "missing"),
+    (lambda case, t: case["values"]["tensors"].pop(), "$.cases[1].values.tensors[uid=1].data_type", "missing"),
+    (lambda case, t: case["values"]["tensors"].append({"uid": 9, "dims": [1]}), "$.cases[1].values.tensors",
+     "uid(s) [9] are not tensors"),
+    (lambda case, t: t.update(name="x${case.name}"), "graph.template.json: $.name", "a placeholder must be"),
+    (lambda case, t: t.update(tensors=[]), "graph.template.json: $.tensors", "must be a non-empty list"),
+    (lambda case, t: case.update(golden={"path": "golden/x.bin"}), "$.cases[1].golden.path", "must name"),
+    (lambda case, t: case.pop("metadata"), "$.cases[1].metadata", "missing (dnn-providers' harness drops"),
+    (lambda case, t: case.update(tensor_patches=[{"uid": 7, "set": {}}]), "$.cases[1].tensor_patches[0].uid",
+     "7 is not a tensor"),
+])
+def test_a_case_that_cannot_be_expanded_is_its_own_error_row(tmp_path: Path, change, field: str,
+                                                             problem: str) -> None:
+    """Upstream drops such a case and registers the others (IntegrationTestBundle.hpp); here it is one error
+    row naming the file and field, and the other cases run (a template's problem is every case's)."""
+    cases = [_case(c, d, t) for c, (d, t) in SHAPES.items()]
+    template = json.loads(json.dumps(TEMPLATE))
+    change(cases[1], template)
+    folder = _sweep(tmp_path, cases, template)
+    sources = expand([str(tmp_path)])
+    assert [s.name for s in sources] == [f"{folder / 'sweep.json'}#{c}" for c in SHAPES]
+    with pytest.raises(GraphError) as err:
+        sources[1].read()
+    message = str(err.value)
+    assert field in message and problem in message and "\n" not in message, message
+    assert _run(sources[1]).status == "error"
+    others = [_run(s).status for s in (sources[0], sources[2])]
+    assert others == (["error", "error"] if "template" in field else ["ok", "ok"]), others
+
+
+def test_placeholders_resolve_as_the_harness_resolves_them(tmp_path: Path) -> None:
+    """IntegrationTestBundle.hpp ``resolvePlaceholder``: inside a tensor, the tensor's own entry first, then
+    the case-wide values, dotted paths into nested objects; then ``tensor_patches`` set, then remove."""
+    template = json.loads(json.dumps(TEMPLATE))
+    template["tensors"][0]["name"] = "${case.label}"        # per-tensor for uid 0, case-wide for uid 1
+    template["tensors"][1]["name"] = "${case.label}"
+    template["name"] = "${case.names.graph}"                 # a dotted path
+    case = _case("dotted", [2, 3], "float")
+    case["values"]["tensors"][0]["label"] = "own_x"
+    case["values"].update(label="shared", names={"graph": "from_a_nested_value"})
+    case["tensor_patches"] = [{"uid": 1, "set": {"name": "patched_y", "virtual": False}, "remove": ["label"]}]
+    _sweep(tmp_path, [case], template)
+    [source] = expand([str(tmp_path)])
+    graph = json.loads(source.read())
+    assert [t["name"] for t in graph["tensors"]] == ["own_x", "patched_y"]
+    assert graph["name"] == "quick_Pointwise_Default.dotted"   # the test's name wins over the template's
 
 
 def test_sweep_missing_its_template_names_the_missing_file(tmp_path: Path) -> None:
@@ -347,15 +394,14 @@ def test_bad_support_file_names_file_and_field(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("path", "name"), [
-    # verify_golden_bundles.py's README example (integration_test_bundles/README.md @ 508844c): its advisory
-    # test name is quick_BatchnormFwdInference_nchw_fp32_Small.Small; ours leaves out the tier, as sweeps do
+    # file-formats.md @ 6ed0dc19 ("Discovery and test names"): its example full name
     ("rocm-libraries/dnn-providers/integration-tests/integration_test_bundles/quick/BatchnormFwdInference/nchw/"
-     "fp32/Small/Small.json", "BatchnormFwdInference_nchw_fp32_Small.Small"),
-    # the older golden_reference_data tree has one more folder (the variant) above {Name}/
+     "fp32/Small/Small.json", "quick_BatchnormFwdInference_nchw_fp32_Small.Small"),
+    # the older golden_reference_data tree has one more folder (the variant) above {Name}/: every segment counts
     ("golden_reference_data/quick/SdpaFwd/bhsd/fp16/hd64_causal/Small/Small.json",
-     "SdpaFwd_bhsd_fp16_hd64_causal_Small.Small"),
+     "quick_SdpaFwd_bhsd_fp16_hd64_causal_Small.Small"),
     ("bundles.tar.gz:full/ConvFwd/nhwc/fp16/resnet50-layer3/resnet50-layer3.json",
-     "ConvFwd_nhwc_fp16_resnet50_layer3.resnet50_layer3"),
+     "full_ConvFwd_nhwc_fp16_resnet50_layer3.resnet50_layer3"),
     ("graphs/conv/conv.json", "conv"),              # no tier folder: not a bundle, the stem
     ("quick/SdpaFwd/bhsd/fp16/Small/Other.json", "Other"),   # not {Name}/{Name}.json
 ])
@@ -389,9 +435,9 @@ def test_run_over_a_tree_of_bundles_and_sweeps_records_the_golden_column(tmp_pat
     assert run.meta["exit_code"] == 0
     rows = {(r["graph"], r["source"].split("/tree/")[1].split("/")[0]): r["golden"]
             for r in run.summary.iter_rows(named=True)}
-    name = "SdpaFwd_bhsd_fp16_tiny_Small.Small"   # upstream's test name without the tier, not the stem
+    name = "quick_SdpaFwd_bhsd_fp16_tiny_Small.Small"   # upstream's test name, not the stem
     assert rows == {(name, "with_bins"): "used", (name, "pointer_only"): "dvc-only",
-                    **{(f"Pointwise_Default.{c}", "quick"): None for c in SHAPES}}
+                    **{(f"quick_Pointwise_Default.{c}", "quick"): None for c in SHAPES}}
     assert set(run.validation.filter(run.validation["against"] == "golden")["passed"]) == {True}
     [record] = (tmp_path / "runs").glob("*/run.json")
     bundles = json.loads(record.read_text())["bundles"]
