@@ -20,6 +20,7 @@ are not these: ``--golden`` reads them.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import numpy as np
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph import dtypes, golden, layout
+from hipdnn_trace.graph.dvc_pointer import PointerEntry, file_md5, read_pointer
 from hipdnn_trace.graph.model import Graph, Tensor
 
 __all__ = ["RECIPES", "BundleRef", "GoldenData", "bundle_ref", "golden_data", "is_sidecar"]
@@ -264,6 +266,56 @@ def _recipe_inputs(graph: Graph, ref: BundleRef) -> tuple[dict[int, np.ndarray] 
     return None, f"inputs seeded by hipdnn-trace: {ref.origin} does not define them exactly ({why})"
 
 
+def _pointer(ref: BundleRef) -> dict[str, PointerEntry]:
+    """The md5s the bundle's DVC pointer(s) record, by file name (the older tree: one pointer a file)."""
+    if ref.dvc is None:
+        return {}
+    if not ref.dvc.name.endswith(".bin.dvc"):
+        return read_pointer(ref.dvc)
+    out: dict[str, PointerEntry] = {}
+    for each in sorted(ref.dvc.parent.glob(f"{glob.escape(ref.tensor_prefix.name)}*.bin.dvc")):
+        out.update(read_pointer(each))
+    return out
+
+
+def _md5_differs(name: str, ours: str, entries: Mapping[str, PointerEntry]) -> str | None:
+    recorded = entries.get(name)
+    if recorded is None or recorded.md5 is None or recorded.md5 == ours:
+        return None
+    return f"{name}: md5 {ours}, pointer {recorded.md5}"
+
+
+def _stale_files(ref: BundleRef, graph: Graph, entries: Mapping[str, PointerEntry]) -> list[str]:
+    """Tensor files beside the graph that are not the ones the pointer names (edited, or a stale pull)."""
+    stale = []
+    for t in graph.tensors:
+        path = ref.tensor_file(t.uid)
+        if path.is_file() and path.name in entries:
+            stale.extend(filter(None, [_md5_differs(path.name, file_md5(path), entries)]))
+    return stale
+
+
+def _remade_check(ref: BundleRef, graph: Graph, inputs: Mapping[int, np.ndarray],
+                  entries: Mapping[str, PointerEntry]) -> tuple[bool | None, str | None]:
+    """Whether inputs remade from the bundle's recipe are byte for byte the ones its pointer records
+    (None: the pointer records none of them), with the note that says so."""
+    differ, compared = [], []
+    for t in graph.input_tensors:
+        name = ref.tensor_file(t.uid).name
+        if t.uid not in inputs or entries.get(name) is None or entries[name].md5 is None:
+            continue
+        ours = hashlib.md5(golden.to_bytes(t, inputs[t.uid]), usedforsecurity=False).hexdigest()
+        compared.append(name)
+        differ.extend(filter(None, [_md5_differs(name, ours, entries)]))
+    if not compared:
+        return None, None
+    if differ:
+        return False, (f"inputs remade from the recipe differ from the bundle's golden inputs ({'; '.join(differ)}"
+                       f", as {ref.dvc} records them): its golden data was not made by the published recipe")
+    return True, f"inputs remade from the recipe are the bundle's golden inputs byte for byte (md5 of " \
+                 f"{', '.join(compared)} as {ref.dvc} records them)"
+
+
 def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
     """The inputs and expected outputs a run of this bundle graph uses, with notes saying whence."""
     ins: dict[int, np.ndarray | None] = {}
@@ -275,22 +327,35 @@ def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
     have_in = {u: a for u, a in ins.items() if a is not None}
     have_out = {u: a for u, a in outs.items() if a is not None}
     notes: list[str] = []
+    entries = _pointer(ref)
+    remade: bool | None = None
     if len(have_in) == len(ins) and ins:
         inputs: dict[int, np.ndarray] | None = have_in
         notes.append(f"inputs from the bundle's tensor files ({ref.tensor_prefix}*.bin)")
     else:
         inputs, note = _recipe_inputs(graph, ref)
         notes.append(note)
+        if inputs is not None:
+            remade, checked = _remade_check(ref, graph, inputs, entries)
+            notes.extend(filter(None, [checked]))
+    stale = _stale_files(ref, graph, entries)
+    if stale:
+        notes.append(f"golden: unusable: the bundle's tensor files are not the ones its DVC pointer names "
+                     f"({'; '.join(stale)}: an edited file or a stale pull; `dvc status` names them); validated "
+                     "against the float64 reference")
+        return GoldenData(inputs, {}, notes, "unusable")
     if not have_out:
         where = f"only the DVC pointer {ref.dvc} is here (dvc pull fetches them)" if ref.dvc else "none are here"
         state = "dvc-only" if ref.dvc else "none"
         notes.append(f"golden: {state}: the bundle's golden tensors are not present ({where}); "
                      "validated against the float64 reference")
         return GoldenData(inputs, {}, notes, state)
-    if inputs is None:
-        notes.append("golden: unusable: the bundle's golden outputs are here but its inputs are neither in "
-                     "the bundle nor reproducible; validated against the float64 reference")
-        return GoldenData(None, {}, notes, "unusable")
+    if inputs is None or remade is False:
+        why = "not the inputs its outputs were computed from" if remade is False else \
+            "neither in the bundle nor reproducible"
+        notes.append(f"golden: unusable: the bundle's golden outputs are here but its inputs are {why}; "
+                     "validated against the float64 reference")
+        return GoldenData(inputs, {}, notes, "unusable")
     missing = sorted(set(outs) - set(have_out))
     notes.append(f"golden: expected outputs from {ref.tensor_prefix}*.bin"
                  + (f" (no file for output uid(s) {missing})" if missing else ""))

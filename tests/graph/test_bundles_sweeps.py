@@ -26,36 +26,13 @@ from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.markers import Markers
 from hipdnn_trace.results.rows import summary_rows
 from hipdnn_trace.results.schemas import SUMMARY
+from tests.support.graph_dicts import sdpa_generator
 
 torch = pytest.importorskip("torch")
 
 SEED, RANGE = 42, [-1.0, 1.0]
 META = {"generator": "generate_sdpa_fwd_golden.py", "reference_source": "PyTorch (test)", "seed": SEED,
         "input_range": RANGE, "deterministic": True, "direction": "forward"}
-
-
-def _generator_graph(dims: list[int], causal: bool) -> dict:
-    """The graph JSON as generate_sdpa_fwd_golden.py ``build_graph_json`` writes it (uids 0-3 = Q, K, V, O,
-    every optional port null, name ""), as in golden_reference_data/quick/SdpaFwd/bhsd/fp16/hd64_causal/
-    Small/Small.json (@ 892c346) but with the ``half`` spelling and small dims."""
-    optional_in = ("attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset", "dropout_mask",
-                   "dropout_scale", "page_table_k", "page_table_v", "block_mask", "sink_token", "descale_q",
-                   "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
-    optional_out = ("stats", "max", "sum_exp", "rng_dump", "amax_s", "amax_o")
-    strides = [int(np.prod(dims[i + 1:])) for i in range(4)]
-    return {"nodes": [{
-        "type": "SdpaAttributes", "compute_data_type": "float", "name": "",
-        "inputs": {"q_tensor_uid": 0, "k_tensor_uid": 1, "v_tensor_uid": 2,
-                   **{f"{n}_tensor_uid": None for n in optional_in}},
-        "outputs": {"o_tensor_uid": 3, **{f"{n}_tensor_uid": None for n in optional_out}},
-        "attributes": {"generate_stats": None, "alibi_mask": False, "padding_mask": False, "causal_mask": causal,
-                       "causal_mask_bottom_right": False, "dropout_probability": None,
-                       "attn_scale_value": 1 / math.sqrt(dims[3]), "left_bound": None, "right_bound": None,
-                       "max_seq_len_kv": None, "diagonal_alignment": "TOP_LEFT", "mma_core_mode": "float",
-                       "implementation": "AUTO"}}],
-        "tensors": [{"uid": u, "name": n, "dims": dims, "strides": strides, "data_type": "half", "virtual": False}
-                    for u, n in enumerate("QKVO")],
-        "io_data_type": "half", "compute_data_type": "float", "intermediate_data_type": "float", "name": ""}
 
 
 def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None, causal: bool | None = None,
@@ -72,7 +49,7 @@ def _sdpa_bundle(root: Path, *, bins: str = "all", meta: dict | None = None, cau
         b.sdpa(q, k, v, scale=1 / math.sqrt(32))
         graph = b.to_json()
     else:
-        graph = _generator_graph(dims, causal)
+        graph = sdpa_generator(dims, causal)
     if runtime_scale is not None:   # generate_sdpa_runtime_scale_test_bundle.py's wiring (@ 8efc596): uid 4
         graph["nodes"][0]["inputs"]["scale_tensor_uid"] = 4
         graph["nodes"][0]["attributes"]["attn_scale_value"] = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,27 @@ def _add_ragged_offsets(raw: dict[str, Any], shared: str, multiplier: bool, page
         t["ragged_offset_tensor_uid"] = made[group]
         if multiplier:
             t["ragged_offset_multiplier"] = t["strides"][2]
+
+
+def sdpa_generator(dims: list[int], causal: bool = False, dtype: str = "half") -> dict[str, Any]:
+    """The graph JSON as generate_sdpa_fwd_golden.py ``build_graph_json`` writes it (uids 0-3 = Q, K, V, O,
+    every optional port null, name ""), as in golden_reference_data/quick/SdpaFwd/bhsd/fp16/hd64_causal/
+    Small/Small.json (@ 892c346) with the given spelling (the 1.1.0 generator writes ``half``) and dims."""
+    optional_in = ("attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset", "dropout_mask",
+                   "dropout_scale", "page_table_k", "page_table_v", "block_mask", "sink_token", "descale_q",
+                   "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+    optional_out = ("stats", "max", "sum_exp", "rng_dump", "amax_s", "amax_o")
+    strides = list(packed_strides(dims))
+    return {"nodes": [{
+        "type": "SdpaAttributes", "compute_data_type": "float", "name": "",
+        "inputs": {"q_tensor_uid": 0, "k_tensor_uid": 1, "v_tensor_uid": 2,
+                   **{f"{n}_tensor_uid": None for n in optional_in}},
+        "outputs": {"o_tensor_uid": 3, **{f"{n}_tensor_uid": None for n in optional_out}},
+        "attributes": {"generate_stats": None, "alibi_mask": False, "padding_mask": False, "causal_mask": causal,
+                       "causal_mask_bottom_right": False, "dropout_probability": None,
+                       "attn_scale_value": 1 / math.sqrt(dims[3]), "left_bound": None, "right_bound": None,
+                       "max_seq_len_kv": None, "diagonal_alignment": "TOP_LEFT", "mma_core_mode": "float",
+                       "implementation": "AUTO"}}],
+        "tensors": [{"uid": u, "name": n, "dims": dims, "strides": strides, "data_type": dtype, "virtual": False}
+                    for u, n in enumerate("QKVO")],
+        "io_data_type": dtype, "compute_data_type": "float", "intermediate_data_type": "float", "name": ""}
