@@ -19,6 +19,7 @@ from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.arm_measure import measure, measure_ab
 from hipdnn_trace.bench.attention_inputs import undefined_elements
+from hipdnn_trace.bench.bundle_support import gpu_arch
 from hipdnn_trace.bench.config import ENGINE_ALL, Config
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
@@ -219,6 +220,15 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | No
     return make_inputs(graph, settings.seed, device=device), {}
 
 
+def _skipped(cfg: Config, settings: RunSettings, run: GraphRun) -> str | None:
+    """A ``--test-config`` skip for this hipDNN row on this GPU, in upstream's words (the first match wins)."""
+    config = settings.engine_config
+    if config is None or not config.skips or not config.applies(cfg.backend, cfg.engine):
+        return None
+    said = config.skip(run.name, gpu_arch())
+    return None if said is None else f"skipped by --test-config: {said}"
+
+
 def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettings, run: GraphRun,
                     timed_out: list[str] | None = None) -> list[tuple[Config, Engine | None, tuple[str, str] | None]]:
     """(config, engine, problem) per concrete configuration, a problem being (status, message)
@@ -229,6 +239,10 @@ def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettin
     limits = _limits(graph, settings, run)
     for cfg in configs:
         options = cfg.run_options(settings.options)
+        skipped = _skipped(cfg, settings, run)
+        if skipped is not None:
+            out.append((cfg, None, (UNSUPPORTED, skipped)))
+            continue
         try:
             backend = backends.get(cfg.backend)
             available = backend.available()

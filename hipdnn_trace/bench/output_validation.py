@@ -33,7 +33,7 @@ def _compare(graph: Graph, run: GraphRun, pairs: list[tuple[ConfigRun, str, dict
             if uid not in values or uid not in c.outputs:
                 continue
             result, atol, rtol = judge_output(graph, run, uid, c.outputs[uid], values[uid], atol=settings.atol,
-                                              rtol=settings.rtol)
+                                              rtol=settings.rtol, engine_config=settings.engine_config, row=c)
             run.validation.append(ValidationRecord(
                 config=c.config.name, output_uid=uid, output=tensor.name, against=against,
                 dtype=tensor.data_type, atol=atol, rtol=rtol, max_abs=result.max_abs,

@@ -61,14 +61,14 @@ def _failed_target(run: GraphRun, c: ConfigRun, expected: dict[str, dict[int, np
 
 
 def _verdict(graph: Graph, run: GraphRun, outputs: dict[int, Any], values: dict[int, Any],
-             settings: Any) -> tuple[bool, str]:
+             settings: Any, row: ConfigRun | None = None) -> tuple[bool, str]:
     """(every output passes, what the worst output said)."""
     worst = ""
     for t in graph.output_tensors:
         if t.uid not in values or t.uid not in outputs:
             continue
         result, _, _ = judge_output(graph, run, t.uid, outputs[t.uid], values[t.uid], atol=settings.atol,
-                                    rtol=settings.rtol)
+                                    rtol=settings.rtol, engine_config=settings.engine_config, row=row)
         if not result.passed:
             return False, f"{t.name}: {result.message()}"
         worst = worst or f"{t.name}: {result.message()}"
@@ -92,7 +92,7 @@ def recheck_one(graph: Graph, run: GraphRun, c: ConfigRun, inputs: dict[int, Any
         c.info["recheck"] = {"kernel": opinion.label, "fault": "unattributed", "error": describe(exc)}
         c.error = f"{c.error}; recheck on {opinion.label} could not run ({describe(exc)}): fault not attributed"
         return
-    passed, said = _verdict(graph, run, outputs, expected[target], settings)
+    passed, said = _verdict(graph, run, outputs, expected[target], settings, c)
     fault = "library" if passed else "unattributed"
     c.info["recheck"] = {"kernel": opinion.label, "against": target, "passed": passed, "fault": fault,
                          "message": said}

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from hipdnn_trace.backends.base import RunOptions
 from hipdnn_trace.backends.reference.budget import DEFAULT_MAX_REFERENCE_S
+from hipdnn_trace.bench.engine_config import EngineConfig
 from hipdnn_trace.bench.loop import LoopSettings, Sampler
 from hipdnn_trace.bench.paired import ABPlan
 from hipdnn_trace.bench.records import ConfigRun
@@ -49,4 +50,5 @@ class RunSettings:
     require_kernel_clock: bool = False     # --timing kernel: a session it cannot time is an error
     max_reference_s: float = DEFAULT_MAX_REFERENCE_S   # one float64 evaluation at most (0: no limit)
     reference_cache: ReferenceCache | None = None   # --reference-cache: float64 outputs kept on disk
+    engine_config: EngineConfig | None = None   # --test-config: hipDNN rows judged by a dnn-providers engine TOML
     reference_device: str = "cpu"          # where the validating reference runs: cpu | cuda (--reference-device)

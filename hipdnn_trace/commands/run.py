@@ -246,6 +246,10 @@ def _validation(p: argparse.ArgumentParser) -> None:
                    help=f"relative tolerance (default per dtype and op, hipDNN's; at most {argtypes.MAX_RTOL:g})")
     v.add_argument("--atol", type=argtypes.tolerance,
                    help=f"absolute tolerance (default per dtype and op, hipDNN's; at most {argtypes.MAX_ATOL:g})")
+    v.add_argument("--test-config", type=Path, metavar="TOML",
+                   help="a dnn-providers engine config (config/<ENGINE>.toml): its tolerance and validator "
+                        "overrides and test skips judge the hipDNN rows whose test names its globs match "
+                        "(docs/hipdnn-format.md 5.1)")
     v.add_argument("--seed", type=int, default=_D.seed, help="input seed (default 0)")
     v.add_argument("--reference-cache", default=_D.reference_cache, metavar="DIR|auto|none",
                    help="keep float64 reference outputs in DIR (auto: $XDG_CACHE_HOME/hipdnn-trace/reference) "

@@ -109,10 +109,12 @@ class Timing(Block):
 
 @dataclass
 class Validation(Block):
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"test_config"})
     against: str | None = None          # reference | none
     golden: str | None = None
     atol: float | None = None
     rtol: float | None = None
+    test_config: str | None = None      # --test-config: a dnn-providers engine TOML (bench/engine_config.py)
 
 
 @dataclass

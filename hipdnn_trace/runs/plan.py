@@ -26,6 +26,7 @@ from hipdnn_trace.backends.plan_cache import (
 )
 from hipdnn_trace.bench import shard as sharding
 from hipdnn_trace.bench.config import ENGINE_LIST, Config, build_configs
+from hipdnn_trace.bench.engine_config import load_engine_config
 from hipdnn_trace.bench.estimate import GraphEstimate
 from hipdnn_trace.bench.isolation import DEFAULT_TIMEOUT_S
 from hipdnn_trace.bench.loop import LoopSettings
@@ -115,6 +116,7 @@ class RunPlan:
 def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
     """Decide everything about ``request``, refusing (UserError) before any work or run folder."""
     _refuse_flags(request)
+    engine_config = None if request.test_config is None else load_engine_config(request.test_config)
     hooks: list = []
     wanted = request.profile_child or (request.profile if request.profile != "none" else None)
     if wanted is not None:
@@ -165,7 +167,8 @@ def plan_run(request: RunRequest) -> RunPlan | ExternalProfile | EngineListing:
                            samplers=timing.samplers, allow_unknown=request.allow_unknown_fields,
                            kernel_clock=timing.kernel_clock, require_kernel_clock=request.timing == "kernel",
                            max_reference_s=request.max_reference_seconds,
-                           reference_cache=reference_cache(request), reference_device=reference_device)
+                           reference_cache=reference_cache(request), reference_device=reference_device,
+                           engine_config=engine_config)
     plan = RunPlan(request=request, configs=configs, sources=sources, suite_size=suite_size,
                    skipped_perf=skipped, shard=shard, folder=folder, run_id=run_id, resuming=resuming,
                    stranded=stranded, done=0, vendor=vendor, timing=timing, settings=settings, timeout=timeout,

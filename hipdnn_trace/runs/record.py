@@ -63,7 +63,8 @@ def initial_record(plan: RunPlan) -> RunRecord:
         # --shard auto: the scheduler's variables it came from (not compared by --resume)
         shard_from=dict(request.shard.variables) if request.shard and request.shard.variables else None,
         validation=Validation(against=request.validate, golden=None if request.golden is None else str(request.golden),
-                              atol=request.atol, rtol=request.rtol),
+                              atol=request.atol, rtol=request.rtol,
+                              test_config=None if request.test_config is None else str(request.test_config)),
         isolation=Isolation(enabled=plan.timeout is not None, graph_timeout_s=plan.timeout or None,
                             child="fresh per graph" if request.fresh_child else "resident", split=plan.split),
         gpus=None if plan.gpus is None else gpus_block(plan.gpus),

@@ -85,6 +85,7 @@ class RunRequest:
     golden: Path | None = None
     rtol: float | None = None
     atol: float | None = None
+    test_config: Path | None = None     # a dnn-providers engine TOML: its tolerances, validators, skips
     seed: int = 0
     reference_cache: str = "none"
     reference_cache_max: float = 20.0

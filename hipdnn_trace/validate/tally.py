@@ -48,9 +48,13 @@ class TensorComparison:
     integer: str | None = None   # the type the output was judged in by its stored values (validate/stored.py)
     finite: int = 0           # compared elements with a finite actual and expected value: those the
                               # maxima cover (none: the maxima are NaN, not a misleading 0)
+    rule: str | None = None   # another validator's verdict in words (an engine config's rms: bench/output_check.py)
+    rule_passed: bool | None = None
 
     @property
     def passed(self) -> bool:
+        if self.rule_passed is not None:
+            return self.shape_problem is None and self.rule_passed
         return self.shape_problem is None and self.mismatches == 0 and self.nonfinite == 0 \
             and self.unwritten == 0
 
@@ -58,6 +62,8 @@ class TensorComparison:
         """One line: what failed and by how much."""
         if self.shape_problem:
             return self.shape_problem
+        if self.rule is not None:
+            return self.rule
         skipped = f"; {self.ignored} padded element(s) not compared" if self.ignored else ""
         within = "fractional values within" if self.integer and is_integer(self.integer) else "within"
         if self.integer and self.passed:
