@@ -11,6 +11,8 @@ torch's CPU (skipped without torch); the GPU is checked by the ``cuda`` test at 
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -196,3 +198,27 @@ def test_to_numpy_brings_every_torch_float8_storage_back_bit_for_bit() -> None:
         assert host.dtype.name == name
         assert np.array_equal(host.view(np.uint8), shim.bits(t).numpy().view(np.uint8))
         assert host.astype(np.float64).tolist() == [0.25, 1.0, 2.0, 8.0]
+
+
+def _e8m0_by_definition(x: float) -> float:
+    """The nearest power of two in [2^-127, 2^127] by the linear midpoint, ties up (1.5 * 2^k -> 2^(k+1));
+    NaN for zero, negatives, inf, NaN and from 1.5 * 2^127 up (e8m0 has no zero, no sign)."""
+    if not math.isfinite(x) or x <= 0:
+        return math.nan
+    mantissa, exponent = math.frexp(x)          # x = mantissa * 2^exponent, mantissa in [0.5, 1)
+    k = exponent - 1                            # 2^k <= x < 2^(k+1)
+    k = k + 1 if mantissa * 2 >= 1.5 else k
+    if k > 127:
+        return math.nan
+    return 2.0 ** max(k, -127)
+
+
+def test_e8m0_host_rounding_is_the_definition_whatever_ml_dtypes_is() -> None:
+    """The rule is written out (rounding._e8m0_codes), so an ml_dtypes release that changes its own cast
+    (0.7 did, for float64 and below 2^-126) cannot move the reference: checked against the definition over
+    every float32 exponent at the boundaries, on values already float32 (the rule's input)."""
+    values = _e8m0_grid().astype(np.float32).astype(np.float64)
+    got = round_to(values, "fp8_e8m0").astype(np.float64)
+    want = np.array([_e8m0_by_definition(float(v)) for v in values])
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{values[~same][:5]} -> {got[~same][:5]}, definition {want[~same][:5]}"

@@ -23,7 +23,8 @@ conversions, which give the same bits as ``round_to`` (RNE through float32, the 
 same integer rule; tests/backends/reference/test_ref_device_rounding.py checks every one over ties,
 subnormals, overflow and the limits); NaN elements, whose payload and sign rules differ between
 libraries, are rounded on the host and written back. fp8_e8m0 (a power of two: exponent bits only)
-is computed from the float32 bits with ml_dtypes' rule (``_torch_e8m0``; torch's own cast differs).
+is computed from the float32 bits by one written-out rule on the host and the device (``_e8m0_codes``:
+ml_dtypes 0.7's float32 rule; torch's own cast, ml_dtypes' float64 cast and its older versions differ).
 The other types (fp4, fp6, fnuz fp8) are rounded on the host and uploaded.
 """
 
@@ -62,6 +63,10 @@ def round_to(values: np.ndarray, hipdnn_dtype: str) -> np.ndarray:
         return arr != 0.0
     if not DTYPES[hipdnn_dtype].is_float:
         return _to_integer(arr, target, hipdnn_dtype)
+    if hipdnn_dtype == "fp8_e8m0":
+        with np.errstate(over="ignore", invalid="ignore"):
+            bits = arr.astype(np.float32).view(np.int32)
+        return _e8m0_codes(bits, np).astype(np.uint8).view(target)
     if hipdnn_dtype not in _VIA_FLOAT:
         with np.errstate(over="ignore", invalid="ignore"):
             return arr.astype(target)
@@ -153,20 +158,26 @@ def _torch_round(values: Any, name: str) -> Any:
     return _host_nans(v, out, name)
 
 
+def _e8m0_codes(b: Any, xp: Any) -> Any:
+    """fp8_e8m0 codes (int32) of float32 bits ``b``, numpy or torch alike: a normal 2^e * 1.m takes code
+    e + 127, one more when m >= 1.5 (ties away from zero); a subnormal m * 2^-149 takes code 0 (2^-127)
+    below 1.5 * 2^-127, code 1 from there (the same linear midpoint); zero, a negative, inf, NaN, and a
+    code past 254 (from 1.5 * 2^127 up) are NaN (255). This is ml_dtypes 0.7's float32 -> float8_e8m0fnu;
+    its float64 cast and older versions' subnormal rule differ, so the rule is written out here, the same
+    on the host and on every device."""
+    exponent, mantissa = (b >> 23) & 0xFF, b & 0x7FFFFF
+    code = xp.where(exponent == 0, (mantissa >= 0x600000) * 1, exponent + ((mantissa >> 22) & 1))
+    nan = (b <= 0) | (exponent == 0xFF) | (code > 254)   # sign bit set, +0, inf / NaN, overflow
+    return xp.where(nan, 255, code)
+
+
 def _torch_e8m0(values: Any) -> Any:
-    """ml_dtypes' float64 -> float8_e8m0fnu conversion, from the float32 bits (torch's own cast differs:
-    it maps 0 and negatives to 2^-127 and rounds ties to even). As ml_dtypes does: first to float32
-    (round to nearest even), then a normal float32 2^e * 1.m takes code e + 127, one more when m >= 1.5
-    (ties away from zero); a subnormal one takes code 0 (2^-127) up to 2^-127, code 1 above it; zero, a
-    negative, inf, NaN, and a code past 254 (from 1.5 * 2^127 up) are NaN (255). Exponent bits only:
-    the same on every device."""
+    """fp8_e8m0 on the device: float64 -> float32 (round to nearest even), then :func:`_e8m0_codes`
+    (torch's own cast differs: it maps 0 and negatives to 2^-127 and rounds ties to even)."""
     import torch
 
     b = values.to(torch.float64).to(torch.float32).view(torch.int32)
-    exponent, mantissa = (b >> 23) & 0xFF, b & 0x7FFFFF
-    code = torch.where(exponent == 0, (mantissa > 0x400000).to(torch.int32), exponent + ((mantissa >> 22) & 1))
-    nan = (b <= 0) | (exponent == 0xFF) | (code > 254)   # sign bit set, +0, inf / NaN, overflow
-    return torch.where(nan, 255, code).to(torch.uint8).view(torch.float8_e8m0fnu)
+    return _e8m0_codes(b, torch).to(torch.uint8).view(torch.float8_e8m0fnu)
 
 
 def _torch_integer(v: Any, name: str) -> Any:
