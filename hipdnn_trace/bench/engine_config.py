@@ -41,7 +41,7 @@ class EngineConfigError(UserError):
     """A test config that cannot be used: names the file and the field."""
 
     def __init__(self, path: Path, field: str, problem: str) -> None:
-        super().__init__(f"{path}: {field}: {problem}")
+        super().__init__(f"{path}: {field}: {problem}" if field else f"{path}: {problem}")
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def test_a_bad_config_is_one_line_naming_file_and_field(tmp_path: Path, text: st
     with pytest.raises(EngineConfigError) as err:
         _config(tmp_path, text)
     assert str(err.value).startswith(f"{tmp_path / 'MIOPEN_ENGINE.toml'}: {field}") and "\n" not in str(err.value)
+    assert ": :" not in str(err.value)
 
 
 def _relu():
