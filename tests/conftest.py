@@ -94,3 +94,16 @@ def _library_cache_variables_stay_per_test():
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture
+def steady_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host memory available, as both commands see it, fixed at its value when the test starts: whether
+    the float64 copies fit decides some verdicts (a reference dropped for its memory is never timed), and on a
+    shared CI machine other processes move it between the inspect and the run by gigabytes."""
+    from hipdnn_trace.backends import reference
+    from hipdnn_trace.backends.reference import memory
+
+    have = reference.available_memory_bytes()
+    monkeypatch.setattr(reference, "available_memory_bytes", lambda: have)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: have)

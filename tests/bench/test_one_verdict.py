@@ -55,19 +55,6 @@ def no_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(graph_run, "_inputs", reached)
 
 
-@pytest.fixture
-def steady_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The host memory available, as both commands see it, fixed at its value when the test starts: whether
-    the float64 copies fit decides some verdicts (a reference dropped for its memory is never timed), and on a
-    shared CI machine other processes move it between the inspect and the run by gigabytes."""
-    from hipdnn_trace.backends import reference
-    from hipdnn_trace.backends.reference import memory
-
-    have = available_memory_bytes()
-    monkeypatch.setattr(reference, "available_memory_bytes", lambda: have)
-    monkeypatch.setattr(memory, "available_memory_bytes", lambda: have)
-
-
 _write = write_built
 
 

@@ -164,7 +164,7 @@ def _relu_graph(elements: int):
     return b.build()
 
 
-def test_inspect_gives_the_host_memory_refusal_run_gives() -> None:
+def test_inspect_gives_the_host_memory_refusal_run_gives(steady_memory: None) -> None:
     """A graph whose fp32 tensors cannot fit in this machine's memory: inspect's verdict is run's error."""
     from hipdnn_trace.backends.reference import available_memory_bytes
     from hipdnn_trace.bench.config import Config
