@@ -32,7 +32,7 @@ import numpy as np
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
 from hipdnn_trace.graph import dtypes, golden, layout
-from hipdnn_trace.graph.dvc_pointer import PointerEntry, file_md5, read_pointer
+from hipdnn_trace.graph.dvc_pointer import PointerEntry, read_pointer
 from hipdnn_trace.graph.model import Graph, Tensor
 
 __all__ = ["RECIPES", "BundleRef", "GoldenData", "bundle_ref", "golden_data", "is_sidecar"]
@@ -242,9 +242,12 @@ RECIPES: dict[str, Callable[[Graph, Mapping[str, Any]], dict[int, np.ndarray] | 
 
 # ---------------------------------------------------------------- golden data
 
-def _read_tensor(ref: BundleRef, t: Tensor, read: Mapping[int, np.ndarray] | None = None) -> np.ndarray | None:
+def _read_tensor(ref: BundleRef, t: Tensor, read: Mapping[int, np.ndarray] | None = None,
+                 entries: Mapping[str, PointerEntry] | None = None,
+                 stale: list[str] | None = None) -> np.ndarray | None:
     """Tensor ``t``'s golden file, None when absent; a ragged tensor (RFC 0014) from the packed buffer its
-    offset tensor (in ``read``) describes."""
+    offset tensor (in ``read``) describes. A file the pointer's ``entries`` record an md5 for is hashed as
+    read (no second read); one that differs goes to ``stale``."""
     path = ref.tensor_file(t.uid)
     if not path.is_file():
         return None
@@ -252,7 +255,13 @@ def _read_tensor(ref: BundleRef, t: Tensor, read: Mapping[int, np.ndarray] | Non
         data = read_gate.read_bytes(path, golden.tensor_kind(t))
     except read_gate.ReadRefused as exc:
         raise golden.BundleError(f"{path}: {exc.problem}") from None
+    if entries and stale is not None and path.name in entries:
+        stale.extend(filter(None, [_md5_differs(path.name, _md5(data), entries)]))
     return golden.from_bytes(t, data, str(path), golden.bounds_of(t, read or {}))
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _recipe_inputs(graph: Graph, ref: BundleRef) -> tuple[dict[int, np.ndarray] | None, str]:
@@ -285,16 +294,6 @@ def _md5_differs(name: str, ours: str, entries: Mapping[str, PointerEntry]) -> s
     return f"{name}: md5 {ours}, pointer {recorded.md5}"
 
 
-def _stale_files(ref: BundleRef, graph: Graph, entries: Mapping[str, PointerEntry]) -> list[str]:
-    """Tensor files beside the graph that are not the ones the pointer names (edited, or a stale pull)."""
-    stale = []
-    for t in graph.tensors:
-        path = ref.tensor_file(t.uid)
-        if path.is_file() and path.name in entries:
-            stale.extend(filter(None, [_md5_differs(path.name, file_md5(path), entries)]))
-    return stale
-
-
 def _remade_check(ref: BundleRef, graph: Graph, inputs: Mapping[int, np.ndarray],
                   entries: Mapping[str, PointerEntry]) -> tuple[bool | None, str | None]:
     """Whether inputs remade from the bundle's recipe are byte for byte the ones its pointer records
@@ -304,7 +303,7 @@ def _remade_check(ref: BundleRef, graph: Graph, inputs: Mapping[int, np.ndarray]
         name = ref.tensor_file(t.uid).name
         if t.uid not in inputs or entries.get(name) is None or entries[name].md5 is None:
             continue
-        ours = hashlib.md5(golden.to_bytes(t, inputs[t.uid]), usedforsecurity=False).hexdigest()
+        ours = _md5(golden.to_bytes(t, inputs[t.uid]))
         compared.append(name)
         differ.extend(filter(None, [_md5_differs(name, ours, entries)]))
     if not compared:
@@ -318,16 +317,16 @@ def _remade_check(ref: BundleRef, graph: Graph, inputs: Mapping[int, np.ndarray]
 
 def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
     """The inputs and expected outputs a run of this bundle graph uses, with notes saying whence."""
+    entries = _pointer(ref)
+    stale: list[str] = []   # files read that are not the ones the pointer names (edited, or a stale pull)
     ins: dict[int, np.ndarray | None] = {}
     for t in sorted(graph.input_tensors, key=lambda t: t.ragged_offset_tensor_uid is not None):   # offsets first
         if not t.is_value:
-            ins[t.uid] = _read_tensor(ref, t, {u: a for u, a in ins.items() if a is not None})
-    have = {u: a for u, a in ins.items() if a is not None}
-    outs = {t.uid: _read_tensor(ref, t, have) for t in graph.output_tensors}
+            ins[t.uid] = _read_tensor(ref, t, {u: a for u, a in ins.items() if a is not None}, entries, stale)
     have_in = {u: a for u, a in ins.items() if a is not None}
+    outs = {t.uid: _read_tensor(ref, t, have_in, entries, stale) for t in graph.output_tensors}
     have_out = {u: a for u, a in outs.items() if a is not None}
     notes: list[str] = []
-    entries = _pointer(ref)
     remade: bool | None = None
     if len(have_in) == len(ins) and ins:
         inputs: dict[int, np.ndarray] | None = have_in
@@ -338,7 +337,6 @@ def golden_data(ref: BundleRef, graph: Graph) -> GoldenData:
         if inputs is not None:
             remade, checked = _remade_check(ref, graph, inputs, entries)
             notes.extend(filter(None, [checked]))
-    stale = _stale_files(ref, graph, entries)
     if stale:
         notes.append(f"golden: unusable: the bundle's tensor files are not the ones its DVC pointer names "
                      f"({'; '.join(stale)}: an edited file or a stale pull; `dvc status` names them); validated "

@@ -11,14 +11,13 @@ the ones its golden outputs were computed from (else those outputs judge other i
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from hipdnn_trace import read_gate
 from hipdnn_trace.errors import GraphError
 
-__all__ = ["PointerEntry", "PointerError", "file_md5", "read_pointer"]
+__all__ = ["PointerEntry", "PointerError", "read_pointer"]
 
 #: a pointer is a few lines per tensor file
 POINTER = read_gate.Kind("DVC pointers", 1024 * 1024)
@@ -72,12 +71,3 @@ def read_pointer(path: Path) -> dict[str, PointerEntry]:
             raise PointerError(str(path), f"outs[{i}].size", f"{size!r}: must be a byte count")
         out[Path(name).name] = PointerEntry(name, entry.get("md5") or None, int(size) if size else None)
     return out
-
-
-def file_md5(path: Path) -> str:
-    """The md5 DVC records for a file (of its bytes as they are)."""
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
