@@ -7,6 +7,7 @@ disagreement worth a line in the graph's notes and run.json's ``bundles`` block.
 
 from __future__ import annotations
 
+import functools
 import platform
 
 from hipdnn_trace.bench.records import FAILED, OK, GraphRun
@@ -15,8 +16,10 @@ from hipdnn_trace.graph.bundles import BundleRef, support_disagreement
 __all__ = ["check_support", "gpu_arch"]
 
 
+@functools.cache
 def gpu_arch() -> str | None:
-    """This machine's AMD GPU architecture (``gfx942``...) as ROCm torch reports it; None elsewhere."""
+    """This machine's AMD GPU architecture (``gfx942``...) as ROCm torch reports it; None elsewhere. Asked
+    once a process: every bundle row and every ``--test-config`` skip asks again, and it does not change."""
     try:
         import torch
 
