@@ -77,7 +77,6 @@ def _match(name: str, patterns: tuple[str, ...]) -> bool:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    path: Path
     engine: str | None
     tolerances: tuple[Tolerance, ...]
     validators: tuple[ValidatorOverride, ...]
@@ -128,7 +127,7 @@ def load_engine_config(path: Path) -> EngineConfig:
     engine = meta.get("engine")
     if engine is not None and not isinstance(engine, str):
         raise EngineConfigError(path, "[meta].engine", f"{engine!r}: must be a string")
-    return EngineConfig(path, engine,
+    return EngineConfig(engine,
                         tuple(_tolerance(path, i, e) for i, e in _entries(path, doc, "tolerance_overrides")),
                         tuple(_validator(path, i, e) for i, e in _entries(path, doc, "validator_overrides")),
                         tuple(_skip(path, i, e) for i, e in _entries(path, doc, "test_skips")))
