@@ -98,6 +98,7 @@ class _Case:
 
     def __init__(self, sweep: Path, index: int, case: dict[str, Any]) -> None:
         self.sweep, self.where = str(sweep), f"$.cases[{index}]"
+        self.template = str(sweep.with_name(TEMPLATE_FILE))   # for a template's own problems
         values = case.get("values", {})
         if not isinstance(values, dict):
             self.fail("values", "must be an object")
@@ -140,7 +141,7 @@ class _Case:
         try:
             name = _placeholder(node)
         except ValueError as exc:
-            raise SweepError(self.sweep.replace(SWEEP_FILE, TEMPLATE_FILE), field, str(exc)) from None
+            raise SweepError(self.template, field, str(exc)) from None
         if name is not None:
             return self.resolve(name, uid, field)
         if isinstance(node, list):
@@ -176,7 +177,7 @@ def _expand_case(template: dict[str, Any], case: _Case, raw: dict[str, Any]) -> 
     """One case's graph: placeholders filled, then its tensor patches applied (``expandTemplateGraph``)."""
     tensors = template.get("tensors")
     if not isinstance(tensors, list) or not tensors:
-        raise SweepError(case.sweep.replace(SWEEP_FILE, TEMPLATE_FILE), "$.tensors", "must be a non-empty list")
+        raise SweepError(case.template, "$.tensors", "must be a non-empty list")
     extra = sorted(set(case.tensors) - {t.get("uid") for t in tensors if isinstance(t, dict)})
     if extra:
         case.fail("values.tensors", f"uid(s) {extra} are not tensors of {TEMPLATE_FILE}")
