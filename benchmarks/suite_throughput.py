@@ -47,7 +47,8 @@ from typing import Any
 import polars as pl
 
 STAGES = ["t_process_ms", "t_release_ms", "t_load_ms", "t_inputs_ms", "t_reference_ms", "t_init_ms", "t_bind_ms",
-          "t_warmup_ms", "t_timed_ms", "t_fetch_ms", "t_validate_ms", "t_queue_ms", "t_write_ms", "t_other_ms"]
+          "t_warmup_ms", "t_timed_ms", "t_fetch_ms", "t_kernel_clock_ms", "t_side_ms", "t_close_ms", "t_validate_ms",
+          "t_queue_ms", "t_write_ms", "t_other_ms"]
 HOST_STAGES = ["t_inputs_ms", "t_reference_ms", "t_validate_ms"]
 
 

@@ -152,12 +152,15 @@ def _failures(arm: Arm) -> Iterator[None]:
 
 
 def _close(arm: Arm) -> None:
+    """Free the session (a ``close`` phase: freeing a plan and its buffers can take milliseconds)."""
     if arm.session is not None:
+        t0 = now_ns()
         try:
             arm.session.close()
         except Exception as exc:   # a failed close must not hide the result
             arm.run.info["close_error"] = describe(exc)
         arm.session = None
+        arm.run.phases.append(Phase("close", t0, now_ns()))
 
 
 def _arm(graph: Graph, cfg: Config, engine: Engine | None) -> Arm:

@@ -24,7 +24,7 @@ from hipdnn_trace.backends.reference import cost
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.gpus import NOMINAL_BYTES_PER_S, NOMINAL_FLOPS_PER_S
 from hipdnn_trace.bench.graph_run import RunSettings, _cached
-from hipdnn_trace.bench.loop import SIDE_ITERATIONS
+from hipdnn_trace.bench.loop import side_iterations
 from hipdnn_trace.errors import UserError
 from hipdnn_trace.graph.dtypes import DTYPES
 from hipdnn_trace.graph.load import load_bytes
@@ -171,7 +171,7 @@ def estimate_graph(graph: Graph, configs: Sequence[Config], settings: RunSetting
         pass_s = reference_pass_s(graph, rates) if on_cpu else device_pass_s(graph)
         interleaved = settings.ab and settings.ab_plan is not None and len(configs) == 2 and not settings.hooks
         warmup, timed, blocks = _ab_passes(settings, pass_s) if interleaved else (*_passes(settings, pass_s), 1)
-        side = 0 if on_cpu else 2 * SIDE_ITERATIONS * blocks
+        side = 0 if on_cpu else 2 * side_iterations(math.ceil(timed / max(blocks, 1))) * blocks
         builds = 1 + (_recreations(settings, blocks) if interleaved else 0)
         stages["init"] = stages.get("init", 0.0) + (0.0 if on_cpu else GPU_INIT_S * builds)
         stages["warmup"] = stages.get("warmup", 0.0) + warmup * pass_s

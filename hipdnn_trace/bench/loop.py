@@ -97,8 +97,19 @@ class Phase:
 
 
 #: Iterations of the side block that measures what the timed loop does not: the staged span
-#: when the kernel clock times the loop, the unstaged latency when staged events do.
+#: when the kernel clock times the loop, the unstaged latency when staged events do. A side block
+#: runs a tenth of the timed iterations, at least SIDE_MIN and at most SIDE_ITERATIONS: its median
+#: is a number beside kernel_ms, not the measurement, and at a fixed 20 the two side blocks cost
+#: 40% of a 100-iteration loop's GPU time (docs/timing.md "Side blocks").
 SIDE_ITERATIONS = 20
+SIDE_MIN = 5
+#: phase names of what runs after the timed loop (results/breakdown.py columns)
+KERNEL_CLOCK_PHASE, SIDE_PHASE = "kernel clock", "side"
+
+
+def side_iterations(timed: int) -> int:
+    """Iterations of each side block after a loop of ``timed`` timed iterations."""
+    return min(SIDE_ITERATIONS, max(SIDE_MIN, math.ceil(timed / 10)))
 
 
 class KernelClock(Protocol):
@@ -222,27 +233,34 @@ def _timed_iterations(session: Session, settings: LoopSettings, markers: Markers
 
 
 def _sources_of_times(session: Session, samples: Samples, settings: LoopSettings, kernel_clock: KernelClock | None,
-                      staged: Any) -> None:
+                      staged: Any, phases: list[Phase]) -> None:
     """After the loop: kernel_ms from the kernel clock (or the events), and the side blocks that
-    measure latency and span; ``samples.timing`` names each number's source."""
+    measure latency and span; ``samples.timing`` names each number's source. Each part is a phase
+    (``kernel clock``, ``side``), so a graph's breakdown accounts for it."""
     events = _Block(session, samples)
     kind = getattr(session.timer, "kind", "unknown")
+    side = side_iterations(samples.phase.count("timed"))
+    t0, rows, retimed = now_ns(), len(samples), False
     if kernel_clock is not None:
-        if not _apply_kernel_clock(samples, kernel_clock):
+        retimed = not _apply_kernel_clock(samples, kernel_clock)
+        phases.append(Phase(KERNEL_CLOCK_PHASE, t0, t0 := now_ns()))
+        if retimed:
             _retime(events, samples, settings, bool(staged))
         elif kind != "host":
-            _side_block(events, samples, "latency", False)
+            _side_block(events, samples, "latency", False, side)
             if staged is not None:
-                _side_block(events, samples, "span", True)
+                _side_block(events, samples, "span", True, side)
     else:
         samples.timing["kernel_ms"] = kind
         if _staged(session.timer):
             _copy_timed(samples, "span_ms")
             samples.timing["span_ms"] = kind
-            _side_block(events, samples, "latency", False)
+            _side_block(events, samples, "latency", False, side)
         elif kind != "host":   # plain events around the enqueue are the latency
             _copy_timed(samples, "latency_ms")
             samples.timing["latency_ms"] = kind
+    if retimed or len(samples) > rows:
+        phases.append(Phase(SIDE_PHASE, t0, now_ns()))
 
 
 def run_loop(
@@ -295,7 +313,7 @@ def run_loop(
         raise
 
     try:
-        _sources_of_times(session, samples, settings, kernel_clock, staged)
+        _sources_of_times(session, samples, settings, kernel_clock, staged, phases)
     finally:
         _set_staged(session.timer, bool(staged))
         sampler.stop()
@@ -359,12 +377,12 @@ def _retime(block: _Block, samples: Samples, settings: LoopSettings, staged: boo
         samples.timing["span_ms"] = kind
 
 
-def _side_block(block: _Block, samples: Samples, phase: str, staged: bool) -> None:
-    """A few iterations on the timer's events with the hold switched on (``span`` rows) or off
+def _side_block(block: _Block, samples: Samples, phase: str, staged: bool, count: int) -> None:
+    """``count`` iterations on the timer's events with the hold switched on (``span`` rows) or off
     (``latency`` rows); their kernel_ms stays empty."""
     _set_staged(block.session.timer, staged)
     start = len(samples)
-    block.run(phase, SIDE_ITERATIONS)
+    block.run(phase, count)
     column = _extra(samples, f"{phase}_ms")
     for k in range(start, len(samples)):
         column[k] = samples.kernel_ms[k]

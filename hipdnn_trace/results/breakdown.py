@@ -13,8 +13,8 @@ time). ``t_queue_ms``, the time its record then waited for the run's one writer 
 worker ran the next graph; else while the graphs committed with it ran), is shown beside the wall and
 is not part of it: that time belongs to the graphs that ran meanwhile, so counting it would count it
 twice. ``t_release_ms`` is a resident child still freeing the previous graph's memory after this graph
-was handed to it. ``t_other_ms`` is what no phase covers (config expansion, result transfer from an
-isolated child, console output), so the stage columns, ``t_write_ms`` and ``t_other_ms`` of a graph add up to
+was handed to it. ``t_other_ms`` is what no phase covers (config expansion, the profilers' hooks, result transfer
+from an isolated child, console output), so the stage columns, ``t_write_ms`` and ``t_other_ms`` of a graph add up to
 its ``wall_ms``; summed over a serial run's graphs they give the run's time, less the commits that ran
 while a resident child already worked on the next graph (bench/isolation.py ``hand_over_next``).
 """
@@ -46,6 +46,9 @@ CONFIG_PHASES = {
     "t_warmup_ms": "warmup",
     "t_timed_ms": "execute",
     "t_fetch_ms": "fetch",
+    "t_kernel_clock_ms": "kernel clock",   # CUPTI's records flushed and matched to the iterations
+    "t_side_ms": "side",                   # the latency/span side blocks after the timed loop
+    "t_close_ms": "close",                 # the session's plan, workspace and buffers freed
 }
 
 

@@ -173,6 +173,9 @@ BREAKDOWN: Schema = {
     "t_warmup_ms": pl.Float64(),
     "t_timed_ms": pl.Float64(),
     "t_fetch_ms": pl.Float64(),
+    "t_kernel_clock_ms": pl.Float64(),   # CUPTI's records flushed and matched to the iterations (bench/loop.py)
+    "t_side_ms": pl.Float64(),      # latency/span side blocks after the timed loop (or a re-timing)
+    "t_close_ms": pl.Float64(),     # the session closed: plan, workspace and buffers freed
     "t_validate_ms": pl.Float64(),
     "t_queue_ms": pl.Float64(),     # its record waiting for the run's one writer (not in wall_ms: others ran meanwhile)
     "t_write_ms": pl.Float64(),     # its share of the commit that wrote it (tables and trace; 1/k for k graphs)

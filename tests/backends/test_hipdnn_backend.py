@@ -371,7 +371,7 @@ def test_timed_execute_is_used_where_the_graph_has_it_with_stand_in_hipdnn_front
 
 def test_timed_execute_in_the_loop_gives_span_and_a_latency_block_with_stand_in_hipdnn_frontend(
         stand_in_frontend) -> None:
-    from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
+    from hipdnn_trace.bench.loop import SIDE_MIN, LoopSettings, run_loop
     from hipdnn_trace.markers import Markers
 
     fe = stand_in_frontend("timed")
@@ -381,10 +381,10 @@ def test_timed_execute_in_the_loop_gives_span_and_a_latency_block_with_stand_in_
     samples, _ = run_loop(session, LoopSettings(warmup=2, iters=5), Markers())
     calls = fe.WORLD.names()
     assert calls.count("Graph.execute_timed_ext") == 7            # warmup and timed iterations
-    assert calls.count("Graph.execute") - 7 == SIDE_ITERATIONS     # the latency block: plain events
+    assert calls.count("Graph.execute") - 7 == SIDE_MIN           # the latency block: plain events
     assert samples.timing["kernel_ms"] == samples.timing["span_ms"] == "hipdnn-timed-execute"
     assert samples.timing["latency_ms"] == "hipdnn-timed-execute (unstaged)"
-    assert samples.phase.count("latency") == SIDE_ITERATIONS and session.timer.staged is True
+    assert samples.phase.count("latency") == SIDE_MIN and session.timer.staged is True
     session.close()
 
 
@@ -493,7 +493,7 @@ def test_stall_gate_timing_in_the_loop_gives_span_and_an_unstaged_latency_block_
         stand_in_frontend) -> None:
     """The staged span is kernel_ms and span_ms; latency_ms comes from a side block without the hold
     (it used to be a copy of the staged span)."""
-    from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
+    from hipdnn_trace.bench.loop import SIDE_MIN, LoopSettings, run_loop
     from hipdnn_trace.markers import Markers
 
     fe = stand_in_frontend("newest")
@@ -504,5 +504,5 @@ def test_stall_gate_timing_in_the_loop_gives_span_and_an_unstaged_latency_block_
     assert fe.WORLD.names().count("HipStallGate.arm") == 5
     assert samples.timing["span_ms"] == samples.timing["kernel_ms"] == "hip-event"
     assert samples.timing["latency_ms"] == "hip-event (unstaged)"
-    assert samples.phase.count("latency") == SIDE_ITERATIONS and session.timer.staged is True
+    assert samples.phase.count("latency") == SIDE_MIN and session.timer.staged is True
     session.close()

@@ -16,7 +16,7 @@ from hipdnn_trace.backends.reference import cost
 from hipdnn_trace.bench import estimate
 from hipdnn_trace.bench.config import Config
 from hipdnn_trace.bench.graph_run import RunSettings
-from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings
+from hipdnn_trace.bench.loop import LoopSettings, side_iterations
 from hipdnn_trace.graph.build import GraphBuilder
 from hipdnn_trace.graph.sources import expand
 from hipdnn_trace.graph.write import graph_to_json
@@ -51,7 +51,7 @@ def test_a_gpu_configuration_is_validated_against_one_cpu_evaluation() -> None:
     est = estimate.estimate_graph(g, [Config("cudnn", "cudnn")], _settings(), RATES)
     assert est.stages["reference"] == pytest.approx(estimate.reference_pass_s(g, RATES))
     device = estimate.device_pass_s(g)
-    assert est.stages["timed"] == pytest.approx((5 + 2 * SIDE_ITERATIONS) * device)
+    assert est.stages["timed"] == pytest.approx((5 + 2 * side_iterations(5)) * device)
     assert est.stages["init"] == estimate.GPU_INIT_S
     unvalidated = estimate.estimate_graph(g, [Config("cudnn", "cudnn")], _settings(validate="none"), RATES)
     assert unvalidated.stages["reference"] == unvalidated.stages["validate"] == 0.0

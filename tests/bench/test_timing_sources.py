@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from hipdnn_trace.bench.loop import SIDE_ITERATIONS, LoopSettings, run_loop
+from hipdnn_trace.bench.loop import SIDE_ITERATIONS, SIDE_MIN, LoopSettings, run_loop, side_iterations
 from hipdnn_trace.bench.stages import StageMarkers
 from hipdnn_trace.device.kernel_clock import KernelClock, KernelTimes, kernel_times
 from hipdnn_trace.markers import Markers
@@ -96,31 +96,54 @@ def _rows(samples, phase):
 def test_kernel_clock_gives_kernel_ms_and_side_blocks_give_latency_and_span():
     timer = FakeStagedTimer()
     clock = FakeKernelClock()
-    samples, _ = run_loop(FakeSession(timer), LoopSettings(warmup=3, iters=10), Markers(), kernel_clock=clock)
+    samples, phases = run_loop(FakeSession(timer), LoopSettings(warmup=3, iters=10), Markers(), kernel_clock=clock)
     timed = _rows(samples, "timed")
     assert len(timed) == 10
     assert all(samples.kernel_ms[k] == pytest.approx(0.0012) for k in timed)
-    assert timer.stops == 2 * SIDE_ITERATIONS   # no event beside the timed executes, only in the side blocks
+    assert timer.stops == 2 * SIDE_MIN   # no event beside the timed executes, only in the side blocks
     latency = _rows(samples, "latency")
-    assert len(latency) == SIDE_ITERATIONS
+    assert len(latency) == SIDE_MIN
     assert all(samples.extra["latency_ms"][k] == pytest.approx(0.030) for k in latency)   # unstaged events
     span = _rows(samples, "span")
-    assert len(span) == SIDE_ITERATIONS
+    assert len(span) == SIDE_MIN
     assert all(samples.extra["span_ms"][k] == pytest.approx(0.004) for k in span)
     assert all(samples.kernel_ms[k] is None for k in span)
     assert samples.timing["kernel_ms"] == "cupti-activity"
     assert timer.staged is True   # restored
     assert clock.begun == clock.finished == 1
+    # what runs after the loop is in phases of its own (the breakdown's t_kernel_clock_ms, t_side_ms)
+    names = [p.name for p in phases]
+    assert names == ["warmup", "execute", "kernel clock", "side"]
+    side = phases[-1]
+    assert side.start_ns <= samples.start_ns[latency[0]] and samples.end_ns[span[-1]] <= side.end_ns
+    assert phases[2].end_ns <= side.start_ns and phases[1].end_ns <= phases[2].start_ns
+
+
+def test_a_side_block_runs_a_tenth_of_the_timed_iterations_within_its_bounds():
+    assert [side_iterations(n) for n in (1, 10, 50, 51, 100, 150, 200, 1000)] == [SIDE_MIN, SIDE_MIN, SIDE_MIN, 6, 10,
+                                                                                   15, SIDE_ITERATIONS, SIDE_ITERATIONS]
+    timer = FakeStagedTimer()
+    samples, _ = run_loop(FakeSession(timer), LoopSettings(warmup=1, iters=130), Markers(),
+                          kernel_clock=FakeKernelClock())
+    assert len(_rows(samples, "latency")) == len(_rows(samples, "span")) == 13
+
+
+def test_a_cpu_loop_has_no_side_phase():
+    timer = FakeStagedTimer()
+    timer.kind, timer.staged = "host", None   # the CPU backends' timer: the host clock, no hold
+    samples, phases = run_loop(FakeSession(timer), LoopSettings(warmup=1, iters=3), Markers())
+    assert [p.name for p in phases] == ["warmup", "execute"] and len(samples) == 4
 
 
 def test_without_a_kernel_clock_the_staged_span_is_kernel_ms_and_a_side_block_measures_latency():
     timer = FakeStagedTimer()
-    samples, _ = run_loop(FakeSession(timer), LoopSettings(warmup=2, iters=9), Markers())
+    samples, phases = run_loop(FakeSession(timer), LoopSettings(warmup=2, iters=9), Markers())
     timed = _rows(samples, "timed")
     assert [samples.kernel_ms[k] for k in timed] == [0.004] * 9
     assert [samples.extra["span_ms"][k] for k in timed] == [0.004] * 9
     latency = _rows(samples, "latency")
-    assert len(latency) == SIDE_ITERATIONS
+    assert len(latency) == SIDE_MIN
+    assert [p.name for p in phases] == ["warmup", "execute", "side"]
     assert all(samples.extra["latency_ms"][k] == 0.030 for k in latency)
     assert samples.timing == {"kernel_ms": "cuda-event-staged", "span_ms": "cuda-event-staged",
                               "latency_ms": "cuda-event-staged (unstaged)"}
@@ -130,9 +153,10 @@ def test_without_a_kernel_clock_the_staged_span_is_kernel_ms_and_a_side_block_me
 def test_iterations_the_kernel_clock_missed_are_retimed_with_staged_events():
     timer = FakeStagedTimer()
     clock = FakeKernelClock(missing={5})
-    samples, _ = run_loop(FakeSession(timer), LoopSettings(warmup=2, iters=6), Markers(), kernel_clock=clock)
+    samples, phases = run_loop(FakeSession(timer), LoopSettings(warmup=2, iters=6), Markers(), kernel_clock=clock)
     timed = _rows(samples, "timed")
     assert len(timed) == 6
+    assert [p.name for p in phases] == ["warmup", "execute", "kernel clock", "side"]   # the re-timing is a side cost
     assert [samples.kernel_ms[k] for k in timed] == [0.004] * 6          # staged, not the unstaged 0.030
     assert not any(math.isnan(v) for v in samples.kernel_ms if v is not None)   # the first pass is gone
     assert "no kernel record" in samples.timing["kernel_clock_fallback"]
