@@ -1,10 +1,11 @@
-"""cuDNN plans a suite will need, built by several processes before it starts (``run --build-workers``).
+"""cuDNN plans a suite will need, built by several processes ahead of it (``run --build-workers``).
 
 A run on a fresh machine spends most of cuDNN's init compiling runtime kernels: graphs/perf on an H200
 took 40-44 s with 23-24 s of plan builds, against 16-18 s when every plan came from the plan cache
 (docs/benchmarks.md, issue 36). The compiling is the library's CPU work, and the suite builds one plan after
 another in one process. Each builder process here takes a slice of the suite, builds the plans the cache
-lacks and stores them (backends/cudnn_plan_store.py); the suite then restores them. Nothing depends on it
+lacks and stores them (backends/cudnn_plan_store.py), saying each graph as it is done; the suite restores
+each plan once its graph is said (runs/plan_builders.py). Nothing depends on it
 for correctness: the suite's session checks every entry against its own key, so a plan built here for a
 graph the suite translates differently is a miss there and is built again, and a builder that fails or is
 slow only leaves the suite to build as it would have.
@@ -18,6 +19,7 @@ import json
 import pickle
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,27 +35,34 @@ from hipdnn_trace.graph.sources import GraphSource
 
 @dataclass
 class BuildJob:
-    """One builder's slice: the graphs, the cache they go to, the device (as the suite's children see it)."""
+    """One builder's slice: the graphs, the cache they go to, the device (as the suite's children see it);
+    ``positions``: each graph's place in the suite, said as it is done so the suite can start it."""
 
     sources: list[GraphSource]
     cache: PlanCache
     device: int = 0
     allow_unknown: bool = False
     counts: Counter[str] = field(default_factory=Counter)
+    positions: list[int] = field(default_factory=list)
 
 
-def build_missing(job: BuildJob, frontend: Any = None) -> dict[str, int]:
+def build_missing(job: BuildJob, frontend: Any = None,
+                  done: Callable[[int, str], None] | None = None) -> dict[str, int]:
     """Build and store the plan of every graph in the slice whose entry the cache lacks (the engine the
     heuristic picks first, as the suite's default configuration asks); how many were ``built``,
     ``cached`` already, ``not_stored`` (a note from the cache), ``refused`` (our translation refuses the graph,
     or it does not load), ``not_built`` (cuDNN's build raised, e.g. no engine for it: the suite builds it
-    again and its row says why)."""
+    again and its row says why). ``done(position, result)`` hears each graph as it is finished."""
     cudnn = frontend or _cudnn()
     cuda.set_device(job.device)
     handle = cudnn.create_handle()
+    positions = job.positions or list(range(len(job.sources)))
     try:
-        for source in job.sources:
-            job.counts[_build_one(cudnn, handle, job, source)] += 1
+        for position, source in zip(positions, job.sources):
+            result = _build_one(cudnn, handle, job, source)
+            job.counts[result] += 1
+            if done is not None:
+                done(position, result)
     finally:
         cudnn.destroy_handle(handle)
     return dict(job.counts)
@@ -78,9 +87,14 @@ def _build_one(cudnn: Any, handle: Any, job: BuildJob, source: GraphSource) -> s
 
 
 def main(argv: list[str]) -> int:
-    """Run the pickled job in ``argv[0]``; print its counts as one JSON line."""
+    """Run the pickled job in ``argv[0]``: one JSON line per graph as it is done (``{"graph": position,
+    "result": ...}``, runs/plan_builders.py reads them while the suite runs), then the counts as the last line."""
     job: BuildJob = pickle.loads(Path(argv[0]).read_bytes())
-    print(json.dumps(build_missing(job)), flush=True)
+
+    def say(position: int, result: str) -> None:
+        print(json.dumps({"graph": position, "result": result}), flush=True)
+
+    print(json.dumps(build_missing(job, done=say)), flush=True)
     return 0
 
 

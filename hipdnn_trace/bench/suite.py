@@ -40,6 +40,9 @@ class SuiteCallbacks:
     """How the suite reports: each hook is optional."""
 
     before_graph: Callable[[int, GraphSource], None] | None = None
+    #: the graph at this 1-based position is about to go to the runner: a last chance to wait for what it
+    #: needs (a plan its builder is still making, runs/plan_builders.py); may be called twice for one graph
+    before_start: Callable[[int], None] | None = None
     after_graph: Callable[[int, GraphRun], None] | None = None
     #: --gpus: graphs finished while the suite thread was busy, handed over together (one commit)
     after_graphs: Callable[[list[tuple[int, GraphRun]]], None] | None = None
@@ -107,14 +110,18 @@ def run_suite(
     for index, source in enumerate(sources, 1):
         if callbacks.before_graph:
             callbacks.before_graph(index, source)
+        if handed_at is None and callbacks.before_start:
+            callbacks.before_start(index)
         started = handed_at or now_ns()
         g = run_one(source, configs, settings, markers, on_iteration=callbacks.on_iteration,
                     on_stage=callbacks.on_stage)
         g.started_ns = started   # the breakdown's wall clock starts here (results/breakdown.py)
         handed_at = None
-        if hand_over is not None and index < len(sources) and \
-                hand_over(sources[index], configs, settings, markers):
-            handed_at = now_ns()   # the child runs it while this graph is noted and committed
+        if hand_over is not None and index < len(sources):
+            if callbacks.before_start:
+                callbacks.before_start(index + 1)
+            if hand_over(sources[index], configs, settings, markers):
+                handed_at = now_ns()   # the child runs it while this graph is noted and committed
         if callbacks.after_graph:
             callbacks.after_graph(index, g)
         g.drop_arrays()

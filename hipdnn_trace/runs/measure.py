@@ -293,18 +293,19 @@ class _Suite:
         if isinstance(self.runner, IsolatedRunner | SplitRunner) and plan.sources:   # children set up before graph 1
             self.writer.record.isolation.warm_up_s = self.runner.warm(plan.configs, plan.settings)
         self.phases.mark("set_up")
-        if self.builders is not None:   # every plan they build is one the first graphs restore
-            self.writer.record.plan_builders = self.builders.wait()
-            self.builders = None
-            self.phases.mark("plan_builds")
         if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]
             return self.pool.run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers,
                                        SuiteCallbacks(before_graph=before, after_graph=self.after,
                                                       after_graphs=self.after_batch), order)
-        return run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers, SuiteCallbacks(
-            before_graph=before, after_graph=self.after, on_iteration=progress.iteration,
-            on_stage=progress.stage), runner=self.runner)
+        builders = self.builders   # a graph waits only for its own plan (runs/plan_builders.py)
+        outcome = run_suite(plan.sources, plan.configs, plan.settings, plan.timing.markers, SuiteCallbacks(
+            before_graph=before, after_graph=self.after, on_iteration=progress.iteration, on_stage=progress.stage,
+            before_start=None if builders is None else (lambda i: builders.ready(i - 1))), runner=self.runner)
+        if builders is not None:
+            self.writer.record.plan_builders = builders.wait()
+            self.builders = None
+        return outcome
 
     def run(self) -> int:
         """The suite, then the files finished whatever happened; the exit code."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,69 @@ def test_cli_takes_auto_or_a_count(tmp_path):
     done = subprocess.run([sys.executable, "-m", "hipdnn_trace", "run", str(GRAPHS[0]), "--build-workers", "-2",
                            "--out", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 1 and "--build-workers" in done.stderr and "Traceback" not in done.stderr
+
+
+def _stand_in_builder(lines: list[tuple[float, str]]) -> subprocess.Popen:
+    """A process that prints ``lines`` as a builder does, each after its delay (the real one needs cuDNN)."""
+    code = "import sys, time\n" + "".join(f"time.sleep({d}); print({text!r}, flush=True)\n" for d, text in lines)
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
+def test_the_suite_waits_for_one_graphs_plan_not_for_every_builder(tmp_path):
+    """Builders.ready: graph 0 (builder 0's first) is ready as soon as builder 0 says it, while builder 1 is still
+    at work on graph 1; graph 1 waits for its line; a graph its builder never said (it died) waits only until
+    that builder ended. The wait and the graphs started while builders ran are in run.json's block."""
+    fast = _stand_in_builder([(0.0, '{"graph": 0, "result": "built"}'), (0.0, '{"graph": 2, "result": "cached"}'),
+                              (0.0, '{"built": 1, "cached": 1}')])
+    slow = _stand_in_builder([(1.0, '{"graph": 1, "result": "built"}'), (0.3, "not json: a library's chatter"),
+                              (0.0, '{"built": 1}')])
+    builders = plan_builders.Builders([fast, slow], tmp_path)
+    t0 = time.monotonic()
+    builders.ready(0)
+    assert time.monotonic() - t0 < 0.9 and builders.building()   # builder 1 has not said graph 1 yet
+    builders.ready(1)
+    assert time.monotonic() - t0 >= 0.9
+    builders.ready(0)   # asked again (a hand-over that did not happen): counted once
+    while builders.building():
+        time.sleep(0.01)
+    ended = time.monotonic()
+    time.sleep(0.5)   # the suite's last graphs: the builders' seconds end with the last builder, not here
+    block = builders.wait()
+    assert block["built"] == 2 and block["cached"] == 1 and "failed" not in block
+    assert 1.2 <= block["seconds"] <= ended - builders.started + 0.05
+    assert block["graphs_started_while_building"] == 2 and block["waited_s"] >= 0.8
+
+
+def test_a_graph_whose_builder_died_waits_only_until_it_ended(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(0.2); sys.exit('killed')"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    builders = plan_builders.Builders([dead], tmp_path, limit_s=30)
+    t0 = time.monotonic()
+    builders.ready(0)
+    assert time.monotonic() - t0 < 10 and not builders.building()
+    assert builders.wait()["failed"] == ["builder 0: exit 1: no output"]
+
+
+def test_a_builder_past_its_time_limit_releases_the_suite_and_is_stopped(tmp_path):
+    stuck = _stand_in_builder([(30.0, '{"graph": 0, "result": "built"}')])
+    builders = plan_builders.Builders([stuck], tmp_path, limit_s=0.5)
+    t0 = time.monotonic()
+    builders.ready(0)
+    assert 0.3 <= time.monotonic() - t0 < 10
+    assert builders.wait()["failed"] == ["builder 0: stopped after 0.5 s"]
+
+
+def test_mocked_cudnn_builder_says_each_graph_by_its_place_in_the_suite_then_its_counts(tmp_path, mocked_gpu,
+                                                                                        monkeypatch, capsys):
+    """What Builders reads: one line per graph as it is done, with the graph's position in the suite (builder 1
+    of 2 has the suite's graphs 1 and 3), then the counts."""
+    import json
+    import pickle
+
+    monkeypatch.setattr(cudnn_prebuild, "_cudnn", lambda: StandInFrontend)
+    sources = expand([str(p) for p in GRAPHS])
+    job = cudnn_prebuild.BuildJob(sources[1::2], PlanCache(tmp_path / "plans"), positions=[1, 3])
+    (tmp_path / "job").write_bytes(pickle.dumps(job))
+    assert cudnn_prebuild.main([str(tmp_path / "job")]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [{"graph": 1, "result": "built"}, {"graph": 3, "result": "built"}, {"built": 2}]

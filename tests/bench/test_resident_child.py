@@ -227,3 +227,30 @@ def test_the_resident_child_starts_the_next_graph_while_the_suite_records_the_la
     assert rows["ok__a"].status == rows["ok__b"].status == rows["ok__d"].status == "ok"
     b = next(g for g in outcome.runs if g.name == "ok__b")
     assert b.started_ns is not None and b.ready_ns is not None and b.started_ns <= b.ready_ns
+
+
+def test_no_graph_reaches_the_resident_child_before_the_suite_says_it_may_start(tmp_path, monkeypatch):
+    """``before_start`` (a plan builder still making the graph's plan, runs/plan_builders.py) is asked for
+    every graph before the runner gets it, on the usual path and when the child is handed the next graph
+    early: a graph whose start is held begins its work only after the hold ends."""
+    monkeypatch.setitem(backends.REGISTRY, "faulty", FAULTY_SPEC)
+    monkeypatch.syspath_prepend(str(HERE))
+    sources = expand([str(p) for p in write_graphs(tmp_path, ["ok__a", "ok__b", "ok__c"])])
+    released: dict[int, int] = {}
+
+    def hold(position: int) -> None:
+        if position == 2 and position not in released:
+            time.sleep(0.4)   # graph b's plan is still being built
+        released.setdefault(position, now_ns())
+
+    runner = isolation.IsolatedRunner(60, resident=True)
+    try:
+        outcome = run_suite(sources, [Config("faulty", "faulty")], RunSettings(loop=LoopSettings(warmup=1, iters=3)),
+                            Markers(), SuiteCallbacks(before_start=hold), runner=runner)
+    finally:
+        runner.close()
+    assert sorted(released) == [1, 2, 3]
+    for position, g in enumerate(outcome.runs, 1):
+        first = min(p.start_ns for c in g.configs for p in c.phases)
+        assert first >= released[position], g.name
+        assert g.configs[0].status == "ok"
