@@ -234,8 +234,10 @@ class IsolatedRunner:
             return None   # the first graph will say why its settings cannot reach a child
         self._preload(registry, settings.reference_device)
         child: _Child | None = None
+        t0 = time.monotonic()
         try:
             child, _ = self._child_for(_config_key(configs), payload)
+            forked = time.monotonic()   # the server forks once its own imports are done
             self._running = child.pid
             outcome = Watch(child.pid, self.server, child.status, child.output, WARM_TIMEOUT_S, self.tail_bytes,
                              None, resident=True).wait()
@@ -253,7 +255,7 @@ class IsolatedRunner:
         self._warm_with = (list(configs), settings)
         self.warm_ups += 1
         self.versions.update(outcome.versions or {})
-        return outcome.warmed
+        return set_up_parts(outcome.warmed, forked - t0, time.monotonic() - t0)
 
     def _child_for(self, key: str, payload: bytes) -> tuple[_Child, bool]:
         """(the child that runs this job, whether it was started for it): the resident child when
@@ -390,6 +392,14 @@ def _last_phase_end(run: GraphRun) -> int | None:
     (the breakdown's t_queue_ms, not its wall)."""
     ends = [p.end_ns for p in run.phases] + [p.end_ns for c in run.configs for p in c.phases]
     return max(ends, default=None)
+
+
+def set_up_parts(warmed: dict[str, float], server_s: float, total_s: float) -> dict[str, float]:
+    """run.json's ``isolation.warm_up_s``: the child's own parts (a backend's device and library set-up, the
+    pipeline graph), ``fork_server``: waiting for the fork server to fork (its imports, started with the
+    command, not yet done), and ``child_start``: the rest (the child's start, its messages)."""
+    rest = total_s - server_s - sum(warmed.values())
+    return {"fork_server": round(server_s, 3), **warmed, "child_start": round(max(0.0, rest), 3)}
 
 
 def _registry(configs: Sequence[Config]) -> dict[str, str]:

@@ -68,8 +68,19 @@ def test_the_resident_child_starts_before_the_first_graph(isolated: Path) -> Non
     out (bench/warm.py): no graph carries the process start, and run.json records the set-up."""
     df = _check_breakdown(isolated)
     assert df.get_column("t_process_ms").to_list() == [0.0] * df.height
-    warm = json.loads((isolated / "run.json").read_text())["isolation"]["warm_up_s"]
-    assert warm == {}   # the reference backend has no warm_up hook: a started child, nothing to set up
+    record = json.loads((isolated / "run.json").read_text())
+    warm = record["isolation"]["warm_up_s"]
+    # the reference backend has no warm_up hook: the set-up is the fork server's imports and the child's start
+    assert set(warm) == {"fork_server", "child_start"} and min(warm.values()) >= 0
+    assert sum(warm.values()) <= record["phases_s"]["set_up"] + 0.01
+
+
+def test_the_set_up_parts_add_up_to_the_set_up() -> None:
+    from hipdnn_trace.bench.isolation import set_up_parts
+
+    parts = set_up_parts({"cudnn": 0.7, "pipeline": 0.4}, server_s=1.2, total_s=2.5)
+    assert list(parts) == ["fork_server", "cudnn", "pipeline", "child_start"]
+    assert parts["child_start"] == 0.2 and sum(parts.values()) == 2.5
 
 
 def test_a_fresh_child_per_graph_counts_each_start(tmp_path: Path) -> None:
