@@ -43,12 +43,21 @@ from hipdnn_trace.runs.phases import PhaseClock
 from hipdnn_trace.runs.plan import EngineListing, ExternalProfile, RunPlan, clock_samplers, plan_run
 from hipdnn_trace.runs.request import RunRequest
 
-#: A graph that finishes within this long of the last commit (or within twice what that commit took) is
+#: A graph that finishes within this long of the last commit (or before the writing's share is due, below) is
 #: committed with the next ones: each commit rewrites the run's tables, so committing every graph made a
 #: suite of N fast graphs cost O(N^2) in writes (2,000 never-loading graphs: 190 ms a graph on the 2-core
 #: box). A kill loses at most these uncommitted graphs, which --resume runs again. The variable
 #: HIPDNN_TRACE_COMMIT_EVERY_S sets it (0: a commit per graph, as the commit-order test needs).
 COMMIT_EVERY_S = float(os.environ.get("HIPDNN_TRACE_COMMIT_EVERY_S", "0.5"))
+#: at most this share of the suite's time goes to commits: the next one is due once the time since the last
+#: is the last one's duration / WRITE_SHARE (a 25 ms commit: every 1.25 s). At twice a commit's duration, as
+#: before issue 36's second round, writing was 4.7-5.3% of a warm graphs/perf run on an H100.
+WRITE_SHARE = 0.02
+
+
+def commit_due(since_last_s: float, last_commit_s: float) -> bool:
+    """Whether the graphs noted since the last commit are committed now."""
+    return COMMIT_EVERY_S <= 0 or since_last_s >= max(COMMIT_EVERY_S, last_commit_s / WRITE_SHARE)
 
 #: how often the progress line redraws on its own (a graph may spend minutes in one numpy call)
 PROGRESS_TICK_S = 1.0
@@ -212,13 +221,12 @@ class _Suite:
 
     def after(self, index: int, g: GraphRun) -> None:
         """A finished graph (one process or an isolated child): noted now, committed with the graphs
-        that finish before the next commit is due (``COMMIT_EVERY_S``), printed when committed."""
+        that finish before the next commit is due (:func:`commit_due`), printed when committed."""
         with self.guard.protect():
             self._note(g)
         g.ready_ns = g.ready_ns or now_ns()   # from here until its commit, the breakdown's t_queue_ms
         self._pending.append((index, g))
-        since = time.monotonic() - self._last_commit
-        if COMMIT_EVERY_S <= 0 or since >= max(COMMIT_EVERY_S, 2 * self._commit_s):
+        if commit_due(time.monotonic() - self._last_commit, self._commit_s):
             self.commit_pending()
 
     def commit_pending(self) -> None:

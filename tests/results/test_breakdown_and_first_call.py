@@ -206,3 +206,18 @@ def test_a_resident_childs_later_graphs_carry_its_release(isolated: Path) -> Non
     assert (df.get_column("t_release_ms") >= 0).all()
     trace_names = set(read_trace(isolated / "trace.pftrace").slices.get_column("name").to_list())
     assert "release previous" in trace_names
+
+
+def test_a_commit_is_due_once_the_writing_stays_within_its_share(monkeypatch) -> None:
+    """runs/measure.py commit_due: at least COMMIT_EVERY_S after the last commit, and at least the last commit's
+    duration / WRITE_SHARE, so commits take at most that share of a suite whatever the tables' size."""
+    from hipdnn_trace.runs import measure
+
+    monkeypatch.setattr(measure, "COMMIT_EVERY_S", 0.5)
+    assert not measure.commit_due(0.4, 0.001) and measure.commit_due(0.5, 0.001)   # small tables: every 0.5 s
+    slow = 0.1   # a large run's commit: the next one waits for 0.1 / WRITE_SHARE
+    assert not measure.commit_due(slow / measure.WRITE_SHARE - 0.01, slow)
+    assert measure.commit_due(slow / measure.WRITE_SHARE, slow)
+    assert slow / (slow + slow / measure.WRITE_SHARE) < 0.05   # issue 36: writing under 5% of the wall
+    monkeypatch.setattr(measure, "COMMIT_EVERY_S", 0.0)
+    assert measure.commit_due(0.0, 10.0)   # a commit per graph, as the kill tests ask
