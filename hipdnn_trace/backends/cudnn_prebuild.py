@@ -26,6 +26,7 @@ from typing import Any
 
 from hipdnn_trace.backends import cudnn_graph, cudnn_plan_store
 from hipdnn_trace.backends.cudnn import _cudnn, _refuse_known_crashes, build_graph, notes_to_deselect
+from hipdnn_trace.backends.cudnn_graph import Plan
 from hipdnn_trace.backends.plan_cache import PlanCache
 from hipdnn_trace.device import cuda
 from hipdnn_trace.errors import UserError
@@ -52,23 +53,40 @@ def build_missing(job: BuildJob, frontend: Any = None,
     heuristic picks first, as the suite's default configuration asks); how many were ``built``,
     ``cached`` already, ``not_stored`` (a note from the cache), ``refused`` (our translation refuses the graph,
     or it does not load), ``not_built`` (cuDNN's build raised, e.g. no engine for it: the suite builds it
-    again and its row says why). ``done(position, result)`` hears each graph as it is finished."""
+    again and its row says why; remembered, so the next run's builder does not try again under the same
+    library, driver and GPU). ``done(position, result)`` hears each graph as it is finished. The CUDA context
+    and cuDNN handle are made at the first graph to build: a builder that finds its whole slice in the cache
+    (every warm run) never touches the GPU, whose context the suite's own child is making meanwhile."""
     cudnn = frontend or _cudnn()
-    cuda.set_device(job.device)
-    handle = cudnn.create_handle()
     positions = job.positions or list(range(len(job.sources)))
+    handle: Any = None
     try:
         for position, source in zip(positions, job.sources):
-            result = _build_one(cudnn, handle, job, source)
+            found = _look_up(cudnn, job, source)
+            if isinstance(found, str):
+                result = found
+            else:
+                if handle is None:
+                    cuda.set_device(job.device)
+                    handle = cudnn.create_handle()
+                result = _build(handle, job, *found)
             job.counts[result] += 1
             if done is not None:
                 done(position, result)
     finally:
-        cudnn.destroy_handle(handle)
+        if handle is not None:
+            cudnn.destroy_handle(handle)
     return dict(job.counts)
 
 
-def _build_one(cudnn: Any, handle: Any, job: BuildJob, source: GraphSource) -> str:
+def _failed_key(key: dict[str, Any]) -> dict[str, Any]:
+    """Where a builder remembers that cuDNN could not build ``key``'s plan (never a key a session looks up)."""
+    return {**key, "builder": "not_built"}
+
+
+def _look_up(cudnn: Any, job: BuildJob, source: GraphSource) -> str | tuple[Plan, dict[str, Any]]:
+    """``refused``, ``cached`` or ``not_built`` (a build that failed before under this very key), else the plan
+    to build and its key."""
     try:
         plan = cudnn_graph.plan(load_bytes(source.read(), source.name, allow_unknown=job.allow_unknown))
         _refuse_known_crashes(plan, cudnn.backend_version())
@@ -77,10 +95,17 @@ def _build_one(cudnn: Any, handle: Any, job: BuildJob, source: GraphSource) -> s
     key = cudnn_plan_store.plan_key(cudnn, plan, None, notes_to_deselect(plan), job.device)
     if job.cache.get(key).plan is not None:
         return "cached"
+    if job.cache.get(_failed_key(key)).plan is not None:
+        return "not_built"
+    return plan, key
+
+
+def _build(handle: Any, job: BuildJob, plan: Plan, key: dict[str, Any]) -> str:
     try:
         built = build_graph(plan, handle)
         chosen = built.select(None)
-    except Exception:   # noqa: BLE001 - the suite builds it again and records the library's message
+    except Exception as exc:   # noqa: BLE001 - the suite builds it again and records the library's message
+        job.cache.put(_failed_key(key), b"", {"error": " ".join(str(exc).split())[:200]})
         return "not_built"
     note = cudnn_plan_store.store(job.cache, key, built.graph, chosen, built.deselected)
     return "built" if note is None else "not_stored"

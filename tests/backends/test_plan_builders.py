@@ -200,3 +200,45 @@ def test_mocked_cudnn_builder_says_each_graph_by_its_place_in_the_suite_then_its
     assert cudnn_prebuild.main([str(tmp_path / "job")]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines == [{"graph": 1, "result": "built"}, {"graph": 3, "result": "built"}, {"built": 2}]
+
+
+def test_a_builder_whose_slice_is_cached_never_makes_a_cuda_context(tmp_path, mocked_gpu, monkeypatch):
+    """Every warm run: the builder finds each plan in the cache and ends without a CUDA context or a cuDNN
+    handle, so it does not contend with the suite's child making its own on the same GPU."""
+    cache = PlanCache(tmp_path / "plans")
+    assert cudnn_prebuild.build_missing(cudnn_prebuild.BuildJob(expand([str(p) for p in GRAPHS]), cache),
+                                        StandInFrontend) == {"built": len(GRAPHS)}
+    touched: list[str] = []
+    monkeypatch.setattr(cudnn_prebuild.cuda, "set_device", lambda device: touched.append("context"))
+    monkeypatch.setattr(StandInFrontend, "create_handle", staticmethod(lambda: touched.append("handle") or 1))
+    again = cudnn_prebuild.BuildJob(expand([str(p) for p in GRAPHS]), cache)
+    assert cudnn_prebuild.build_missing(again, StandInFrontend) == {"cached": len(GRAPHS)}
+    assert touched == []
+    empty = cudnn_prebuild.BuildJob(expand([str(p) for p in GRAPHS]), PlanCache(tmp_path / "other"))
+    assert cudnn_prebuild.build_missing(empty, StandInFrontend) == {"built": len(GRAPHS)}   # one context for all
+    assert touched == ["context", "handle"]
+
+
+def test_a_plan_cudnn_could_not_build_is_not_tried_again_by_the_next_runs_builder(tmp_path, mocked_gpu, monkeypatch):
+    """cuDNN refused 6 graphs/perf plans on every warm run's builders (0.4 s of engine attempts for one); the
+    failure is remembered under the plan's key plus a builder-only field, so the suite's session, which looks
+    up the plain key, never mistakes it for a plan and still builds (and reports) it itself."""
+    tries: list[object] = []
+
+    def raising(plan, handle):
+        tries.append(plan)
+        raise RuntimeError("cudnnGraphNotSupportedError: no engine")
+
+    monkeypatch.setattr(cudnn_prebuild, "build_graph", raising)
+    cache = PlanCache(tmp_path / "plans")
+    for _ in range(2):
+        job = cudnn_prebuild.BuildJob(expand([str(GRAPHS[0])]), cache)
+        assert cudnn_prebuild.build_missing(job, StandInFrontend) == {"not_built": 1}
+    assert len(tries) == 1   # the second run's builder remembered it
+    plan = cudnn_graph.plan(load_file(GRAPHS[0]))
+    key = cudnn_plan_store.plan_key(StandInFrontend, plan, None, notes_to_deselect(plan), 0)
+    assert cudnn_plan_store.restore(StandInFrontend, cache, key, handle=1) is None   # a session: a miss, built
+    monkeypatch.setattr(StandInFrontend, "backend_version", staticmethod(lambda: 92000))   # a new cuDNN: tried
+    assert cudnn_prebuild.build_missing(cudnn_prebuild.BuildJob(expand([str(GRAPHS[0])]), cache),
+                                        StandInFrontend) == {"not_built": 1}
+    assert len(tries) == 2
