@@ -218,7 +218,8 @@ def test_each_worker_sets_up_before_its_first_graph(on_two_gpus):
         "every child that ran a graph (also the one after the crash) was set up before it"
     meta = load_run(folder).meta
     spent = meta["gpus"]["warm_up_s"]
-    assert set(spent) == {"0", "1"} and all(set(parts) == {"visible", "pipeline"} for parts in spent.values())
+    assert set(spent) == {"0", "1"} and all(set(parts) == {"fork_server", "visible", "pipeline", "child_start"}
+                                          for parts in spent.values())
     # the suite process found the library; a set-up child loaded it and its version replaced that entry
     assert meta["versions"]["visible"] in {f"loaded by {entry['pid']}" for entry in warm}
     entries = _entries(folder.parent / "visible.jsonl")

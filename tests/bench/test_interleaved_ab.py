@@ -205,7 +205,7 @@ def test_on_a_gpu_timer_each_block_is_timed_by_the_kernel_clock_fake_cupti_and_e
     from test_timing_sources import FakeKernelClock, FakeSession, FakeStagedTimer
 
     from hipdnn_trace.bench import ab
-    from hipdnn_trace.bench.loop import LoopSettings
+    from hipdnn_trace.bench.loop import LoopSettings, side_iterations
     from hipdnn_trace.markers import Markers
 
     clocks = [FakeKernelClock(per_window=0.001), FakeKernelClock(per_window=0.002)]
@@ -217,7 +217,7 @@ def test_on_a_gpu_timer_each_block_is_timed_by_the_kernel_clock_fake_cupti_and_e
     assert [c.begun for c in clocks] == [c.finished for c in clocks] == [16, 16]   # one window per block
     s = arms[1].samples
     assert set(s.phase) == {"warmup", "timed", "latency", "span"}
-    first = 1 + 4 + 2 * 20   # B's first block: warmup, timed, then the latency and span side blocks
+    first = 1 + 4 + 2 * side_iterations(4)   # B's first block: warmup, timed, the latency and span side blocks
     assert s.extra["block"][:first] == [1] * first and s.extra["block"][first] == 2
     assert s.timing["kernel_ms"] == "cupti-activity"
 

@@ -62,7 +62,7 @@ def test_healthy_graph_in_a_child_matches_in_process_run(runner, sources):
     assert [(v.output, v.against, v.passed, v.total, v.max_abs) for v in g.validation] == \
            [(v.output, v.against, v.passed, v.total, v.max_abs) for v in here.validation]
     assert len(c.samples) == len(here.configs[0].samples) == 4    # 1 warmup + 3 timed
-    assert [p.name for p in c.phases] == ["init", "bind", "warmup", "execute", "fetch"]
+    assert [p.name for p in c.phases] == ["init", "bind", "warmup", "execute", "fetch", "close"]
     assert [p.name for p in g.phases] == ["process start", "load", "inputs", "reference", "validate"]
     assert g.phases[0].end_ns <= g.phases[1].start_ns, "the child's start ends before it loads"
     assert not g.reference and not c.outputs, "arrays stay in the child"
