@@ -198,6 +198,16 @@ def test_a_spent_child_is_replaced_between_graphs_not_inside_one(tmp_path, monke
         assert "process start" not in {p.name for p in g.phases}, g.name
 
 
+def _resident_suite(sources, callbacks: SuiteCallbacks):
+    """The faulty test backend's graphs through one resident child, with ``callbacks``."""
+    runner = isolation.IsolatedRunner(60, resident=True)
+    try:
+        return run_suite(sources, [Config("faulty", "faulty")], RunSettings(loop=LoopSettings(warmup=1, iters=3)),
+                         Markers(), callbacks, runner=runner)
+    finally:
+        runner.close()
+
+
 def test_the_resident_child_starts_the_next_graph_while_the_suite_records_the_last(tmp_path, monkeypatch):
     """The suite hands graph i+1 to the resident child before it notes and commits graph i (bench/suite.py,
     ``hand_over_next``): the child's work on i+1 begins before the suite's after-graph work on i ends.
@@ -211,12 +221,7 @@ def test_the_resident_child_starts_the_next_graph_while_the_suite_records_the_la
         time.sleep(0.3)
         after_ends[g.name] = now_ns()
 
-    runner = isolation.IsolatedRunner(60, resident=True)
-    try:
-        outcome = run_suite(sources, [Config("faulty", "faulty")], RunSettings(loop=LoopSettings(warmup=1, iters=3)),
-                            Markers(), SuiteCallbacks(after_graph=slow_after), runner=runner)
-    finally:
-        runner.close()
+    outcome = _resident_suite(sources, SuiteCallbacks(after_graph=slow_after))
     names = [g.name for g in outcome.runs]
     assert names == ["ok__a", "ok__b", "segfault__c", "ok__d"]
     first_phase = {g.name: min(p.start_ns for c in g.configs for p in c.phases) for g in outcome.runs
@@ -243,12 +248,7 @@ def test_no_graph_reaches_the_resident_child_before_the_suite_says_it_may_start(
             time.sleep(0.4)   # graph b's plan is still being built
         released.setdefault(position, now_ns())
 
-    runner = isolation.IsolatedRunner(60, resident=True)
-    try:
-        outcome = run_suite(sources, [Config("faulty", "faulty")], RunSettings(loop=LoopSettings(warmup=1, iters=3)),
-                            Markers(), SuiteCallbacks(before_start=hold), runner=runner)
-    finally:
-        runner.close()
+    outcome = _resident_suite(sources, SuiteCallbacks(before_start=hold))
     assert sorted(released) == [1, 2, 3]
     for position, g in enumerate(outcome.runs, 1):
         first = min(p.start_ns for c in g.configs for p in c.phases)
