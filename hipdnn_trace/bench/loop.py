@@ -243,7 +243,9 @@ def _sources_of_times(session: Session, samples: Samples, settings: LoopSettings
     t0, rows, retimed = now_ns(), len(samples), False
     if kernel_clock is not None:
         retimed = not _apply_kernel_clock(samples, kernel_clock)
-        phases.append(Phase(KERNEL_CLOCK_PHASE, t0, t0 := now_ns()))
+        applied = now_ns()
+        phases.append(Phase(KERNEL_CLOCK_PHASE, t0, applied))
+        t0 = applied   # the side phase starts here
         if retimed:
             _retime(events, samples, settings, bool(staged))
         elif kind != "host":
