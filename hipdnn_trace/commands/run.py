@@ -266,9 +266,10 @@ def _validation(p: argparse.ArgumentParser) -> None:
     c.add_argument("--plan-cache-max", type=argtypes.gib, default=_D.plan_cache_max, metavar="GIB",
                    help="trim the plan cache to this size, least recently used first (default 2)")
     c.add_argument("--build-workers", type=argtypes.count_or_auto, default=_D.build_workers, metavar="N|auto",
-                   help="build the cuDNN plans the plan cache lacks in N processes side by side before the first "
-                        "graph, which then restores them (default auto: up to 8, half the cores, one per 6 graphs, "
-                        "for 8 graphs or more; 0: each plan built in the suite as its graph comes; docs/plan-cache.md)")
+                   help="build the cuDNN plans the plan cache lacks in N processes side by side, ahead of the "
+                        "suite: each graph waits only for its own plan, then restores it (default auto: up to 8, "
+                        "half the cores, one per 6 graphs, for 8 graphs or more; 0: each plan built in the suite as "
+                        "its graph comes; docs/plan-cache.md)")
 
 
 def _output(p: argparse.ArgumentParser) -> None:
