@@ -27,40 +27,22 @@ import os
 import shutil
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
 
-def _suite_throughput() -> Any:
-    spec = importlib.util.spec_from_file_location("suite_throughput", HERE / "suite_throughput.py")
+def _sibling(name: str) -> Any:
+    """Another script of benchmarks/ as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def plan_sources(folder: Path) -> dict[str, int]:
-    """How many graph sessions had their plan from where (run.json ``plan_source``)."""
-    path = folder / "run.json"
-    if not path.is_file():
-        return {}
-    record = json.loads(path.read_text())
-    found: Counter[str] = Counter()
-    for session in (record.get("sessions") or {}).values():
-        for graph in (session.get("graphs") or {}).values():
-            found[str(graph.get("plan_source", "n/a"))] += 1
-    return dict(found)
-
-
-def builders_block(folder: Path) -> dict[str, Any] | None:
-    path = folder / "run.json"
-    return json.loads(path.read_text()).get("plan_builders") if path.is_file() else None
-
-
-def pair(measure: Any, tree: Path, label: str, flags: list[str], run_args: list[str], out: Path,
+def pair(measure: Any, reuse: Any, tree: Path, label: str, flags: list[str], run_args: list[str], out: Path,
          round_: int) -> list[dict[str, Any]]:
     """Cold then warm for one tree and variant; the two rows."""
     jit = Path(tempfile.mkdtemp(prefix="jit-", dir=out))
@@ -70,9 +52,10 @@ def pair(measure: Any, tree: Path, label: str, flags: list[str], run_args: list[
     for state in ("cold", "warm"):
         row = measure.run_one(tree, f"{label}-{state}", "1", [*run_args, "--plan-cache", str(plans), *flags], out,
                               round_)
-        folder = out / f"{label}-{state}-gpus1" if not round_ else out / f"{label}-{state}-gpus1-r{round_}"
-        row.update(state=state, variant=label, flags=flags, plan_sources=plan_sources(folder),
-                   plan_builders=builders_block(folder))
+        record_path = Path(row["folder"]) / "run.json"
+        record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+        row.update(state=state, variant=label, flags=flags, plan_sources=reuse.sessions_by_source(record)[0],
+                   plan_builders=record.get("plan_builders"))
         row.pop("graph_wall_ms", None)
         row.pop("graph_own_ms", None)
         rows.append(row)
@@ -98,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     variants = [(name, [f for f in flags.split(",") if f]) for name, flags in
                 (v.split("=", 1) for v in (args.variant or ["default="]))]
     args.out.mkdir(parents=True, exist_ok=True)
-    measure = _suite_throughput()
+    measure, reuse = _sibling("suite_throughput"), _sibling("plan_cache_reuse")
     rows: list[dict[str, Any]] = []
     for round_ in range(1, args.rounds + 1):
         for tree_name, tree in trees:
             for variant, flags in variants:
-                rows.extend(pair(measure, tree, f"{tree_name}-{variant}", flags, run_args, args.out, round_))
+                rows.extend(pair(measure, reuse, tree, f"{tree_name}-{variant}", flags, run_args, args.out, round_))
                 (args.out / "cold_warm.json").write_text(json.dumps(rows, indent=1))
     first = rows[0].get("verdicts")
     print(f"\n{'variant':>24} {'round':>5} {'cold s':>8} {'warm s':>8} {'cold/warm':>9} {'warm/cold':>9}  "

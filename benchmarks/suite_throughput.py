@@ -64,7 +64,7 @@ def run_one(tree: Path, label: str, gpus: str, run_args: list[str], out: Path, r
     wall = time.perf_counter() - t0
     folder = out / run_id
     row: dict[str, Any] = {"tree": label, "gpus": gpus, "round": round_, "wall_s": wall, "exit": done.returncode,
-                           "tail": (done.stdout + done.stderr)[-800:]}
+                           "tail": (done.stdout + done.stderr)[-800:], "folder": str(folder)}
     if not (folder / "breakdown.csv").exists():
         return row
     breakdown = pl.read_csv(folder / "breakdown.csv")
