@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from hipdnn_trace.bench.loop import Phase
+from hipdnn_trace.bench.loop import KERNEL_CLOCK_PHASE, SIDE_PHASE, Phase
 from hipdnn_trace.bench.records import RELEASE_PHASE, GraphRun
 
 #: column -> phase name, for phases of the graph (once per graph, repeated on each row)
@@ -46,8 +46,8 @@ CONFIG_PHASES = {
     "t_warmup_ms": "warmup",
     "t_timed_ms": "execute",
     "t_fetch_ms": "fetch",
-    "t_kernel_clock_ms": "kernel clock",   # CUPTI's records flushed and matched to the iterations
-    "t_side_ms": "side",                   # the latency/span side blocks after the timed loop
+    "t_kernel_clock_ms": KERNEL_CLOCK_PHASE,   # CUPTI's records flushed and matched to the iterations
+    "t_side_ms": SIDE_PHASE,                   # the latency/span side blocks after the timed loop
     "t_close_ms": "close",                 # the session's plan, workspace and buffers freed
 }
 

@@ -145,7 +145,7 @@ class Builders:
                 path = self.folder / f"builder{i}.log"
                 log = path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
                 failed.append(f"builder {i}: exit {proc.returncode}: {(log or ['no output'])[-1][:200]}")
-        seconds = round(max(self._last_ended, self.started) - self.started, 3)   # until the last one ended
+        seconds = round(self._last_ended - self.started, 3)   # until the last one ended
         self.close()
         return {"workers": len(self.procs), "seconds": seconds, **dict(sorted(counts.items())),
                 "waited_s": round(self.waited_s, 3), "graphs_started_while_building": self.started_while_building,
