@@ -93,7 +93,11 @@ class DeviceInfo:
     runtime_version: int
 
 
+@cache
 def device_count() -> int:
+    """CUDA devices this process sees. Asked once: the runtime reads the visibility variable when it
+    initialises and the answer cannot change after it, and each query through cuda-bindings cost ~3 ms
+    (a backend's ``available()`` asks it for every graph)."""
     try:
         runtime = rt()
     except ToolMissingError:
