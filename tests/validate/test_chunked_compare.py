@@ -186,3 +186,23 @@ def test_scaled_atol_by_chunks_equals_the_whole_array_rms() -> None:
     assert scaled_atol(1e-5, values.astype(np.float16)) == pytest.approx(
         1e-5 * float(np.sqrt(np.mean(np.square(values.astype(np.float16).astype(np.float64)[np.isfinite(values)])))),
         rel=1e-14)
+
+
+def test_scaled_atol_of_a_torch_tensor_equals_the_host_path() -> None:
+    """A device tensor's sums (torch on the CPU here) are queued chunk by chunk and read back once: the same
+    chunks, counts and RMS as the numpy path, NaN and Inf skipped, a partial last chunk included."""
+    torch = pytest.importorskip("torch")
+    from hipdnn_trace.validate.tolerances import _finite_square_sums, _finite_square_sums_torch, scaled_atol
+
+    values = np.random.default_rng(6).standard_normal(5 * 1000 + 17) * 40.0
+    values[::97] = np.nan
+    values[3::211] = -np.inf
+    sums, count = _finite_square_sums_torch(torch.from_numpy(values.astype(np.float32)), 1000)
+    host = values.astype(np.float32).astype(np.float64)
+    expected = [float(np.sum(np.square(part[np.isfinite(part)])))
+                for part in np.split(host, range(1000, host.size, 1000))]
+    assert count == int(np.isfinite(host).sum())
+    assert sums == pytest.approx(expected, rel=1e-12)
+    assert _finite_square_sums_torch(torch.zeros(0), 1000) == ([], 0)
+    assert scaled_atol(1e-5, torch.from_numpy(values)) == pytest.approx(scaled_atol(1e-5, values), rel=1e-14)
+    assert _finite_square_sums(torch.from_numpy(values))[1] == int(np.isfinite(values).sum())
