@@ -21,6 +21,7 @@ CROSS_CUTTING: dict[str, tuple[int, str]] = {
     "atomic": (-1, "atomic file writes for graph files and run files alike; stdlib only"),
     "read_gate": (-1, "the one gate every file read passes (type, size budget, non-blocking open); stdlib only"),
     "checksums": (-1, "SHA-256 manifests of files reused as truth, read through read_gate"),
+    "backend_registry": (-1, "backend names and their modules as strings, read before numpy loads; imports nothing"),
     "device": (-1, "clocks, timers, GPU visibility: needed by backends and bench, knows no graph"),
     "markers_base": (-1, "phase-marker names shared by both marker modules"),
     "markers_roctx": (-1, "roctx phase markers, imported by markers and the AMD profilers"),

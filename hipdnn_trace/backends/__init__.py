@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import importlib
 
+from hipdnn_trace.backend_registry import REGISTRY  # the one dict: registering an extra backend adds to it
 from hipdnn_trace.backends.base import Backend, Engine, RunOptions, Session, Support
 from hipdnn_trace.errors import UserError
-
-#: name -> "module:class"
-REGISTRY: dict[str, str] = {
-    "reference": "hipdnn_trace.backends.reference:ReferenceBackend",
-    "torch": "hipdnn_trace.backends.torch_backend:TorchBackend",
-    "cudnn": "hipdnn_trace.backends.cudnn:CudnnBackend",
-    "hipdnn": "hipdnn_trace.backends.hipdnn:HipdnnBackend",
-}
 
 _instances: dict[str, Backend] = {}
 
@@ -42,4 +35,4 @@ def get(name: str) -> Backend:
     return _instances[name]
 
 
-__all__ = ["Backend", "Engine", "RunOptions", "Session", "Support", "get", "names"]
+__all__ = ["REGISTRY", "Backend", "Engine", "RunOptions", "Session", "Support", "get", "names"]

@@ -7,6 +7,11 @@ imports and the suite process's run side by side instead of one after the other.
 everything: a runner adopts the server started for its environment (``ForkServer.adopt``); a guess the
 plan did not confirm is killed unused (``ForkServer.discard_early``). Only plain runs are guessed: a
 recipe, a resume, A/B pairs, the oracle, a profiler or ``--no-isolate`` leave it to the runner.
+
+The server's imports are the fixed cost's longest path (the suite process's plan is done a second before
+them), so its start waits for nothing: a one-GPU run looks the backend up in ``backend_registry.py``
+(no numpy) and the server itself works out what to import (``resolved_preload``); deciding that here
+(the backends' modules and NVML) delayed its start by that long.
 """
 
 from __future__ import annotations
@@ -73,25 +78,47 @@ def _start(argv: Sequence[str]) -> int:
             or args.oracle or args.profile_child or args.profile != "none" or args.isolate is False
             or args.engine == "list"):
         return 0
-    from hipdnn_trace import backends
-    from hipdnn_trace.backends.installed import torch_gpu_missing
+    from hipdnn_trace.backend_registry import REGISTRY
 
-    if args.backend not in backends.REGISTRY or (args.backend == "reference" and not args.gpus):
+    if args.backend not in REGISTRY or (args.backend == "reference" and not args.gpus):
         return 0
-    vendor = getattr(backends.get(args.backend), "vendor", None)
-    reference = "cpu"
-    if args.validate == "reference" and args.reference_device != "cpu" and not torch_gpu_missing():
-        reference = "cuda"
-    preload = server_preload({args.backend: backends.REGISTRY[args.backend]}, reference)
-    envs: list[dict[str, str] | None] = [None]
-    if args.gpus:
-        from hipdnn_trace.bench.pins import pin_gpus
-        from hipdnn_trace.device import visibility
+    if not args.gpus:   # the server works out its own imports: this process goes on without loading numpy
+        ForkServer.start_early((), None, resolve=(f"{__name__}:server_imports", args.backend, REGISTRY[args.backend],
+                                                  args.validate, args.reference_device))
+        return 1
+    from hipdnn_trace import backends
+    from hipdnn_trace.bench.pins import pin_gpus
+    from hipdnn_trace.device import visibility
 
-        text = args.gpus.strip()
-        indices = (list(range(visibility.gpu_count(vendor))) if text == "all"
-                   else [int(part) for part in text.split(",")])
-        envs = list(pin_gpus(vendor, indices).envs())
+    vendor = getattr(backends.get(args.backend), "vendor", None)
+    preload = resolved_preload(args.backend, REGISTRY[args.backend], args.validate, args.reference_device)
+    text = args.gpus.strip()
+    indices = list(range(visibility.gpu_count(vendor))) if text == "all" else [int(part) for part in text.split(",")]
+    envs = list(pin_gpus(vendor, indices).envs())
     for env in envs:
         ForkServer.start_early(preload, env)
     return len(envs)
+
+
+def server_imports(backend: str, spec: str, validate: str, reference_device: str) -> list[str]:
+    """What a server started early imports (it calls this first): :func:`resolved_preload`, or the harness alone
+    when that fails (a backend module that does not import: the child imports it again and reports why)."""
+    try:
+        return resolved_preload(backend, spec, validate, reference_device)
+    except Exception:   # noqa: BLE001 - a guess; the child reports what is wrong
+        return list(HARNESS_MODULES)
+
+
+def resolved_preload(backend: str, spec: str, validate: str, reference_device: str) -> list[str]:
+    """:func:`server_preload` for a guessed run: ``backend`` (found at ``spec``, an extra backend's too) and
+    torch when the validating reference will run on the GPU (asked only when the backend does not import it
+    anyway: the answer reads NVML)."""
+    from hipdnn_trace import backends
+    from hipdnn_trace.backends.installed import torch_gpu_missing
+
+    backends.REGISTRY.setdefault(backend, spec)
+    wanted = server_preload({backend: spec})
+    if (validate == "reference" and reference_device != "cpu" and "torch" not in wanted
+            and not torch_gpu_missing()):
+        wanted.append("torch")
+    return wanted

@@ -30,12 +30,15 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hipdnn_trace.bench.cpu_share import pin_from_env
 
 _LENGTH = struct.Struct("<Q")
+#: the argument that asks a server to work out its own imports from a guessed run (``ForkServer.start_early``)
+_RESOLVE = "--resolve"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -74,9 +77,12 @@ class ForkServer:
     _early: dict[tuple[tuple[str, str], ...], ForkServer] = {}
 
     @classmethod
-    def start_early(cls, preload: Sequence[str], env: Mapping[str, str] | None) -> ForkServer:
-        """Start a server now, for the runner that will ask for this environment (``adopt``)."""
-        server = cls(preload, env)
+    def start_early(cls, preload: Sequence[str], env: Mapping[str, str] | None,
+                    resolve: Sequence[str] | None = None) -> ForkServer:
+        """Start a server now, for the runner that will ask for this environment (``adopt``); with ``resolve``
+        ("module:function" and its string arguments) the server works out what to import itself by calling it
+        (``bench/early.py`` ``server_imports``), so this process need not import the backends to say."""
+        server = cls(preload, env, resolve=resolve)
         server.start()
         cls._early[_env_key(env)] = server
         return server
@@ -95,9 +101,12 @@ class ForkServer:
                 server._proc.kill()
             server.close()
 
-    def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None, *,
+                 resolve: Sequence[str] | None = None) -> None:
         self.preload = list(preload)
         self.env = dict(env or {})   # set in the server before it imports anything (e.g. a GPU's visibility)
+        self.resolve = list(resolve) if resolve else None   # the first start only; a restart imports ``preload``
+        self.started_at: float | None = None   # time.monotonic() of the last start (run.json: when it began)
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
 
@@ -106,9 +115,12 @@ class ForkServer:
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        imports = [_RESOLVE, *self.resolve] if self.resolve else self.preload
+        self.resolve = None
+        self.started_at = time.monotonic()
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "from hipdnn_trace.bench.forkserver import serve; serve()",
-             str(theirs.fileno()), *self.preload],
+             str(theirs.fileno()), *imports],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env, close_fds=True)
         theirs.close()
         self._sock = ours
@@ -187,7 +199,7 @@ def _serve() -> None:
     pin_from_env()   # a --gpus worker's share of the cores, before any import sizes a thread pool
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the suite decides what an interrupt ends
     sock = socket.socket(fileno=int(sys.argv[1]))
-    for name in sys.argv[2:]:
+    for name in _imports(sys.argv[2:]):
         try:
             importlib.import_module(name)
         except Exception:   # the child will import it again and report the error
@@ -220,6 +232,18 @@ def _serve() -> None:
             sock.sendall(_LENGTH.pack(os.waitstatus_to_exitcode(status) + (1 << 32)))
         except OSError:
             return
+
+
+def _imports(args: Sequence[str]) -> list[str]:
+    """The modules to import: as listed, or what a function names (``_RESOLVE``, "module:function" and its
+    arguments: ``bench/early.py`` ``server_imports`` for a guessed run; nothing when it cannot say)."""
+    if not args or args[0] != _RESOLVE or len(args) < 2:
+        return list(args)
+    module, _, function = args[1].partition(":")
+    try:
+        return list(getattr(importlib.import_module(module), function)(*args[2:]))
+    except Exception:   # noqa: BLE001 - the child imports what it needs and reports what fails
+        return []
 
 
 def _child(message: bytes, fds: list[int], server: int) -> int:

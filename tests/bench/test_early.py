@@ -3,8 +3,13 @@ harness (bench/early.py): the runner the plan makes adopts it; what the plan did
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from reliability_helpers import HERE
+from repo_paths import REPO
 
 from hipdnn_trace import backends
 from hipdnn_trace.bench.early import HARNESS_MODULES, server_preload, start_servers
@@ -40,15 +45,59 @@ def test_a_gpus_run_starts_a_server_per_gpu_and_each_worker_adopts_its_own(visib
         runner.close()
 
 
-def test_a_serial_gpu_run_starts_one_server_without_a_pin(visible):
+def _server_modules(server: ForkServer) -> set[str]:
+    """What ``server`` had imported when it forked a probe child."""
+    read, write = os.pipe()
+    try:
+        server.launch("server_probe:imported", b"", [write])
+    finally:
+        os.close(write)
+    with os.fdopen(read) as got:
+        names = set(got.read().split("\n"))
+    assert server.exit_code() == 0
+    return names
+
+
+def test_a_serial_gpu_run_starts_one_server_that_works_out_its_own_imports(visible, monkeypatch):
+    """No pin, and the server, not the suite process, decides what it imports: the harness and the backend's
+    module and preload list (the test backend's ``colorsys``), found from the backend's "module:class"."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     assert start_servers(["suite/", "--backend", "visible"]) == 1
     assert list(ForkServer._early) == [()]
     runner = IsolatedRunner(60, resident=True)
     try:
-        assert runner.server.preload[:len(HARNESS_MODULES)] == list(HARNESS_MODULES)
         assert ForkServer._early == {}
+        assert runner.server.started_at is not None and runner.server.resolve is None, "resolved at the start only"
+        assert {*HARNESS_MODULES, "visible_backend", "colorsys"} <= _server_modules(runner.server)
     finally:
         runner.close()
+
+
+def test_starting_a_serial_run_s_server_imports_neither_numpy_nor_the_backends(tmp_path):
+    """The suite process starts the server from the light registry: numpy and the backends' modules load
+    afterwards, side by side with the server's imports (bench/early.py)."""
+    probe = ("import sys\n"
+             "from hipdnn_trace.bench.early import start_servers\n"
+             "from hipdnn_trace.bench.forkserver import ForkServer\n"
+             "n = start_servers(['suite/', '--backend', 'cudnn'])\n"
+             "print(n, sorted(m for m in ('numpy', 'hipdnn_trace.backends', 'hipdnn_trace.backends.cudnn') "
+             "if m in sys.modules))\n"
+             "ForkServer.discard_early()\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "1 []"
+
+
+def test_a_server_asked_to_resolve_an_unknown_backend_imports_the_harness():
+    """A backend whose module the server cannot import: the harness at least (the child reports the rest)."""
+    server = ForkServer((), resolve=("hipdnn_trace.bench.early:server_imports", "ghost", "no_such_module:Ghost",
+                                     "reference", "auto"))
+    try:
+        server.start()
+        assert set(HARNESS_MODULES) <= _server_modules(server)
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize("argv", [
