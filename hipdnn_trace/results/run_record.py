@@ -119,7 +119,7 @@ class Validation(Block):
 
 @dataclass
 class Isolation(Block):
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"split", "warm_up_s", "successor_warm_up_s"})
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"split", "warm_up_s", "successor_warm_up_s", "server_started_s"})
 
     enabled: bool = False
     graph_timeout_s: float | None = None
@@ -127,6 +127,7 @@ class Isolation(Block):
     split: list[list[str]] | None = None   # configurations run in processes of their own
     warm_up_s: dict[str, float] | None = None   # the resident child's set-up before the first graph (bench/warm.py)
     successor_warm_up_s: list[float] | None = None   # each successor's set-up between graphs (a retired/dead child)
+    server_started_s: float | None = None   # when the fork server was started, seconds after the command began
 
 
 @dataclass

@@ -300,6 +300,9 @@ class _Suite:
         before = (lambda i, s: progress.graph(i - 1, Path(s.name).stem))
         if isinstance(self.runner, IsolatedRunner | SplitRunner) and plan.sources:   # children set up before graph 1
             self.writer.record.isolation.warm_up_s = self.runner.warm(plan.configs, plan.settings)
+            started = getattr(getattr(self.runner, "server", None), "started_at", None)
+            if started is not None:
+                self.writer.record.isolation.server_started_s = self.phases.since_start(started)
         self.phases.mark("set_up")
         if self.pool is not None:   # progress per iteration means nothing with several GPUs at once
             order = [gpu_pool.estimate_s(s, allow_unknown=plan.request.allow_unknown_fields) for s in plan.sources]

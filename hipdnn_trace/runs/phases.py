@@ -29,8 +29,12 @@ class PhaseClock:
 
     def __init__(self) -> None:
         age = process_age_s()
-        self._last = time.monotonic() - (age or 0.0)
+        self._last = self.origin = time.monotonic() - (age or 0.0)   # the process's start, monotonic
         self._spent: dict[str, float] = {}
+
+    def since_start(self, at: float) -> float:
+        """Seconds from the process's start to the monotonic time ``at``."""
+        return round(max(0.0, at - self.origin), 3)
 
     def mark(self, phase: str, at: float | None = None) -> None:
         """``phase`` ended now (or at the monotonic time ``at``)."""
