@@ -301,8 +301,16 @@ class CudnnSession:
                 self.plan_source = "cache"
                 return found
             self.plan_cache_note = found
-        built = build_graph(self.plan, self.handle)
-        chosen = built.select(engine)
+            refused = cudnn_plan_store.remembered_failure(cache, key)
+            if refused is not None:
+                raise UnsupportedError(refused)
+        try:
+            built = build_graph(self.plan, self.handle)
+            chosen = built.select(engine)
+        except UnsupportedError as exc:
+            if key is not None:
+                cudnn_plan_store.remember_failure(cache, key, exc)
+            raise
         if key is not None:
             note = cudnn_plan_store.store(cache, key, built.graph, chosen, built.deselected)
             self.plan_cache_note = self.plan_cache_note or note

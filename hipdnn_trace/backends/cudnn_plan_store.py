@@ -16,6 +16,7 @@ from hipdnn_trace.backends.base import Engine
 from hipdnn_trace.backends.cudnn_graph import Plan
 from hipdnn_trace.backends.plan_cache import PlanCache
 from hipdnn_trace.device import cuda
+from hipdnn_trace.errors import UnsupportedError
 
 #: bump when what is stored beside a plan, or how it is used, changes
 FORMAT = 1
@@ -75,3 +76,29 @@ def store(cache: PlanCache, key: dict[str, Any], graph: Any, engine: Engine, des
     meta = {"index": engine.index, "name": engine.name, "knobs": dict(engine.knobs or {}),
             "workspace_bytes": engine.workspace_bytes, "detail": engine.detail, "deselected": list(deselected)}
     return cache.put(key, payload, meta)
+
+
+#: what a remembered refusal adds to cuDNN's own words on the row
+REMEMBERED = ("remembered by the plan cache: cuDNN refused this plan before under the same library, frontend, "
+              "driver and GPU; --no-plan-cache builds it again")
+
+
+def failed_key(key: dict[str, Any]) -> dict[str, Any]:
+    """Where a build cuDNN refused is remembered (never a key a plan is stored under)."""
+    return {**key, "builder": "not_built"}
+
+
+def remember_failure(cache: PlanCache, key: dict[str, Any], exc: BaseException) -> None:
+    """Keep cuDNN's words for a failed build of ``key``'s plan, and whether it was a refusal (UnsupportedError:
+    no engine builds it), which a later session reports again without trying (``remembered_failure``)."""
+    cache.put(failed_key(key), b"", {"error": " ".join(str(exc).split())[:2000],
+                                     "unsupported": isinstance(exc, UnsupportedError)})
+
+
+def remembered_failure(cache: PlanCache, key: dict[str, Any]) -> str | None:
+    """The remembered refusal of ``key``'s plan, as its row will say it, or None (nothing remembered, or a failure
+    that was not a refusal: those are built again)."""
+    found = cache.get(failed_key(key))
+    if found.plan is None or not found.plan.meta.get("unsupported"):
+        return None
+    return f"{found.plan.meta.get('error', 'cuDNN refused the plan')} ({REMEMBERED})"

@@ -79,11 +79,6 @@ def build_missing(job: BuildJob, frontend: Any = None,
     return dict(job.counts)
 
 
-def _failed_key(key: dict[str, Any]) -> dict[str, Any]:
-    """Where a builder remembers that cuDNN could not build ``key``'s plan (never a key a session looks up)."""
-    return {**key, "builder": "not_built"}
-
-
 def _look_up(cudnn: Any, job: BuildJob, source: GraphSource) -> str | tuple[Plan, dict[str, Any]]:
     """``refused``, ``cached`` or ``not_built`` (a build that failed before under this very key), else the plan
     to build and its key."""
@@ -95,7 +90,7 @@ def _look_up(cudnn: Any, job: BuildJob, source: GraphSource) -> str | tuple[Plan
     key = cudnn_plan_store.plan_key(cudnn, plan, None, notes_to_deselect(plan), job.device)
     if job.cache.get(key).plan is not None:
         return "cached"
-    if job.cache.get(_failed_key(key)).plan is not None:
+    if job.cache.get(cudnn_plan_store.failed_key(key)).plan is not None:
         return "not_built"
     return plan, key
 
@@ -104,8 +99,8 @@ def _build(handle: Any, job: BuildJob, plan: Plan, key: dict[str, Any]) -> str:
     try:
         built = build_graph(plan, handle)
         chosen = built.select(None)
-    except Exception as exc:   # noqa: BLE001 - the suite builds it again and records the library's message
-        job.cache.put(_failed_key(key), b"", {"error": " ".join(str(exc).split())[:200]})
+    except Exception as exc:   # noqa: BLE001 - the suite's row says why (again, or as remembered: a refusal)
+        cudnn_plan_store.remember_failure(job.cache, key, exc)
         return "not_built"
     note = cudnn_plan_store.store(job.cache, key, built.graph, chosen, built.deselected)
     return "built" if note is None else "not_stored"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_plan_cache import StandInCudnn, StandInGraph
 
-from hipdnn_trace.backends import cudnn_graph, cudnn_plan_store, cudnn_prebuild
+from hipdnn_trace.backends import cudnn_graph, cudnn_plan_store, cudnn_prebuild, plan_cache
 from hipdnn_trace.backends.base import Engine
 from hipdnn_trace.backends.cudnn import notes_to_deselect
 from hipdnn_trace.backends.plan_cache import PlanCache
@@ -242,3 +242,48 @@ def test_a_plan_cudnn_could_not_build_is_not_tried_again_by_the_next_runs_builde
     assert cudnn_prebuild.build_missing(cudnn_prebuild.BuildJob(expand([str(GRAPHS[0])]), cache),
                                         StandInFrontend) == {"not_built": 1}
     assert len(tries) == 2
+    assert cudnn_plan_store.remembered_failure(cache, key) is None, "not a refusal: the session builds it itself"
+
+
+def _session(cache: PlanCache, path: Path):
+    """A CudnnSession as far as ``_plan`` reads it (the rest needs a GPU)."""
+    from hipdnn_trace.backends.base import RunOptions
+    from hipdnn_trace.backends.cudnn import CudnnSession
+
+    session = CudnnSession.__new__(CudnnSession)
+    session.plan = cudnn_graph.plan(load_file(path))
+    session.options = RunOptions(extra={plan_cache.OPTION: cache})
+    session.handle = 1
+    return session
+
+
+def test_a_refusal_is_reported_again_from_the_cache_without_building(tmp_path, mocked_gpu, monkeypatch):
+    """cuDNN found no engine (UnsupportedError): the builder or the first session remembers cuDNN's words; the next
+    session's row says them again, saying they are remembered, without trying (0.4 s of engine attempts for 6
+    graphs/perf plans on every warm run). The same key under another cuDNN is tried again."""
+    from hipdnn_trace.backends import cudnn
+    from hipdnn_trace.errors import UnsupportedError
+
+    tries: list[object] = []
+
+    def refusing(plan, handle):
+        tries.append(plan)
+        raise UnsupportedError("cuDNN: none of 3 plans builds (no engine)")
+
+    monkeypatch.setattr(cudnn, "build_graph", refusing)
+    cache = PlanCache(tmp_path / "plans")
+    for _ in range(2):
+        with pytest.raises(UnsupportedError) as refused:
+            _session(cache, GRAPHS[1])._plan(StandInFrontend, None)
+    assert len(tries) == 1
+    assert str(refused.value).startswith("cuDNN: none of 3 plans builds (no engine) (remembered by the plan cache")
+    monkeypatch.setattr(StandInFrontend, "backend_version", staticmethod(lambda: 92000))
+    with pytest.raises(UnsupportedError, match="^cuDNN: none of 3 plans builds [(]no engine[)]$"):
+        _session(cache, GRAPHS[1])._plan(StandInFrontend, None)
+    assert len(tries) == 2
+    monkeypatch.setattr(cudnn_prebuild, "build_graph", refusing)   # a builder's refusal is remembered the same way
+    job = cudnn_prebuild.BuildJob(expand([str(GRAPHS[2])]), cache)
+    assert cudnn_prebuild.build_missing(job, StandInFrontend) == {"not_built": 1}
+    with pytest.raises(UnsupportedError, match="remembered by the plan cache"):
+        _session(cache, GRAPHS[2])._plan(StandInFrontend, None)
+    assert len(tries) == 3
