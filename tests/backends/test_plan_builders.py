@@ -287,3 +287,30 @@ def test_a_refusal_is_reported_again_from_the_cache_without_building(tmp_path, m
     with pytest.raises(UnsupportedError, match="remembered by the plan cache"):
         _session(cache, GRAPHS[2])._plan(StandInFrontend, None)
     assert len(tries) == 3
+
+
+def test_a_closed_session_s_cudnn_handle_serves_the_next_session_and_open_ones_never_share(monkeypatch):
+    """cuDNN handles are kept per device for the next session (1.6 ms a creation per graph): two sessions open at
+    once (an interleaved A/B) hold two handles; a closed one's handle goes to the next session of its device."""
+    from types import SimpleNamespace
+
+    from hipdnn_trace.backends import cudnn
+    from hipdnn_trace.backends.base import RunOptions
+
+    made = iter(range(100))
+    frontend = SimpleNamespace(create_handle=lambda: f"handle{next(made)}")
+    monkeypatch.setattr(cudnn, "_IDLE_HANDLES", {})
+    first, second = cudnn._take_handle(frontend, 0), cudnn._take_handle(frontend, 0)
+    assert first != second
+
+    def closed(handle: str, device: int) -> None:
+        session = cudnn.CudnnSession.__new__(cudnn.CudnnSession)
+        session.__dict__.update(_cuda_graph=None, _flush=None, _buffers={}, workspace=None, built=None, handle=handle,
+                                options=RunOptions(device=device), stream=SimpleNamespace(destroy=lambda: None))
+        session.close()
+        assert session.handle is None
+
+    closed(first, 0)
+    assert cudnn._take_handle(frontend, 1) == "handle2", "another device's handle is never lent"
+    assert cudnn._take_handle(frontend, 0) == first
+    assert cudnn._take_handle(frontend, 0) == "handle3"
