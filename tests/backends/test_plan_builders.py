@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -219,16 +220,23 @@ def test_a_builder_whose_slice_is_cached_never_makes_a_cuda_context(tmp_path, mo
     assert touched == ["context", "handle"]
 
 
+def _failing_build(error: Exception) -> tuple[list[object], Callable[[object, object], object]]:
+    """A ``build_graph`` that raises ``error``, and the plans it was asked to build."""
+    tries: list[object] = []
+
+    def build(plan: object, handle: object) -> object:
+        tries.append(plan)
+        raise error
+
+    return tries, build
+
+
 def test_a_plan_cudnn_could_not_build_is_not_tried_again_by_the_next_runs_builder(tmp_path, mocked_gpu, monkeypatch):
     """cuDNN refused 6 graphs/perf plans on every warm run's builders (0.4 s of engine attempts for one); the
     failure is remembered under the plan's key plus a builder-only field, so the suite's session, which looks
-    up the plain key, never mistakes it for a plan and still builds (and reports) it itself."""
-    tries: list[object] = []
-
-    def raising(plan, handle):
-        tries.append(plan)
-        raise RuntimeError("cudnnGraphNotSupportedError: no engine")
-
+    up the plain key, never mistakes it for a plan; a failure that is not a refusal (UnsupportedError) it builds
+    (and reports) itself."""
+    tries, raising = _failing_build(RuntimeError("cudnnGraphNotSupportedError: no engine"))
     monkeypatch.setattr(cudnn_prebuild, "build_graph", raising)
     cache = PlanCache(tmp_path / "plans")
     for _ in range(2):
@@ -264,12 +272,7 @@ def test_a_refusal_is_reported_again_from_the_cache_without_building(tmp_path, m
     from hipdnn_trace.backends import cudnn
     from hipdnn_trace.errors import UnsupportedError
 
-    tries: list[object] = []
-
-    def refusing(plan, handle):
-        tries.append(plan)
-        raise UnsupportedError("cuDNN: none of 3 plans builds (no engine)")
-
+    tries, refusing = _failing_build(UnsupportedError("cuDNN: none of 3 plans builds (no engine)"))
     monkeypatch.setattr(cudnn, "build_graph", refusing)
     cache = PlanCache(tmp_path / "plans")
     for _ in range(2):
