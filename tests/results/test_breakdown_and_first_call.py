@@ -73,6 +73,10 @@ def test_the_resident_child_starts_before_the_first_graph(isolated: Path) -> Non
     # the reference backend has no warm_up hook: the set-up is the fork server's imports and the child's start
     assert set(warm) == {"fork_server", "child_start"} and min(warm.values()) >= 0
     assert sum(warm.values()) <= record["phases_s"]["set_up"] + 0.01
+    # the server was started before the runner began to wait for it (set_up = what precedes the wait + its parts)
+    started = record["isolation"]["server_started_s"]
+    phases = record["phases_s"]
+    assert 0 < started <= phases["before_plan"] + phases["plan"] + phases["set_up"] - warm["fork_server"] + 0.01
 
 
 def test_the_set_up_parts_add_up_to_the_set_up() -> None:
