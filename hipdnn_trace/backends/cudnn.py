@@ -499,7 +499,7 @@ class CudnnSession:
         if getattr(self, "built", None) is not None:
             self.built = None
         if self.handle is not None:
-            _IDLE_HANDLES.setdefault(self.options.device, []).append(self.handle)
+            _give_back(self.options.device, self.handle)
             self.handle = None
         self.stream.destroy()
 
@@ -514,6 +514,11 @@ def _take_handle(cudnn: Any, device: int) -> Any:
     """An idle handle of ``device`` (the current device), or a new one."""
     idle = _IDLE_HANDLES.get(device)
     return idle.pop() if idle else cudnn.create_handle()
+
+
+def _give_back(device: int, handle: Any) -> None:
+    """``handle`` idle again, for the next session of ``device`` (which sets its own stream on it)."""
+    _IDLE_HANDLES.setdefault(device, []).append(handle)
 
 
 class CudnnBackend:
@@ -573,7 +578,7 @@ class CudnnBackend:
         and torch's device state, which the device data of every graph uses."""
         cudnn = _cudnn()
         cuda.set_device(options.device)
-        cudnn.destroy_handle(cudnn.create_handle())
+        _give_back(options.device, cudnn.create_handle())   # the first session's handle, made here
         device_tensors.warm_torch_device(options.device)
 
     def prepare(self, graph: Graph, engine: Engine | None, options: RunOptions) -> CudnnSession:
