@@ -287,11 +287,11 @@ def attention_work(cfg: attention.AttentionConfig) -> Work:
     """The tiles ``ops/sdpa.py`` walks: every computed score costs the products over d (forward:
     S = QK^T and O = PV; backward: S, dP = dO V^T and dQ = dS K by BLAS, dV and dK by einsum), the
     softmax passes and one exp."""
-    scores, tiles = attention_scores(cfg)
+    scores, tiles, per_kind = _attention_walk(cfg)
     blas = (cfg.d_qk + cfg.d_v) if not cfg.backward else (2 * cfg.d_qk + cfg.d_v)
     contracted = 0 if not cfg.backward else 2.0 * (cfg.d_qk + cfg.d_v) * scores
     products = 2 if not cfg.backward else 3
-    return _products(2.0 * blas * scores, tiles * cfg.group * products) + Work(
+    return _products(2.0 * blas * scores, per_kind * products) + Work(
         passes=SDPA_PASSES[cfg.backward] * scores + CONTRACT_PASSES_PER_FLOP * contracted,
         transcendental=float(scores), calls=SDPA_TILE_CALLS[cfg.backward] * tiles)
 
@@ -323,29 +323,36 @@ def expected_lengths(top: int, batch: int) -> list[int]:
 
 
 def attention_scores(cfg: attention.AttentionConfig) -> tuple[int, int]:
-    """(scores computed, tiles) of one attention evaluation, walking ``ops/sdpa.py``'s tiles:
-    row blocks of a chunk of a kv head's query group, each against the key range it can see."""
-    from hipdnn_trace.backends.reference.ops.sdpa import Masking, _row_blocks, tile_shape
+    """(scores computed, tiles) of one attention evaluation, walking ``ops/sdpa.py``'s tiles
+    (``tile_plan``): row blocks of a chunk of a kv head's query group, or of several kv heads' groups
+    side by side (the forward), each against the key range it can see."""
+    scores, tiles, _ = _attention_walk(cfg)
+    return scores, tiles
+
+
+def _attention_walk(cfg: attention.AttentionConfig) -> tuple[int, int, int]:
+    """(scores, tiles, products of each kind): a tile makes one BLAS product per kv head it holds, its
+    query heads' rows stacked (``ops/sdpa.py`` ``_per_kv_head``)."""
+    from hipdnn_trace.backends.reference.ops.sdpa import Masking, _row_blocks, tile_plan
 
     if cfg.heads_kv < 1 or cfg.heads_q % cfg.heads_kv:
-        return 0, 0
+        return 0, 0, 0
     g = cfg.group
     lq = expected_lengths(cfg.seq_q, cfg.batch) if cfg.padded else [cfg.seq_q] * cfg.batch
     lkv = expected_lengths(cfg.seq_kv, cfg.batch) if cfg.padded else [cfg.seq_kv] * cfg.batch
     masking = Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
                       right_bound=cfg.right_bound)
-    scores = tiles = 0
+    scores = tiles = products = 0
     for q_len, kv_len in zip(lq, lkv):
         per_head = 0
-        count = 0
-        heads, rows_per = tile_shape(g, kv_len)
-        for rows in _row_blocks(q_len, rows_per):
+        plan = tile_plan(g, cfg.heads_kv, q_len, kv_len, masking, span=not cfg.backward)
+        for rows in _row_blocks(q_len, plan.rows):
             lo, hi = masking.key_range(rows, q_len, kv_len)
             per_head += len(rows) * max(0, hi - lo)
-            count += 1
         scores += g * per_head * cfg.heads_kv
-        tiles += count * cfg.heads_kv * -(-g // heads)
-    return scores, tiles
+        tiles += plan.count(g, cfg.heads_kv, q_len)
+        products += cfg.heads_kv * plan.count(g, 1, q_len)
+    return scores, tiles, products
 
 
 _FAMILIES: dict[str, Callable[[Node, Graph], Work]] = {

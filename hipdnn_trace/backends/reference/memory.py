@@ -200,25 +200,27 @@ def _conv_scratch(node: Node, graph: Graph) -> int:
 
 
 def _attention_scratch(node: Node, graph: Graph) -> int:
-    """One tile (ops/sdpa.py ``tile_shape``: its scores within the budget) with its temporaries, its
-    float64 slices of q, k, v (and dO, O backward; the additive mask's slice), paged keys gathered
-    in their own type, and the forward's per-row statistics. Nothing here grows with the sequence
-    but the per-row arrays (d_v times smaller than O)."""
-    from hipdnn_trace.backends.reference.ops.sdpa import key_chunk, tile_shape
+    """One tile (ops/sdpa.py ``tile_plan``: its scores within the budget; a forward's tile may hold several
+    kv heads' groups) with its temporaries, its float64 slices of q, k, v (and dO, O backward; the additive
+    mask's slice), paged keys gathered in their own type, and the forward's per-row statistics. Nothing
+    here grows with the sequence but the per-row arrays (d_v times smaller than O)."""
+    from hipdnn_trace.backends.reference.ops.sdpa import Masking, key_chunk, tile_plan
     from hipdnn_trace.graph.dtypes import DTYPES
 
     cfg = attention.config(node, graph)
-    heads, rows = tile_shape(cfg.group, cfg.seq_kv)
-    rows = min(rows, max(cfg.seq_q, 1))
+    masking = Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
+                      right_bound=cfg.right_bound)
+    plan = tile_plan(cfg.group, cfg.heads_kv, cfg.seq_q, cfg.seq_kv, masking, span=not cfg.backward)
+    heads, rows = plan.kv_heads * plan.heads, min(plan.rows, max(cfg.seq_q, 1))
     cols = _tile_keys(cfg, rows)
     block = 8 * heads * rows * cols
     temps = _SCORE_TEMPS[cfg.backward] + _MASK_TEMPS.get(cfg.mask_kind, 1.5)
     d = max(cfg.d_qk, cfg.d_v)
-    chunk = min(cols, key_chunk(d))
-    keys = 8 * chunk * d   # one float64 chunk of k or v
-    if cfg.paged:      # gathered first: a chunk's pages of every kv head in the cache's type, and one head of them
+    chunk = min(cols, key_chunk(d * plan.kv_heads))
+    keys = 8 * chunk * d * plan.kv_heads   # one float64 chunk of k or v, every kv head of the tile
+    if cfg.paged:      # gathered first: a chunk's pages of every kv head in the cache's type, and the tile's of them
         itemsize = DTYPES[graph.by_uid[node.inputs["k"]].data_type].itemsize
-        keys = max(keys, itemsize * (chunk + cfg.page_size) * (cfg.heads_kv + 1) * d)
+        keys = max(keys, itemsize * (chunk + cfg.page_size) * (cfg.heads_kv + plan.kv_heads) * d)
     if cfg.backward:   # q, k, v, dO and O slices alive together
         slices = 8 * heads * rows * (cfg.d_qk + 2 * cfg.d_v) + 2 * keys
     else:              # the keys' slice is freed before the values' is made; per-row statistics

@@ -71,7 +71,7 @@ def test_full_attention_computes_every_score_once() -> None:
     g = _attention(2, 8, 2, 100, 300, 64)
     scores, tiles = cost.attention_scores(attention.config(g.nodes[0], g))
     assert scores == 2 * 8 * 100 * 300
-    assert tiles == 2 * 2   # one row block per (batch, kv head): 4 x 100 x 300 scores fit one block
+    assert tiles == 2   # one tile per batch entry: both kv heads' 8 x 100 x 300 scores fit one block
     work = cost.node_work(g.nodes[0], g)
     assert work.small_gemm_flops == 2 * (64 + 64) * scores and work.transcendental == scores
 

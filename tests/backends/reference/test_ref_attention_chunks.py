@@ -13,7 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hipdnn_trace.backends.reference.ops.sdpa import Masking, PagedKV, sdpa_backward, sdpa_forward, tile_shape
+from hipdnn_trace.backends.reference.ops.sdpa import (
+    Masking,
+    PagedKV,
+    TilePlan,
+    sdpa_backward,
+    sdpa_forward,
+    tile_plan,
+    tile_shape,
+    visible_keys,
+)
 
 RNG = np.random.default_rng(33)
 #: 1 byte: one head and one row a tile; then a few rows of one head; then two heads of a group
@@ -198,3 +207,80 @@ def test_tile_shape_keeps_the_scores_within_the_budget(group: int, skv: int, bud
     heads, rows = tile_shape(group, skv, budget)
     assert (heads, rows) == expected
     assert heads * rows * skv * 8 <= budget or (heads, rows) == (1, 1)
+
+
+def _spanning_budget(g: int, sq: int, skv: int, kv_heads: int, m: Masking) -> int:
+    """A budget whose tiles hold exactly ``kv_heads`` kv heads' whole groups and all ``sq`` rows."""
+    return 8 * kv_heads * g * sq * visible_keys(m, sq, skv)
+
+
+@pytest.mark.parametrize("sq", [1, 4])
+@pytest.mark.parametrize("case", ["gqa", "causal_bottom_right", "sliding_window", "varlen", "sinks", "additive_mask",
+                                  "boolean_mask"])
+def test_tiles_over_several_kv_heads_equal_the_whole_score_matrix(case: str, sq: int) -> None:
+    """Tiles of two kv heads' groups side by side, the last with one (3 kv heads): every query head
+    still reads its own kv head's keys and values."""
+    masking, spec = CASES[case]
+    masking = {**masking, **({"seq_len_q": (sq, max(1, sq - 2))} if "seq_len_q" in masking else {})}
+    q, k, v = _qkv(hq=6, hkv=3, sq=sq)
+    extra = _extras({**spec, **({"bias": (2, 1, sq, 11)} if "bias" in spec else {}),
+                     **({"allow": (2, 6, sq, 11)} if "allow" in spec else {})})
+    if "sink" in extra:
+        extra["sink"] = RNG.standard_normal(6)
+    m = Masking(**masking)
+    budget = _spanning_budget(2, sq, 11, 2, m)
+    assert tile_plan(2, 3, sq, 11, m, budget).kv_heads == 2
+    got = sdpa_forward(q, k, v, scale=0.45, masking=m, budget=budget, **extra)
+    o, stats, _, _ = _dense(q, k, v, 0.45, m, bias=extra.get("bias"), allow=extra.get("allow"),
+                            sink=extra.get("sink"))
+    np.testing.assert_allclose(got["o"], o, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(got["stats"][..., 0], stats, rtol=1e-12, atol=1e-13)
+
+
+def test_paged_tiles_over_several_kv_heads_equal_the_dense_cache() -> None:
+    q, k, v = _qkv(hq=6, hkv=3, sq=1)
+    kc, kt = _paged(k, 4, RNG)
+    vc, vt = _paged(v, 4, RNG)
+    m = Masking(causal=True, bottom_right=True, seq_len_kv=(11, 6))
+    budget = _spanning_budget(2, 1, 11, 3, m)
+    assert tile_plan(2, 3, 1, 11, m, budget).kv_heads == 3
+    got = sdpa_forward(q, PagedKV.of(kc, kt, 11), PagedKV.of(vc, vt, 11), scale=0.3, masking=m, budget=budget)
+    o, stats, _, _ = _dense(q, k, v, 0.3, m)
+    np.testing.assert_allclose(got["o"], o, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(got["stats"][..., 0], stats, rtol=1e-12, atol=1e-13)
+
+
+def test_a_decode_step_is_one_tile_per_batch_entry() -> None:
+    """llama3-8B decode (32 query heads on 8 kv heads, one query row, 4096 keys): one tile of every kv
+    head, not eight; a prefill's tiles stay those of tile_shape (its rows already fill the budget)."""
+    assert tile_plan(4, 8, 1, 4096) == TilePlan(8, 4, 1)
+    heads, rows = tile_shape(4, 4096)
+    assert tile_plan(4, 8, 4096, 4096, Masking(causal=True)) == TilePlan(1, heads, rows)
+
+
+def test_a_sliding_window_tile_takes_the_rows_its_keys_allow() -> None:
+    """gpt-oss (64 query heads on 8 kv heads, a 128-key window, 4096 tokens): a tile's rows see at most
+    rows + 127 keys, so a tile holds more rows than tile_shape's (which counts all 4096 keys)."""
+    m = Masking(causal=True, left_bound=128)
+    plan = tile_plan(8, 8, 4096, 4096, m)
+    old_heads, old_rows = tile_shape(8, 4096)
+    assert plan.count(8, 8, 4096) < TilePlan(1, old_heads, old_rows).count(8, 8, 4096)
+    assert 8 * plan.kv_heads * plan.heads * plan.rows * visible_keys(m, plan.rows, 4096) <= 64 << 20
+
+
+@pytest.mark.parametrize("group,hkv,q_len,kv_len", [(4, 8, 1, 4096), (1, 128, 4096, 4096), (8, 8, 4096, 4096),
+                                                     (2, 3, 9, 11), (16, 1, 7, 10**6), (4, 2, 0, 5)])
+@pytest.mark.parametrize("masking", [Masking(), Masking(causal=True), Masking(causal=True, left_bound=128),
+                                     Masking(left_bound=3, right_bound=2)], ids=["full", "causal", "window", "both"])
+@pytest.mark.parametrize("budget", [1, 8 * 11 * 3, 1 << 20, 64 << 20])
+def test_every_tile_plan_keeps_its_scores_within_the_budget(group: int, hkv: int, q_len: int, kv_len: int,
+                                                            masking: Masking, budget: int) -> None:
+    """Scores of one tile (its kv heads' query heads x rows x the keys those rows can see) fit the budget,
+    unless even one head and one row does not; and a plan never makes more tiles than tile_shape's."""
+    plan = tile_plan(group, hkv, q_len, kv_len, masking, budget)
+    rows = min(plan.rows, max(q_len, 1))
+    scores = 8 * plan.kv_heads * plan.heads * rows * visible_keys(masking, rows, kv_len)
+    assert scores <= budget or (plan.kv_heads, plan.heads, plan.rows) == (1, 1, 1)
+    heads, old_rows = tile_shape(group, kv_len, budget)
+    assert plan.count(group, hkv, q_len) <= TilePlan(1, heads, old_rows).count(group, hkv, q_len)
+    assert tile_plan(group, hkv, q_len, kv_len, masking, budget, span=False).kv_heads == 1

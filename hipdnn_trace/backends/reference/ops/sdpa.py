@@ -30,6 +30,7 @@ was given, which is how the backward op is defined (see :func:`sdpa_backward`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +39,8 @@ from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import as_array, f64, shape_of
 from hipdnn_trace.errors import UnsupportedError
 
-__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "gather_pages", "key_chunk", "sdpa_backward", "sdpa_forward",
-           "tile_shape"]
+__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "gather_pages", "TilePlan", "key_chunk", "sdpa_backward",
+           "sdpa_forward", "tile_plan", "tile_shape", "visible_keys"]
 
 #: Upper bound of one tile of float64 scores (and each same-sized temporary): the default budget.
 SCORE_BLOCK_BYTES = 64 << 20
@@ -143,26 +144,28 @@ class PagedKV:
     def shape(self) -> tuple[int, int, int, int]:
         return (int(self.table.shape[0]), int(self.container.shape[1]), self.seq_len, int(self.container.shape[3]))
 
-    def keys(self, b: int, h: int, cs: slice) -> np.ndarray:
-        """Tokens ``cs`` of sequence ``b``, head ``h``: ``[len, D]`` in the container's dtype."""
+    def keys(self, b: int, kv: slice, cs: slice) -> np.ndarray:
+        """Tokens ``cs`` of sequence ``b``, kv heads ``kv``: ``[heads, len, D]`` in the container's dtype."""
         xp = shim.namespace(self.container)
-        size = int(self.container.shape[2])
+        size, d = int(self.container.shape[2]), int(self.container.shape[3])
         first, last = cs.start // size, max(cs.start, cs.stop - 1) // size + 1
-        # the pages first, then the head: a take over container[:, h] copied the whole head's cache
-        pages = xp.take(self.container, self.table[b, first:last], axis=0)[:, h, ...]   # [n, page, D]
-        flat = xp.reshape(pages, (-1, int(self.container.shape[3])))
-        return flat[cs.start - first * size: cs.stop - first * size, ...]
+        # the pages first, then the heads: a take over container[:, h] copied the whole head's cache
+        pages = xp.take(self.container, self.table[b, first:last], axis=0)[:, kv, ...]   # [n, heads, page, D]
+        flat = xp.reshape(xp.permute_dims(pages, (1, 0, 2, 3)), (int(pages.shape[1]), -1, d))
+        return flat[:, cs.start - first * size: cs.stop - first * size, ...]
 
 
-def _keys(src: np.ndarray | PagedKV, b: int, h: int, cs: slice) -> np.ndarray:
-    """One tile's keys (or values) of kv head ``h`` in float64: a slice of a dense cache, or gathered pages."""
-    return f64(src.keys(b, h, cs) if isinstance(src, PagedKV) else src[b, h, cs, ...])
+def _keys(src: np.ndarray | PagedKV, b: int, kv: slice, cs: slice) -> np.ndarray:
+    """One tile's keys (or values) of kv heads ``kv`` in float64, ``[heads, len, D]``: a slice of a dense
+    cache, or gathered pages."""
+    return f64(src.keys(b, kv, cs) if isinstance(src, PagedKV) else src[b, kv, cs, ...])
 
 
 def key_chunk(d: int, budget: int | None = None) -> int:
     """Keys converted to float64 at a time: ``key_chunk * d`` float64 values within the budget (65536
     keys of d 128 at 64 MiB; a tile over more keys goes through them in chunks, so a kv head's keys
-    are never converted whole at a million tokens)."""
+    are never converted whole at a million tokens). A tile over several kv heads passes ``d`` times
+    their number."""
     return max(1, (budget or SCORE_BLOCK_BYTES) // (8 * max(d, 1)))
 
 
@@ -170,30 +173,47 @@ def _chunks(cs: slice, n: int) -> list[slice]:
     return [slice(a, min(cs.stop, a + n)) for a in range(cs.start, cs.stop, n)]
 
 
-def _against_keys(x: np.ndarray, src: np.ndarray | PagedKV, b: int, h: int, cs: slice,
+def _per_kv_head(x: np.ndarray, kv: slice) -> np.ndarray:
+    """``[heads, r, n]`` -> ``[kv heads, (heads of each) * r, n]``: a tile's query rows stacked by the kv
+    head they read, so one batched product per kv head serves them all (no broadcast copy of the keys)."""
+    heads, rows, n = (int(d) for d in x.shape)
+    kv_heads = kv.stop - kv.start
+    return shim.namespace(x).reshape(x, (kv_heads, heads // kv_heads * rows, n))
+
+
+def _merged(x: np.ndarray, rows: int) -> np.ndarray:
+    """``[kv heads, (heads of each) * rows, n]`` -> ``[heads, rows, n]`` (the inverse of :func:`_per_kv_head`)."""
+    kv_heads, stacked, n = (int(d) for d in x.shape)
+    return shim.namespace(x).reshape(x, (kv_heads * stacked // rows, rows, n))
+
+
+def _against_keys(x: np.ndarray, src: np.ndarray | PagedKV, b: int, kv: slice, cs: slice,
                   budget: int | None) -> np.ndarray:
-    """``x @ keys^T`` ([heads, r, d] -> [heads, r, c]) with the keys converted a chunk at a time: each
-    element is the same dot product over d."""
+    """``x @ keys^T`` ([heads, r, d] -> [heads, r, c]), each query head against its own kv head's keys,
+    converted a chunk at a time: each element is the same dot product over d."""
     xp = shim.namespace(x)
-    n = key_chunk(int(x.shape[-1]), budget)
+    rows, grouped = int(x.shape[-2]), _per_kv_head(x, kv)          # [kv, heads of each * r, d]
+    n = key_chunk(int(x.shape[-1]) * (kv.stop - kv.start), budget)
     if cs.stop - cs.start <= n:
-        return xp.matmul(x, xp.matrix_transpose(_keys(src, b, h, cs)))
-    parts = [xp.matmul(x, xp.matrix_transpose(_keys(src, b, h, c))) for c in _chunks(cs, n)]
-    return xp.concat(parts, axis=-1)
+        return _merged(xp.matmul(grouped, xp.matrix_transpose(_keys(src, b, kv, cs))), rows)
+    parts = [xp.matmul(grouped, xp.matrix_transpose(_keys(src, b, kv, c))) for c in _chunks(cs, n)]
+    return _merged(xp.concat(parts, axis=-1), rows)
 
 
-def _times_keys(w: np.ndarray, src: np.ndarray | PagedKV, b: int, h: int, cs: slice, d: int,
+def _times_keys(w: np.ndarray, src: np.ndarray | PagedKV, b: int, kv: slice, cs: slice, d: int,
                 budget: int | None) -> np.ndarray:
-    """``w @ keys`` ([heads, r, c] -> [heads, r, d]), summed over key chunks (float64 rounding only)."""
+    """``w @ keys`` ([heads, r, c] -> [heads, r, d]), each query head with its own kv head's values,
+    summed over key chunks (float64 rounding only)."""
     xp = shim.namespace(w)
-    n = key_chunk(d, budget)
+    rows, grouped = int(w.shape[-2]), _per_kv_head(w, kv)          # [kv, heads of each * r, c]
+    n = key_chunk(d * (kv.stop - kv.start), budget)
     if cs.stop - cs.start <= n:
-        return xp.matmul(w, _keys(src, b, h, cs))
+        return _merged(xp.matmul(grouped, _keys(src, b, kv, cs)), rows)
     out = None
     for c in _chunks(cs, n):
-        part = xp.matmul(w[..., c.start - cs.start:c.stop - cs.start], _keys(src, b, h, c))
+        part = xp.matmul(grouped[..., c.start - cs.start:c.stop - cs.start], _keys(src, b, kv, c))
         out = part if out is None else out + part
-    return out
+    return _merged(out, rows)
 
 
 def _group(hq: int, hkv: int) -> int:
@@ -212,6 +232,73 @@ def tile_shape(group: int, skv: int, budget: int | None = None) -> tuple[int, in
     return heads, max(1, limit // (per_row * heads))
 
 
+def visible_keys(masking: Masking, rows: int, kv_len: int) -> int:
+    """The most keys a block of ``rows`` query rows can see (:meth:`Masking.key_range`'s width at most):
+    every key, or a sliding window's ``rows + left + right - 1``."""
+    upper = masking.upper()
+    if masking.left_bound is None or upper is None:
+        return max(kv_len, 1)
+    return max(1, min(kv_len, rows + int(masking.left_bound) + upper - 1))
+
+
+def _rows_within(limit: int, heads: int, q_len: int, kv_len: int, masking: Masking) -> int:
+    """The most query rows, at most ``max(q_len, 1)``, whose scores for ``heads`` heads stay within
+    ``limit`` bytes against the keys they can see; 0 when not even one row does."""
+    def fits(rows: int) -> bool:
+        return 8 * heads * rows * visible_keys(masking, rows, kv_len) <= limit
+
+    if not fits(1):
+        return 0
+    low, high = 1, max(q_len, 1)
+    while low < high:   # the score bytes grow with the rows: the largest that fits
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return low
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """How one batch entry's attention is cut into tiles: ``kv_heads`` kv heads side by side (each with
+    its whole query group), ``heads`` query heads of one group, ``rows`` query rows."""
+
+    kv_heads: int
+    heads: int
+    rows: int
+
+    def count(self, group: int, hkv: int, q_len: int) -> int:
+        """Tiles of one batch entry of ``q_len`` query rows."""
+        return -(-hkv // self.kv_heads) * -(-group // self.heads) * -(-q_len // self.rows)
+
+
+def tile_plan(group: int, hkv: int, q_len: int, kv_len: int, masking: Masking = Masking(),
+              budget: int | None = None, span: bool = True) -> TilePlan:
+    """The tiles of one batch entry: :func:`tile_shape`'s heads, with as many rows as the scores the rows
+    can see allow (a sliding window sees ``rows + left`` keys, not all of them), and with ``span`` (the
+    forward) several kv heads' groups side by side when that makes fewer tiles: a decode step's one
+    query row per head made a tile per (batch entry, kv head), 128 launches-bound tiles of 4 x 1 x 4096
+    scores for llama3-8B at batch 16. Every tile keeps its scores within the budget."""
+    return _tile_plan(group, hkv, q_len, kv_len, masking.left_bound, masking.upper(), budget or SCORE_BLOCK_BYTES,
+                      span)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tile_plan(group: int, hkv: int, q_len: int, kv_len: int, left: int | None, upper: int | None,
+               limit: int, span: bool) -> TilePlan:
+    masking = Masking(left_bound=left, right_bound=upper)
+    heads, _ = tile_shape(group, visible_keys(masking, 1, kv_len), limit)   # tile_shape's, for one row's keys
+    best = TilePlan(1, heads, max(1, _rows_within(limit, heads, q_len, kv_len, masking)))
+    if heads < group:            # not one row of the whole group fits: fewer heads, one kv head
+        return best
+    for kv_heads in range(2, hkv + 1) if span else ():
+        rows = _rows_within(limit, kv_heads * group, q_len, kv_len, masking)
+        if rows == 0:
+            break
+        plan = TilePlan(kv_heads, group, rows)
+        if plan.count(group, hkv, q_len) < best.count(group, hkv, q_len):
+            best = plan
+    return best
+
+
 def _row_blocks(sq: int, rows: int) -> Iterator[range]:
     for start in range(0, sq, rows):
         yield range(start, min(sq, start + rows))
@@ -219,10 +306,11 @@ def _row_blocks(sq: int, rows: int) -> Iterator[range]:
 
 @dataclass(frozen=True)
 class _Tile:
-    """One row block of some heads of one kv head's query group, and the keys it can see."""
+    """One row block of some query heads, all reading the kv heads ``kv`` (the whole groups of several
+    kv heads, or some heads of one kv head's group), and the keys it can see."""
 
     b: int
-    hk: int
+    kv: slice
     heads: slice
     rs: slice
     cs: slice
@@ -230,20 +318,21 @@ class _Tile:
 
 
 def _tiles(b_: int, hkv: int, g: int, sq: int, skv: int, masking: Masking, budget: int | None,
-           like: np.ndarray) -> Iterator[_Tile]:
-    """Every (batch, kv head, head chunk, row block) with its visible key range, as both directions
-    walk them; masks are made in ``like``'s namespace and on its device."""
+           like: np.ndarray, span: bool) -> Iterator[_Tile]:
+    """Every (batch, kv heads, head chunk, row block) of :func:`tile_plan` with its visible key range, as
+    both directions walk them; masks are made in ``like``'s namespace and on its device."""
     xp, device = shim.namespace(like), shim.device_of(like)
     for b in range(b_):
         q_len, kv_len = masking.lengths(b, sq, skv)
-        heads, rows_per = tile_shape(g, kv_len, budget)
-        for hk in range(hkv):
-            for h0 in range(0, g, heads):
-                chunk = slice(hk * g + h0, hk * g + min(g, h0 + heads))
-                for rows in _row_blocks(q_len, rows_per):
+        plan = tile_plan(g, hkv, q_len, kv_len, masking, budget, span)
+        for k0 in range(0, hkv, plan.kv_heads):
+            kv = slice(k0, min(hkv, k0 + plan.kv_heads))
+            for h0 in range(0, g, plan.heads):
+                chunk = slice(k0 * g + h0, (kv.stop - 1) * g + min(g, h0 + plan.heads))
+                for rows in _row_blocks(q_len, plan.rows):
                     lo, hi = masking.key_range(rows, q_len, kv_len)
                     cols = range(lo, max(lo, hi))
-                    yield _Tile(b, hk, chunk, slice(rows.start, rows.stop), slice(cols.start, cols.stop),
+                    yield _Tile(b, kv, chunk, slice(rows.start, rows.stop), slice(cols.start, cols.stop),
                                 masking.keep(rows, cols, q_len, kv_len, xp, device))
 
 
@@ -329,7 +418,7 @@ def _tile_scores(t: _Tile, q: np.ndarray, k: np.ndarray | PagedKV, scale: float,
     b, heads, rs, cs = t.b, t.heads, t.rs, t.cs
     qb = f64(q[b, heads, rs, ...])
     p, m, total, p_sink, _ = _softmax_block(
-        lambda: _against_keys(qb, k, b, t.hk, cs, budget), scale, t.keep,
+        lambda: _against_keys(qb, k, b, t.kv, cs, budget), scale, t.keep,
         None if bias4 is None else f64(bias4[b, heads, rs, cs]),
         None if allow4 is None else allow4[b, heads, rs, cs] != 0, None if sinks is None else sinks[heads])
     return qb, p, m, total, p_sink
@@ -355,10 +444,10 @@ def sdpa_forward(
     o = xp.zeros((b_, hq, sq, dv), dtype=xp.float64, device=device)
     row_max = xp.full((b_, hq, sq), -np.inf, dtype=xp.float64, device=device)
     sum_exp = xp.zeros((b_, hq, sq), dtype=xp.float64, device=device)
-    for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q):
+    for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q, span=True):
         b, heads, rs = t.b, t.heads, t.rs
         _, p, m, total, _ = _tile_scores(t, q, k, scale, bias4, allow4, sinks, budget)
-        o[b, heads, rs, ...] = _times_keys(p, v, b, t.hk, t.cs, dv, budget)
+        o[b, heads, rs, ...] = _times_keys(p, v, b, t.kv, t.cs, dv, budget)
         row_max[b, heads, rs] = m
         sum_exp[b, heads, rs] = xp.where(xp.isfinite(m), total, 0.0)
     with shim.quiet(xp):
@@ -392,15 +481,16 @@ def sdpa_backward(
     dbias_full = _reduced_accumulator(dbias_shape, shape4, q) if want_dbias else None
     dq, dk, dv = (xp.zeros(tuple(a.shape), dtype=xp.float64, device=device) for a in (q, k, v))
     dsink = xp.zeros(hq, dtype=xp.float64, device=device)
-    for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q):
-        b, hk, heads, rs, cs = t.b, t.hk, t.heads, t.rs, t.cs
+    for t in _tiles(b_, hkv, g, sq, skv, masking, budget, q, span=False):   # one kv head a tile
+        b, kv, heads, rs, cs = t.b, t.kv, t.heads, t.rs, t.cs
+        hk = kv.start
         qb, p, _, _, p_sink = _tile_scores(t, q, k, scale, bias4, allow4, sinks, budget)
         dob = f64(do[b, heads, rs, ...])
-        o_rows = _times_keys(p, v, b, hk, cs, d_v, budget) if o is None else f64(o[b, heads, rs, ...])
+        o_rows = _times_keys(p, v, b, kv, cs, d_v, budget) if o is None else f64(o[b, heads, rs, ...])
         delta = xp.sum(dob * o_rows, axis=-1)                                     # [heads, r]
-        ds = p * (_against_keys(dob, v, b, hk, cs, budget) - delta[..., None])     # d(score incl. bias)
+        ds = p * (_against_keys(dob, v, b, kv, cs, budget) - delta[..., None])     # d(score incl. bias)
         dv[b, hk, cs, ...] += shim.contract_leading(xp, p, dob)
-        dq[b, heads, rs, ...] += scale * _times_keys(ds, k, b, hk, cs, d_qk, budget)
+        dq[b, heads, rs, ...] += scale * _times_keys(ds, k, b, kv, cs, d_qk, budget)
         dk[b, hk, cs, ...] += scale * shim.contract_leading(xp, ds, qb)
         if p_sink is not None:
             dsink[heads] -= xp.sum(p_sink * delta, axis=-1)
