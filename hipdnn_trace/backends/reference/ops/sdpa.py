@@ -29,8 +29,8 @@ was given, which is how the backward op is defined (see :func:`sdpa_backward`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
