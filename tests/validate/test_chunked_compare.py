@@ -203,6 +203,10 @@ def test_scaled_atol_of_a_torch_tensor_equals_the_host_path() -> None:
                 for part in np.split(host, range(1000, host.size, 1000))]
     assert count == int(np.isfinite(host).sum())
     assert sums == pytest.approx(expected, rel=1e-12)
+    for per_batch in (2, 5, 64):   # batches of chunks, as a GPU sums them: the same chunks and sums
+        batched, batched_count = _finite_square_sums_torch(torch.from_numpy(values.astype(np.float32)), 1000,
+                                                           per_batch)
+        assert batched == pytest.approx(expected, rel=1e-12) and batched_count == count
     assert _finite_square_sums_torch(torch.zeros(0), 1000) == ([], 0)
     assert scaled_atol(1e-5, torch.from_numpy(values)) == pytest.approx(scaled_atol(1e-5, values), rel=1e-14)
     assert _finite_square_sums(torch.from_numpy(values))[1] == int(np.isfinite(values).sum())
