@@ -187,14 +187,10 @@ class _DeviceJudge:
             a, e = xp.where(keep, a, 0.0), xp.where(keep, e, 0.0)
             del keep
         finite_a = xp.isfinite(a)
-        nonfinite = ~finite_a & ~poisoned           # NaN/Inf in an output always fails
-        e, bound = self._expected_and_bound(a, e)
+        nonfinite = ~(finite_a | poisoned)          # NaN/Inf in an output always fails
+        e, bound, abs_e = self._expected_and_bound(a, e)
         err = xp.abs(a - e)
         bad_value = finite_a & ~(err <= bound)
-        abs_e = xp.abs(e)
-        rel = err / abs_e
-        rel = xp.where(abs_e > 0, rel, xp.where(err > 0, xp.full_like(err, np.inf), 0.0))
-        del abs_e
         fail = bad_value | nonfinite | poisoned
         both_finite = finite_a & xp.isfinite(e)
         max_abs = xp.max(xp.where(both_finite, err, 0.0))
@@ -202,7 +198,12 @@ class _DeviceJudge:
         # value of 0 is 0) are all counted here and taken off below, so no mask of them is kept alive
         finite = xp.count_nonzero(both_finite)
         del both_finite
-        max_rel = xp.max(xp.where(finite_a & xp.isfinite(rel), rel, 0.0))
+        # the host's relative error is err / |e| where |e| > 0, else inf or 0, and its maximum skips the
+        # non-finite: the plain ratio (inf or NaN where |e| is 0 or NaN) gives that maximum in one pass, and
+        # the host's own formula is formed only for a chunk with failing elements (``_relative``)
+        ratio = err / abs_e
+        max_rel = xp.max(xp.where(finite_a & xp.isfinite(ratio), ratio, 0.0))
+        del ratio
         counts = [xp.count_nonzero(m) for m in (bad_value, nonfinite, poisoned, fail)]
         del bad_value, nonfinite, poisoned
         scalars = _host(xp.stack([xp.astype(xp.asarray(v, device=array_api_compat.device(a)), xp.float64)
@@ -211,21 +212,23 @@ class _DeviceJudge:
         ranked: list[Candidate] = []
         unranked: list[Candidate] = []
         if failing_n:
-            ranked, unranked = self._candidates(fail, finite_a, a, e, err, bound, rel, start)
+            ranked, unranked = self._candidates(fail, finite_a, a, e, err, bound, _relative(xp, err, abs_e), start)
         return ChunkResult(mismatches, nonfinite_n, unwritten_n, ignored_n, finite_n - ignored_n, float(scalars[6]),
                            float(scalars[7]), ranked, unranked, failing_n == n)
 
-    def _expected_and_bound(self, a: Any, e: Any) -> tuple[Any, Any]:
-        """The value an element is judged against and its bound: ``atol + rtol*|e|``, or for an integer
-        output the nearest allowed integer and 0."""
+    def _expected_and_bound(self, a: Any, e: Any) -> tuple[Any, Any, Any]:
+        """The value an element is judged against, its bound (``atol + rtol*|e|``, or for an integer output
+        the nearest allowed integer and 0) and the value's magnitude."""
         xp = self.xp
         if not self.integer:
-            return e, self.atol + self.rtol * xp.abs(e)
+            abs_e = xp.abs(e)
+            return e, self.atol + self.rtol * abs_e, abs_e
         low, high = allowed_range(e, self.integer, atol=self.atol, rtol=self.rtol)
         high = xp.maximum(low, high)
         nearest = xp.minimum(xp.maximum(a, low), high)      # numpy's clip(a, low, max(low, high))
         del low, high
-        return xp.where(xp.isnan(e), e, nearest), xp.zeros_like(e)
+        e = xp.where(xp.isnan(e), e, nearest)
+        return e, xp.zeros_like(e), xp.abs(e)
 
     def _candidates(self, fail: Any, finite_a: Any, a: Any, e: Any, err: Any, bound: Any, rel: Any,
                     offset: int) -> tuple[list[Candidate], list[Candidate]]:
@@ -261,6 +264,12 @@ class _DeviceJudge:
         above = ranked[values > threshold]
         ties = _head(ranked[values == threshold], top - int(above.shape[0]))
         return xp.concat([above, ties])
+
+
+def _relative(xp: Any, err: Any, abs_e: Any) -> Any:
+    """The host's relative error (``compare._judge_chunk``): err / |e| where |e| > 0, else inf where the
+    error is positive and 0 where it is not."""
+    return xp.where(abs_e > 0, err / abs_e, xp.where(err > 0, xp.full_like(err, np.inf), 0.0))
 
 
 def _head(values: Any, stop: int) -> Any:
