@@ -333,15 +333,14 @@ def attention_scores(cfg: attention.AttentionConfig) -> tuple[int, int]:
 def _attention_walk(cfg: attention.AttentionConfig) -> tuple[int, int, int]:
     """(scores, tiles, products of each kind): a tile makes one BLAS product per kv head it holds, its
     query heads' rows stacked (``ops/sdpa.py`` ``_per_kv_head``)."""
-    from hipdnn_trace.backends.reference.ops.sdpa import Masking, _row_blocks, tile_plan
+    from hipdnn_trace.backends.reference.ops.sdpa import _row_blocks, masking_of, tile_plan
 
     if cfg.heads_kv < 1 or cfg.heads_q % cfg.heads_kv:
         return 0, 0, 0
     g = cfg.group
     lq = expected_lengths(cfg.seq_q, cfg.batch) if cfg.padded else [cfg.seq_q] * cfg.batch
     lkv = expected_lengths(cfg.seq_kv, cfg.batch) if cfg.padded else [cfg.seq_kv] * cfg.batch
-    masking = Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
-                      right_bound=cfg.right_bound)
+    masking = masking_of(cfg)
     scores = tiles = products = 0
     for q_len, kv_len in zip(lq, lkv):
         per_head = 0

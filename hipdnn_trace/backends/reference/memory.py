@@ -204,12 +204,11 @@ def _attention_scratch(node: Node, graph: Graph) -> int:
     kv heads' groups) with its temporaries, its float64 slices of q, k, v (and dO, O backward; the additive
     mask's slice), paged keys gathered in their own type, and the forward's per-row statistics. Nothing
     here grows with the sequence but the per-row arrays (d_v times smaller than O)."""
-    from hipdnn_trace.backends.reference.ops.sdpa import Masking, key_chunk, tile_plan
+    from hipdnn_trace.backends.reference.ops.sdpa import key_chunk, masking_of, tile_plan
     from hipdnn_trace.graph.dtypes import DTYPES
 
     cfg = attention.config(node, graph)
-    masking = Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
-                      right_bound=cfg.right_bound)
+    masking = masking_of(cfg)
     plan = tile_plan(cfg.group, cfg.heads_kv, cfg.seq_q, cfg.seq_kv, masking, span=not cfg.backward)
     heads, rows = plan.kv_heads * plan.heads, min(plan.rows, max(cfg.seq_q, 1))
     cols = _tile_keys(cfg, rows)

@@ -38,9 +38,10 @@ import numpy as np
 from hipdnn_trace.backends.reference import xp as shim
 from hipdnn_trace.backends.reference.ops._arrays import as_array, f64, shape_of
 from hipdnn_trace.errors import UnsupportedError
+from hipdnn_trace.graph.attention import AttentionConfig
 
-__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "gather_pages", "TilePlan", "key_chunk", "sdpa_backward",
-           "sdpa_forward", "tile_plan", "tile_shape", "visible_keys"]
+__all__ = ["SCORE_BLOCK_BYTES", "Masking", "PagedKV", "TilePlan", "gather_pages", "key_chunk", "masking_of",
+           "sdpa_backward", "sdpa_forward", "tile_plan", "tile_shape", "visible_keys"]
 
 #: Upper bound of one tile of float64 scores (and each same-sized temporary): the default budget.
 SCORE_BLOCK_BYTES = 64 << 20
@@ -100,6 +101,12 @@ class Masking:
         if self.left_bound is not None:
             ok &= j > i + off - int(self.left_bound)
         return ok
+
+
+def masking_of(cfg: AttentionConfig) -> Masking:
+    """The masking rule of a graph's attention node (the cost model and the memory estimate walk its tiles)."""
+    return Masking(causal=cfg.causal, bottom_right=cfg.bottom_right, left_bound=cfg.left_bound,
+                   right_bound=cfg.right_bound)
 
 
 def gather_pages(container: np.ndarray, table: np.ndarray, seq_len: int) -> np.ndarray:
