@@ -110,6 +110,9 @@ class Backend(Protocol):
     # optional: ``warm_up(options) -> None``, the process-wide set-up every graph of a process would
     # otherwise pay on its first one (device context, library handles); a resident child runs it
     # before its first graph (bench/warm.py), so no graph's wall carries it
+    # optional: ``known_refusal(graph, engine, options) -> str | None``, what ``prepare`` would raise as
+    # UnsupportedError without building anything (a known crash, a refusal a plan cache remembers); ``run``
+    # asks before it makes inputs and the reference, which such a row never reads (bench/graph_run.py)
 
     def check(self, graph: Graph) -> Support:
         """Can this backend express the graph? Static: needs no device."""

@@ -103,6 +103,10 @@ class PlanCache:
     def path(self, key: Mapping[str, Any]) -> Path:
         return self.folder / f"{key_digest(key)}{SUFFIX}"
 
+    def has(self, key: Mapping[str, Any]) -> bool:
+        """Whether an entry is there (not read, not verified: only :meth:`get` says whether it is usable)."""
+        return os.path.lexists(self.path(key))
+
     def get(self, key: Mapping[str, Any]) -> Lookup:
         """The verified plan for ``key``; a damaged or foreign entry is removed (the note says why)."""
         path = self.path(key)

@@ -263,13 +263,28 @@ def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettin
                     out.append((cfg, None, None))
                 for e in listed:
                     out.append((cfg.with_engine(e.label()), e, None))
-            elif cfg.engine is not None:
-                out.append((cfg, engine_choice.select(backend, graph, cfg.engine, options), None))
             else:
-                out.append((cfg, None, None))
+                engine = None if cfg.engine is None else engine_choice.select(backend, graph, cfg.engine, options)
+                known = _known_refusal(backend, graph, cfg, engine, options)
+                out.append((cfg, engine, None if known is None else (UNSUPPORTED, known)))
         except UserError as exc:
             out.append((cfg, None, (ERROR, str(exc))))
     return out
+
+
+def _known_refusal(backend: Any, graph: Graph, cfg: Config, engine: Engine | None, options: Any) -> str | None:
+    """The refusal a backend's ``known_refusal`` gives without building (cuDNN: a known crash, a refusal its
+    plan cache remembers), so a row that cannot run costs no inputs and no reference; None when it has no
+    such hook, when autotuning picks the engine later, or when asking failed (``prepare`` then says why)."""
+    ask = getattr(backend, "known_refusal", None)
+    if ask is None or cfg.autotune:
+        return None
+    try:
+        return ask(graph, engine, options)
+    except UnsupportedError as exc:   # what prepare would raise: the same row
+        return str(exc)
+    except Exception:   # asking must never cost a row: prepare builds and reports
+        return None
 
 
 def _interleaving(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]],
@@ -293,7 +308,8 @@ def _measure_each(graph: Graph, expanded: Sequence[tuple[Config, Engine | None, 
     for cfg, engine, problem in expanded:
         if problem is not None:
             status, message = problem
-            run.configs.append(ConfigRun(config=cfg, status=status, error=message))
+            run.configs.append(ConfigRun(config=cfg, engine=engine.label() if engine else "", status=status,
+                                         error=message))
             continue
         run.configs.append(measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
                                     keep_float64=own and cfg.backend == "reference"))
@@ -326,8 +342,8 @@ def run_graph(
         return run
     if all(problem is not None for _, _, problem in expanded) and settings.save_tensors is None:
         # nothing can run: no inputs, no reference (a refused 4096-token graph cost 32 s and 2.7 GB)
-        run.configs.extend(ConfigRun(config=cfg, status=problem[0], error=problem[1])
-                           for cfg, _, problem in expanded if problem is not None)
+        run.configs.extend(ConfigRun(config=cfg, engine=engine.label() if engine else "", status=problem[0],
+                                     error=problem[1]) for cfg, engine, problem in expanded if problem is not None)
         return run
     stage("inputs")
     t0 = now_ns()

@@ -317,3 +317,40 @@ def test_a_closed_session_s_cudnn_handle_serves_the_next_session_and_open_ones_n
     assert cudnn._take_handle(frontend, 1) == "handle2", "another device's handle is never lent"
     assert cudnn._take_handle(frontend, 0) == first
     assert cudnn._take_handle(frontend, 0) == "handle3"
+
+
+def test_mocked_cudnn_known_refusal_says_before_any_input_what_the_session_would_raise(tmp_path, mocked_gpu,
+                                                                                      monkeypatch):
+    """``CudnnBackend.known_refusal``, asked by ``run`` before it makes inputs and the reference: a refusal the
+    plan cache remembers, in the words the session raises; None with no cache, with nothing remembered, or with
+    a plan stored under the same key (a session restores that first); a cuDNN known to crash on MoE GATHER says
+    so without a cache."""
+    from hipdnn_trace.backends import cudnn
+    from hipdnn_trace.backends.base import RunOptions
+    from hipdnn_trace.errors import UnsupportedError
+
+    monkeypatch.setattr(cudnn, "_cudnn", lambda: StandInFrontend)
+    tries, refusing = _failing_build(UnsupportedError("cuDNN: none of 2 plans builds (no engine)"))
+    monkeypatch.setattr(cudnn, "build_graph", refusing)
+    cache = PlanCache(tmp_path / "plans")
+    backend, graph = cudnn.CudnnBackend(), load_file(GRAPHS[1])
+    with_cache = RunOptions(extra={plan_cache.OPTION: cache})
+    assert backend.known_refusal(graph, None, with_cache) is None   # nothing remembered yet
+    with pytest.raises(UnsupportedError):
+        _session(cache, GRAPHS[1])._plan(StandInFrontend, None)   # the first session's build, remembered
+    with pytest.raises(UnsupportedError) as raised:
+        _session(cache, GRAPHS[1])._plan(StandInFrontend, None)
+    assert len(tries) == 1
+    assert backend.known_refusal(graph, None, with_cache) == str(raised.value)
+    assert backend.known_refusal(graph, None, RunOptions()) is None   # --no-plan-cache: prepare tries
+    other = Engine(index=3, name="eng3", knobs={}, workspace_bytes=0)
+    assert backend.known_refusal(graph, other, with_cache) is None   # another engine is another key
+    plan = cudnn_graph.plan(graph)
+    key = cudnn_plan_store.plan_key(StandInFrontend, plan, None, notes_to_deselect(plan), 0)
+    cache.put(key, b"plan", {})
+    assert backend.known_refusal(graph, None, with_cache) is None   # a stored plan is tried first
+    gather = load_file(REPO / "graphs" / "perf" / "moe" / "qwen3_30b_a3b_experts_gate_up_gather_t4096_bf16.json")
+    with pytest.raises(UnsupportedError) as crash:
+        backend.prepare(gather, None, RunOptions())
+    assert backend.known_refusal(gather, None, RunOptions()) == str(crash.value)
+    assert "crashes executing MoE GATHER" in str(crash.value)
