@@ -112,7 +112,7 @@ class Backend(Protocol):
     # before its first graph (bench/warm.py), so no graph's wall carries it
     # optional: ``known_refusal(graph, engine, options) -> str | None``, what ``prepare`` would raise as
     # UnsupportedError without building anything (a known crash, a refusal a plan cache remembers); ``run``
-    # asks before it makes inputs and the reference, which such a row never reads (bench/graph_run.py)
+    # asks before it makes inputs and the reference, which such a row never reads (bench/config_expansion.py)
 
     def check(self, graph: Graph) -> Support:
         """Can this backend express the graph? Static: needs no device."""

@@ -13,31 +13,25 @@ from typing import Any
 
 import numpy as np
 
-from hipdnn_trace import backends
-from hipdnn_trace.backends.base import Engine
 from hipdnn_trace.backends.reference import executor
-from hipdnn_trace.bench import engines as engine_choice
 from hipdnn_trace.bench.arm_measure import measure, measure_ab
 from hipdnn_trace.bench.attention_inputs import undefined_elements
-from hipdnn_trace.bench.bundle_support import gpu_arch
-from hipdnn_trace.bench.config import ENGINE_ALL, Config
+from hipdnn_trace.bench.config import Config
+from hipdnn_trace.bench.config_expansion import Expanded, expand_configs
 from hipdnn_trace.bench.device_data import is_device_tensor, release_device_memory, to_host as _host
 from hipdnn_trace.bench.inputs import make_inputs
 from hipdnn_trace.bench.loop import Phase
 from hipdnn_trace.bench.output_validation import validate
 from hipdnn_trace.bench.recheck import recheck_failures
-from hipdnn_trace.bench.records import ERROR, UNSUPPORTED, ConfigRun, GraphRun
+from hipdnn_trace.bench.records import ERROR, ConfigRun, GraphRun
 from hipdnn_trace.bench.reference_cache import ReferenceCache
 from hipdnn_trace.bench.run_settings import RunSettings
 from hipdnn_trace.bench.stages import with_stages
 from hipdnn_trace.bench.verdict import (
-    SUPPORT,
-    TIME,
     Limits,
     graph_notes,
     host_memory_refusal,
     oracle_memory_note,
-    refusal,
 )
 from hipdnn_trace.device.clock import now_ns
 from hipdnn_trace.errors import GraphError, UnsupportedError, UserError
@@ -138,7 +132,7 @@ def _evaluate_reference(graph: Graph, inputs: dict[int, np.ndarray], settings: R
     run.phases.append(Phase("reference", t0, now_ns()))
 
 
-def _reference_backend_runs(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]]) -> bool:
+def _reference_backend_runs(expanded: Sequence[Expanded]) -> bool:
     return any(cfg.backend == "reference" and problem is None for cfg, _, problem in expanded)
 
 
@@ -171,7 +165,7 @@ DEVICE_DATA_TYPES = frozenset({"float", "half", "bfloat16", "double", "fp8_e4m3"
                                "int32", "int64", "boolean"})
 
 
-def _input_device(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]], settings: RunSettings,
+def _input_device(expanded: Sequence[Expanded], settings: RunSettings,
                   run: GraphRun) -> str | None:
     """The GPU where a graph's data lives (inputs made there, the reference run there, outputs judged
     there), or None for the host: only when every consumer is on that GPU. A host consumer (the CPU
@@ -220,74 +214,7 @@ def _inputs(graph: Graph, settings: RunSettings, run: GraphRun, device: str | No
     return make_inputs(graph, settings.seed, device=device), {}
 
 
-def _skipped(cfg: Config, settings: RunSettings, run: GraphRun) -> str | None:
-    """A ``--test-config`` skip for this hipDNN row on this GPU, in upstream's words (the first match wins)."""
-    config = settings.engine_config
-    if config is None or not config.skips or not config.applies(cfg.backend, cfg.engine):
-        return None
-    said = config.skip(run.name, gpu_arch())
-    return None if said is None else f"skipped by --test-config: {said}"
-
-
-def _expand_configs(graph: Graph, configs: Sequence[Config], settings: RunSettings, run: GraphRun,
-                    timed_out: list[str] | None = None) -> list[tuple[Config, Engine | None, tuple[str, str] | None]]:
-    """(config, engine, problem) per concrete configuration, a problem being (status, message)
-    for a configuration that cannot run: ``inspect``'s verdict for its backend (``bench/verdict.py``
-    ``refusal``, an unsupported row, or an error row naming the file; ``timed_out`` collects the
-    reference-time refusals); ``--engine all`` expands here."""
-    out: list[tuple[Config, Engine | None, tuple[str, str] | None]] = []
-    limits = _limits(graph, settings, run)
-    for cfg in configs:
-        options = cfg.run_options(settings.options)
-        skipped = _skipped(cfg, settings, run)
-        if skipped is not None:
-            out.append((cfg, None, (UNSUPPORTED, skipped)))
-            continue
-        try:
-            backend = backends.get(cfg.backend)
-            available = backend.available()
-            if not available:
-                out.append((cfg, None, (UNSUPPORTED, f"backend {cfg.backend} not available: {available.reason}")))
-                continue
-            refused = refusal(graph, cfg.backend, backend, limits)
-            if refused is not None:
-                problem = (UNSUPPORTED, refused.reason) if refused.kind == SUPPORT else \
-                    (ERROR, f"{run.source}: {refused.reason}")
-                if refused.kind == TIME and timed_out is not None:
-                    timed_out.append(problem[1])
-                out.append((cfg, None, problem))
-                continue
-            if cfg.engine == ENGINE_ALL:
-                listed = backend.engines(graph, options)
-                if not listed:
-                    out.append((cfg, None, None))
-                for e in listed:
-                    out.append((cfg.with_engine(e.label()), e, None))
-            else:
-                engine = None if cfg.engine is None else engine_choice.select(backend, graph, cfg.engine, options)
-                known = _known_refusal(backend, graph, cfg, engine, options)
-                out.append((cfg, engine, None if known is None else (UNSUPPORTED, known)))
-        except UserError as exc:
-            out.append((cfg, None, (ERROR, str(exc))))
-    return out
-
-
-def _known_refusal(backend: Any, graph: Graph, cfg: Config, engine: Engine | None, options: Any) -> str | None:
-    """The refusal a backend's ``known_refusal`` gives without building (cuDNN: a known crash, a refusal its
-    plan cache remembers), so a row that cannot run costs no inputs and no reference; None when it has no
-    such hook, when autotuning picks the engine later, or when asking failed (``prepare`` then says why)."""
-    ask = getattr(backend, "known_refusal", None)
-    if ask is None or cfg.autotune:
-        return None
-    try:
-        return ask(graph, engine, options)
-    except UnsupportedError as exc:   # what prepare would raise: the same row
-        return str(exc)
-    except Exception:   # asking must never cost a row: prepare builds and reports
-        return None
-
-
-def _interleaving(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]],
+def _interleaving(expanded: Sequence[Expanded],
                   settings: RunSettings, run: GraphRun) -> bool:
     """Whether this graph's A/B runs interleaved: two runnable configurations and no profiler hooks
     (a profiler brackets one configuration's whole loop); the reason goes to the notes otherwise."""
@@ -301,7 +228,7 @@ def _interleaving(expanded: Sequence[tuple[Config, Engine | None, tuple[str, str
     return True
 
 
-def _measure_each(graph: Graph, expanded: Sequence[tuple[Config, Engine | None, tuple[str, str] | None]],
+def _measure_each(graph: Graph, expanded: Sequence[Expanded],
                   inputs: dict[int, np.ndarray], settings: RunSettings, markers: Markers,
                   on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> None:
     """Every configuration measured in turn (a problem becomes its row)."""
@@ -334,7 +261,7 @@ def run_graph(
     if graph is None or not _memory_plan(graph, settings, run):
         return run
     timed_out: list[str] = []
-    expanded = _expand_configs(graph, configs, settings, run, timed_out)
+    expanded = expand_configs(graph, configs, settings, _limits(graph, settings, run), run.source, timed_out)
     if len(timed_out) == len(expanded) and len(set(timed_out)) == 1:
         # every configuration refused for the reference's time, in one line: the graph's error row,
         # made before any input, as inspect says it (nothing is saved with --save-tensors either)
