@@ -157,3 +157,14 @@ def test_measured_rates_are_positive_and_cached() -> None:
     assert min(rates.gemm, rates.passes, rates.transcendental, rates.small_gemm) > 0 and rates.call_s > 0
     assert cost.measured_rates() is rates
     assert np.isfinite(cost.graph_seconds(_matmul(64, 64, 64), rates))
+
+
+def test_work_adds_and_scales_every_field():
+    """``Work`` adds and scales field by field (written out for the plan's speed): a field added later
+    and left out of either would be lost from every estimate."""
+    names = [f.name for f in dataclasses.fields(cost.Work)]
+    a = cost.Work(**{n: float(i + 1) for i, n in enumerate(names)})
+    b = cost.Work(**{n: 10.0 ** (i + 1) for i, n in enumerate(names)})
+    assert dataclasses.asdict(a + b) == {n: getattr(a, n) + getattr(b, n) for n in names}
+    assert dataclasses.asdict(a.times(3.0)) == {n: 3.0 * getattr(a, n) for n in names}
+    assert cost.total([a, b, a]) == a + b + a
