@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hipdnn_trace.backends.base import Engine
 from hipdnn_trace.backends.reference import executor
 from hipdnn_trace.bench.arm_measure import measure, measure_ab
 from hipdnn_trace.bench.attention_inputs import undefined_elements
@@ -228,15 +229,19 @@ def _interleaving(expanded: Sequence[Expanded],
     return True
 
 
+def _refused_row(cfg: Config, engine: Engine | None, problem: tuple[str, str]) -> ConfigRun:
+    """The row of a configuration that cannot run: its (status, message) and the engine it names, if any."""
+    status, message = problem
+    return ConfigRun(config=cfg, engine=engine.label() if engine else "", status=status, error=message)
+
+
 def _measure_each(graph: Graph, expanded: Sequence[Expanded],
                   inputs: dict[int, np.ndarray], settings: RunSettings, markers: Markers,
                   on_iteration: Callable[[int], None] | None, own: bool, run: GraphRun) -> None:
     """Every configuration measured in turn (a problem becomes its row)."""
     for cfg, engine, problem in expanded:
         if problem is not None:
-            status, message = problem
-            run.configs.append(ConfigRun(config=cfg, engine=engine.label() if engine else "", status=status,
-                                         error=message))
+            run.configs.append(_refused_row(cfg, engine, problem))
             continue
         run.configs.append(measure(graph, cfg, engine, inputs, settings, markers, run.load_ms or 0.0, on_iteration,
                                     keep_float64=own and cfg.backend == "reference"))
@@ -269,8 +274,8 @@ def run_graph(
         return run
     if all(problem is not None for _, _, problem in expanded) and settings.save_tensors is None:
         # nothing can run: no inputs, no reference (a refused 4096-token graph cost 32 s and 2.7 GB)
-        run.configs.extend(ConfigRun(config=cfg, engine=engine.label() if engine else "", status=problem[0],
-                                     error=problem[1]) for cfg, engine, problem in expanded if problem is not None)
+        run.configs.extend(_refused_row(cfg, engine, problem) for cfg, engine, problem in expanded
+                           if problem is not None)
         return run
     stage("inputs")
     t0 = now_ns()
